@@ -1,0 +1,31 @@
+# Two commands set everything up on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test test-all docs bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[test,docs]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/gradflow demo --out demo_output
+
+test: $(STAMP)
+	$(PY) -m pytest -m "not slow" -q
+
+test-all: $(STAMP)
+	$(PY) -m pytest -q
+
+docs: $(STAMP)
+	$(VENV)/bin/mkdocs build --strict --site-dir site
+
+bench: $(STAMP)
+	$(PY) benchmarks/bench_flow.py
+
+clean:
+	rm -rf $(VENV) site demo_output .pytest_cache .hypothesis

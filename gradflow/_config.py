@@ -1,0 +1,29 @@
+"""Scoped float64 for the theory engine.
+
+gradflow never changes the user's global JAX settings. Every public entry point of the
+theory engine runs inside ``jax.enable_x64(True)`` (a context manager, restored on exit),
+so the flow, the greedy limit and their comparisons are float64 whether or not the user
+enabled ``jax_enable_x64``. Results come back as NumPy float64 arrays, so they stay float64
+after the context has closed. The GPU networks (``gradflow.nets``) do not use this scope:
+they run in float32 with bf16 compute, with explicit dtypes.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Callable, TypeVar
+
+import jax
+
+F = TypeVar("F", bound=Callable)
+
+
+def float64(fn: F) -> F:
+    """Decorate ``fn`` so that it runs with 64-bit JAX types enabled, then restores the user's setting."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with jax.enable_x64(True):
+            return fn(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]

@@ -1,0 +1,218 @@
+"""Models with diagonal weights, ``f(x; θ) = h(x; u ⊙ v)`` (paper Definition 3.1, SPEC §1).
+
+The loss is ``L(θ) = (1/n) Σ_j ℓ(y_j, h(x_j; u ⊙ v))`` and the sign convention used throughout
+gradflow is ``g(θ) = −∇_β L`` at ``β = u ⊙ v``, so gradient flow reads ``du/dt = v ⊙ g``,
+``dv/dt = u ⊙ g`` (paper eq. 4).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence, Union
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._config import float64
+
+LossFn = Callable[[jax.Array, jax.Array], jax.Array]
+LossSpec = Union[str, LossFn]
+
+_LOSSES = ("square", "cross_entropy")
+
+
+def _square(y, y_hat):
+    """``ℓ(y, ŷ) = ½‖y − ŷ‖²`` summed over every output entry."""
+    return 0.5 * jnp.sum((y - y_hat) ** 2)
+
+
+def _cross_entropy(y, y_hat):
+    """``ℓ(y, ŷ) = −log softmax(ŷ)_y`` for logits ``ŷ`` and an integer label ``y``."""
+    return -jax.nn.log_softmax(y_hat)[y.astype(jnp.int32)]
+
+
+class DiagonalModel(eqx.Module):
+    """A model ``h(x; β)`` with ``β = u ⊙ v ∈ R^p`` and a finite sample ``(X, Y)``.
+
+    Args:
+        h: ``h(x, beta)``, the prediction for one sample ``x = X[j]`` (a JAX function, twice
+            differentiable in ``beta``).
+        X: inputs, samples stacked on the first axis.
+        Y: targets, samples stacked on the first axis. For ``loss="cross_entropy"`` an integer
+            label per sample, and ``h`` returns logits.
+        p: the number of diagonal weights.
+        loss: ``"square"`` (½‖y − ŷ‖² summed over output entries), ``"cross_entropy"``, or a
+            function ``loss(y, y_hat) -> scalar``.
+        names: optional label for every coordinate (used in tables and figures).
+
+    The data are stored as NumPy float64, so a model built without ``jax_enable_x64`` still
+    evaluates in float64 inside gradflow's entry points.
+    """
+
+    h: Callable = eqx.field(static=True)
+    X: np.ndarray
+    Y: np.ndarray
+    p: int = eqx.field(static=True)
+    loss: LossSpec = eqx.field(static=True)
+    names: tuple[str, ...] = eqx.field(static=True)
+
+    def __init__(
+        self,
+        h: Callable,
+        X,
+        Y,
+        *,
+        p: int,
+        loss: LossSpec = "square",
+        names: Sequence[str] | None = None,
+    ):
+        if not callable(h):
+            raise TypeError(f"h must be a function h(x, beta); got {type(h).__name__}.")
+        if isinstance(p, bool) or not isinstance(p, (int, np.integer)) or p < 1:
+            raise ValueError(f"p must be a positive integer (the number of diagonal weights); got {p!r}.")
+        if isinstance(loss, str) and loss not in _LOSSES:
+            raise ValueError(f"loss must be one of {_LOSSES} or a function loss(y, y_hat); got {loss!r}.")
+        if not isinstance(loss, str) and not callable(loss):
+            raise TypeError(f"loss must be a string or a function loss(y, y_hat); got {type(loss).__name__}.")
+        X = np.asarray(X)
+        Y = np.asarray(Y)
+        if X.ndim < 1 or Y.ndim < 1:
+            raise ValueError(
+                f"X and Y must stack the samples on their first axis; got X.shape={X.shape}, Y.shape={Y.shape}."
+            )
+        if X.shape[0] != Y.shape[0]:
+            raise ValueError(
+                f"X and Y must have the same number of samples on axis 0; got {X.shape[0]} and {Y.shape[0]}."
+            )
+        if X.shape[0] == 0:
+            raise ValueError("the data set is empty: X and Y need at least one sample.")
+        if not np.issubdtype(X.dtype, np.number) or not np.all(np.isfinite(X)):
+            raise ValueError("X must be numeric and finite; it contains NaN or inf (clean or drop those samples).")
+        X = X.astype(np.float64)
+        if loss == "cross_entropy":
+            if Y.ndim != 1 or not np.all(np.isfinite(Y)) or not np.all(np.asarray(Y) == np.round(Y)):
+                raise ValueError(
+                    f"cross_entropy needs one integer class label per sample (Y.shape == (n,)); got Y.shape={Y.shape}."
+                )
+            Y = Y.astype(np.int64)
+        else:
+            if not np.issubdtype(Y.dtype, np.number) or not np.all(np.isfinite(Y)):
+                raise ValueError("Y must be numeric and finite; it contains NaN or inf.")
+            Y = Y.astype(np.float64)
+        self.h = h
+        self.X = X
+        self.Y = Y
+        self.p = int(p)
+        self.loss = loss
+        if names is None:
+            names = tuple(f"β[{i}]" for i in range(self.p))
+        names = tuple(str(s) for s in names)
+        if len(names) != self.p:
+            raise ValueError(f"names must have one label per coordinate (p={self.p}); got {len(names)}.")
+        self.names = names
+        self._check_h()
+
+    def _check_h(self) -> None:
+        """Evaluate ``h`` abstractly on one sample to report shape mismatches before any solve."""
+        with jax.enable_x64(True):
+            try:
+                out = jax.eval_shape(self.h, self.X[0], jnp.zeros(self.p))
+            except Exception as err:  # noqa: BLE001 - re-raised with context
+                raise ValueError(
+                    f"h(x, beta) failed on one sample x of shape {self.X.shape[1:]} and beta of shape ({self.p},): "
+                    f"{type(err).__name__}: {err}. Check that h takes a single sample (not the batch) and that p "
+                    "matches the length of beta that h expects."
+                ) from err
+        if not hasattr(out, "shape"):
+            raise ValueError("h(x, beta) must return a JAX array.")
+        if self.loss == "cross_entropy":
+            if len(out.shape) != 1:
+                raise ValueError(f"cross_entropy needs h to return a vector of logits; got shape {out.shape}.")
+            if self.Y.min() < 0 or self.Y.max() >= out.shape[0]:
+                raise ValueError(
+                    f"class labels must lie in [0, {out.shape[0]}) for {out.shape[0]} logits; "
+                    f"got labels in [{self.Y.min()}, {self.Y.max()}]."
+                )
+        elif self.loss == "square" and tuple(out.shape) != tuple(self.Y.shape[1:]):
+            raise ValueError(
+                f"h(x, beta) returns shape {tuple(out.shape)} but each target Y[j] has shape {self.Y.shape[1:]}; "
+                "for the square loss they must match."
+            )
+
+    @property
+    def n(self) -> int:
+        """The number of samples."""
+        return int(self.X.shape[0])
+
+    def _loss_fn(self) -> LossFn:
+        if self.loss == "square":
+            return _square
+        if self.loss == "cross_entropy":
+            return _cross_entropy
+        return self.loss
+
+    def loss_of_beta(self, beta, *, batch=None) -> jax.Array:
+        """``L(β) = (1/n) Σ_j ℓ(y_j, h(x_j; β))``; over the sample indices ``batch`` if given."""
+        X, Y = jnp.asarray(self.X), jnp.asarray(self.Y)
+        if batch is not None:
+            X, Y = X[batch], Y[batch]
+        ell = self._loss_fn()
+        per_sample = jax.vmap(lambda x, y: ell(y, self.h(x, beta)))(X, Y)
+        return jnp.mean(per_sample)
+
+    def loss_value(self, u, v, *, batch=None) -> jax.Array:
+        """``L(θ)`` at ``θ = (u, v)``."""
+        return self.loss_of_beta(u * v, batch=batch)
+
+    def g(self, beta, *, batch=None) -> jax.Array:
+        """``g = −∇_β L`` (SPEC §1 sign convention)."""
+        return -jax.grad(lambda b: self.loss_of_beta(b, batch=batch))(beta)
+
+    def predict(self, beta, X=None) -> jax.Array:
+        """``h(x_j; β)`` for every sample of ``X`` (default: the training inputs)."""
+        X = jnp.asarray(self.X if X is None else X)
+        return jax.vmap(lambda x: self.h(x, beta))(X)
+
+
+@float64
+def evaluate_loss(model: DiagonalModel, beta) -> np.ndarray:
+    """``L(β)`` in float64 for one ``beta`` (shape ``(p,)``) or a stack of them (shape ``(..., p)``)."""
+    beta = check_vector(beta, model.p, "beta", allow_batch=True)
+    flat = beta.reshape(-1, model.p)
+    out = _batched_loss(model, jnp.asarray(flat))
+    return np.asarray(out).reshape(beta.shape[:-1])
+
+
+@float64
+def evaluate_g(model: DiagonalModel, beta) -> np.ndarray:
+    """``g(β) = −∇_β L`` in float64 for one ``beta`` or a stack of them (shape ``(..., p)``)."""
+    beta = check_vector(beta, model.p, "beta", allow_batch=True)
+    flat = beta.reshape(-1, model.p)
+    out = _batched_g(model, jnp.asarray(flat))
+    return np.asarray(out).reshape(beta.shape)
+
+
+@eqx.filter_jit
+def _batched_loss(model, betas):
+    return jax.vmap(model.loss_of_beta)(betas)
+
+
+@eqx.filter_jit
+def _batched_g(model, betas):
+    return jax.vmap(model.g)(betas)
+
+
+def check_vector(x, p: int, name: str, *, allow_batch: bool = False) -> np.ndarray:
+    """Validate a float vector of length ``p`` (or a stack of them) and return it as float64."""
+    try:
+        arr = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise TypeError(f"{name} must be an array of numbers; got {type(x).__name__}.") from err
+    ok = arr.shape[-1:] == (p,) and (arr.ndim == 1 or allow_batch)
+    if not ok:
+        want = f"(..., {p})" if allow_batch else f"({p},)"
+        raise ValueError(f"{name} must have shape {want} to match the model's p={p}; got {arr.shape}.")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains NaN or inf at index {np.argwhere(~np.isfinite(arr))[0].tolist()}.")
+    return arr
