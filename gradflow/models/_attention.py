@@ -1,0 +1,73 @@
+"""The diagonal attention head of the paper's eq. 1 and its teacher–student toy task (appendix A).
+
+``h(X; β) = softmax(X diag(β_KQ) Xᵀ) X diag(β_VO)`` with the softmax over each row and no 1/√d
+(SPEC §1); ``β = [β_KQ, β_VO] ∈ R^{2d}``, ``u = [w_K, w_V]``, ``v = [w_Q, w_O]``.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._model import DiagonalModel
+from ._task import Task, check_positive_int, gaussian_init, sparse_gaussian
+
+
+def attention_head(X, beta_kq, beta_vo):
+    """One diagonal attention head on tokens ``X ∈ R^{T×d}`` (paper eq. 1 with diagonal weights)."""
+    scores = (X * beta_kq) @ X.T
+    return jax.nn.softmax(scores, axis=-1) @ (X * beta_vo)
+
+
+def _attention_h(X, beta):
+    d = X.shape[-1]
+    return attention_head(X, beta[:d], beta[d:])
+
+
+def attention_names(d: int, prefix: str = "") -> tuple[str, ...]:
+    """Coordinate labels ``KQ[i]`` then ``VO[i]``."""
+    return tuple(f"{prefix}KQ[{i}]" for i in range(d)) + tuple(f"{prefix}VO[{i}]" for i in range(d))
+
+
+def diagonal_attention_model(X, Y) -> DiagonalModel:
+    """The diagonal attention head with the square loss on ``X, Y ∈ R^{n×T×d}``."""
+    X = np.asarray(X)
+    if X.ndim != 3:
+        raise ValueError(f"the attention head needs X of shape (n, tokens, dim); got {X.shape}.")
+    d = X.shape[-1]
+    return DiagonalModel(_attention_h, X, Y, p=2 * d, loss="square", names=attention_names(d))
+
+
+def diagonal_attention(
+    *,
+    n: int = 1000,
+    tokens: int = 10,
+    dim: int = 50,
+    teacher_nonzero: tuple[int | None, int | None] = (3, 3),
+    seed: int = 0,
+) -> Task:
+    """The paper's toy task: ``n`` samples of ``tokens × dim`` i.i.d. N(0, 1) tokens, labelled by a teacher head.
+
+    The teacher is a diagonal attention head whose ``β_KQ`` and ``β_VO`` have
+    ``teacher_nonzero`` N(0, 1) entries each on random supports (``None`` makes that part dense).
+    A sparse teacher gives a few well-separated stages; the paper does not state its teacher's sparsity.
+    """
+    n, tokens, dim = (check_positive_int(v, k) for v, k in ((n, "n"), (tokens, "tokens"), (dim, "dim")))
+    rng = np.random.default_rng([seed, 0])
+    X = rng.standard_normal((n, tokens, dim))
+    teacher = np.concatenate([sparse_gaussian(rng, dim, teacher_nonzero[0]), sparse_gaussian(rng, dim, teacher_nonzero[1])])
+    Y = _teacher_labels(X, teacher)
+    u0, v0 = gaussian_init(2 * dim, seed)
+    config = dict(n=n, tokens=tokens, dim=dim, teacher_nonzero=teacher_nonzero, seed=seed)
+    return Task("diagonal_attention", diagonal_attention_model(X, Y), u0, v0, teacher, config)
+
+
+def _teacher_labels(X: np.ndarray, teacher: np.ndarray) -> np.ndarray:
+    """Teacher outputs in float64 NumPy (independent of the JAX x64 setting)."""
+    d = X.shape[-1]
+    scores = np.einsum("ntd,d,nsd->nts", X, teacher[:d], X)
+    scores -= scores.max(axis=-1, keepdims=True)
+    attn = np.exp(scores)
+    attn /= attn.sum(axis=-1, keepdims=True)
+    return np.einsum("nts,nsd->ntd", attn, X * teacher[d:])

@@ -1,0 +1,49 @@
+"""A built-in task: a model with its data, a seeded initialisation direction, and its teacher."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from .._model import DiagonalModel
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """A model, an initialisation direction ``θ⁰ = (u0, v0)`` and the teacher that made the labels.
+
+    The initialisation of the flow is ``θ(0) = α (u0, v0)`` (SPEC §2). ``u0, v0`` are i.i.d.
+    N(0, 1), as in the paper's appendix A ("θ(0) = α θ₀ for some random Gaussian θ₀").
+    """
+
+    name: str
+    model: DiagonalModel
+    u0: np.ndarray
+    v0: np.ndarray
+    teacher_beta: np.ndarray
+    config: dict[str, Any]
+
+
+def gaussian_init(p: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded i.i.d. N(0, 1) initialisation directions ``u0, v0 ∈ R^p``."""
+    rng = np.random.default_rng([seed, 1])
+    return rng.standard_normal(p), rng.standard_normal(p)
+
+
+def sparse_gaussian(rng: np.random.Generator, size: int, nonzero: int | None) -> np.ndarray:
+    """A vector with ``nonzero`` N(0, 1) entries on a random support (dense if ``nonzero`` is None)."""
+    out = np.zeros(size)
+    k = size if nonzero is None else nonzero
+    if not 0 <= k <= size:
+        raise ValueError(f"the teacher's number of nonzero entries must lie in [0, {size}]; got {k}.")
+    idx = rng.choice(size, size=k, replace=False)
+    out[idx] = rng.standard_normal(k)
+    return out
+
+
+def check_positive_int(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive integer; got {value!r}.")
+    return int(value)
