@@ -1,0 +1,52 @@
+"""theory: symbolic derivations behind gradflow, checked with SymPy, and their closed forms as fast
+numerical oracles.
+
+``python -c "import theory; print(theory.verify_all())"`` re-derives everything (one ✓/✗ line each).
+Sign convention as in SPEC.md: g = −∇_β L, du/dt = v ⊙ g, dv/dt = u ⊙ g, τ = t / log(1/α).
+"""
+
+from ._conservation import derive_conservation_law as derive_conservation_law
+from ._conservation import derive_sum_difference_dynamics as derive_sum_difference_dynamics
+from ._diagonal_linear import derive_diagonal_linear_closed_form as derive_diagonal_linear_closed_form
+from ._diagonal_linear import derive_diagonal_linear_staircase as derive_diagonal_linear_staircase
+from ._diagonal_linear import diagonal_linear_beta as diagonal_linear_beta
+from ._diagonal_linear import diagonal_linear_beta_expression as diagonal_linear_beta_expression
+from ._diagonal_linear import diagonal_linear_beta_rescaled as diagonal_linear_beta_rescaled
+from ._diagonal_linear import diagonal_linear_staircase as diagonal_linear_staircase
+from ._greedy import GreedyStages as GreedyStages
+from ._greedy import derive_plateau_dynamics as derive_plateau_dynamics
+from ._greedy import derive_time_until_active as derive_time_until_active
+from ._greedy import greedy_orthonormal_stages as greedy_orthonormal_stages
+from ._greedy import time_until_active as time_until_active
+from ._record import Derivation as Derivation
+from ._record import VerificationReport as VerificationReport
+from ._record import check_claims as check_claims
+from ._two_layer import derive_saxe_mode as derive_saxe_mode
+from ._two_layer import saxe_mode as saxe_mode
+from ._two_layer import saxe_mode_expression as saxe_mode_expression
+from ._verify import DERIVATIONS as DERIVATIONS
+from ._verify import verify_all as verify_all
+
+__all__ = [
+    "DERIVATIONS",
+    "Derivation",
+    "GreedyStages",
+    "VerificationReport",
+    "check_claims",
+    "derive_conservation_law",
+    "derive_diagonal_linear_closed_form",
+    "derive_diagonal_linear_staircase",
+    "derive_plateau_dynamics",
+    "derive_saxe_mode",
+    "derive_sum_difference_dynamics",
+    "derive_time_until_active",
+    "diagonal_linear_beta",
+    "diagonal_linear_beta_expression",
+    "diagonal_linear_beta_rescaled",
+    "diagonal_linear_staircase",
+    "greedy_orthonormal_stages",
+    "saxe_mode",
+    "saxe_mode_expression",
+    "time_until_active",
+    "verify_all",
+]
