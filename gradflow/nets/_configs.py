@@ -1,0 +1,158 @@
+"""Model and training configurations (frozen dataclasses) and the named presets."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal, Optional
+
+
+@dataclasses.dataclass(frozen=True)
+class ViTConfig:
+    """Vision transformer. Images are (H, W, C) = (image_size, image_size, channels).
+
+    ``pool="cls"`` classifies from a learned class token (as in [DBK+20]); ``"mean"`` averages the patch tokens.
+    """
+
+    image_size: int
+    channels: int
+    patch: int
+    d_emb: int
+    n_layers: int
+    n_heads: int
+    d_head: int
+    d_mlp: int
+    n_classes: int
+    pool: Literal["cls", "mean"] = "cls"
+
+    def __post_init__(self):
+        if self.image_size % self.patch:
+            raise ValueError(f"image_size {self.image_size} is not a multiple of patch {self.patch}")
+        if self.pool not in ("cls", "mean"):
+            raise ValueError(f"pool must be 'cls' or 'mean', got {self.pool!r}")
+
+    @property
+    def n_patches(self) -> int:
+        return (self.image_size // self.patch) ** 2
+
+
+@dataclasses.dataclass(frozen=True)
+class GPTConfig:
+    """GPT-2 style decoder (pre-LayerNorm, GELU MLP, learned positions, LM head tied to the token embedding)."""
+
+    vocab_size: int
+    context: int
+    d_emb: int
+    n_layers: int
+    n_heads: int
+    d_head: int
+    d_mlp: int
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """Optimisation recipe. ``total`` and ``warmup`` are counted in ``unit`` (epochs or optimiser steps).
+
+    Learning rate: linear warm-up from 0 to ``lr`` over ``warmup``, then cosine decay to 0 at ``total``.
+    ``batch_size`` is the global batch; it is split into ``batch_size // micro_batch`` micro-batches whose
+    gradients are averaged inside one jitted step (gradient accumulation).
+    """
+
+    optimizer: Literal["adam", "adamw"] = "adam"
+    lr: float = 1e-4
+    weight_decay: float = 0.0
+    b1: float = 0.9
+    b2: float = 0.999
+    eps: float = 1e-8
+    grad_clip: Optional[float] = None
+    total: int = 500
+    warmup: int = 15
+    unit: Literal["epochs", "steps"] = "epochs"
+    batch_size: int = 512
+    micro_batch: Optional[int] = None
+    eval_every: int = 1000
+    checkpoint_every: int = 1000
+    log_every: int = 10
+    n_spectra: int = 30
+    eval_batch_size: int = 512
+
+    def __post_init__(self):
+        if self.optimizer not in ("adam", "adamw"):
+            raise ValueError(f"optimizer must be 'adam' or 'adamw', got {self.optimizer!r}")
+        if self.unit not in ("epochs", "steps"):
+            raise ValueError(f"unit must be 'epochs' or 'steps', got {self.unit!r}")
+        if not 0 <= self.warmup <= self.total or self.total < 1:
+            raise ValueError(f"need 0 <= warmup <= total and total >= 1, got warmup={self.warmup}, total={self.total}")
+        micro = self.micro_batch or self.batch_size
+        if self.batch_size % micro:
+            raise ValueError(f"batch_size {self.batch_size} is not a multiple of micro_batch {micro}")
+
+    @property
+    def n_micro(self) -> int:
+        return self.batch_size // (self.micro_batch or self.batch_size)
+
+    def with_duration(self, total: int, unit: Literal["epochs", "steps"]) -> "TrainConfig":
+        """The same recipe over ``total`` ``unit``s, keeping the warm-up's fraction of the run."""
+        warmup = round(total * self.warmup / self.total)
+        return dataclasses.replace(self, total=total, unit=unit, warmup=warmup)
+
+
+VIT_CONFIGS = {
+    # Paper §5 / appendix B.1 (CIFAR-10/100); n_classes is set from the data.
+    "paper": ViTConfig(image_size=32, channels=3, patch=4, d_emb=512, n_layers=6, n_heads=8, d_head=128,
+                       d_mlp=512, n_classes=10),
+    # ViT-Base/16 [DBK+20] (ImageNet, appendix B.3).
+    "vit-base-16": ViTConfig(image_size=224, channels=3, patch=16, d_emb=768, n_layers=12, n_heads=12, d_head=64,
+                             d_mlp=3072, n_classes=1000),
+    # CPU tests and demos on the embedded 8×8 digits.
+    "tiny": ViTConfig(image_size=8, channels=1, patch=2, d_emb=32, n_layers=2, n_heads=4, d_head=8, d_mlp=64,
+                      n_classes=10),
+}
+
+GPT_CONFIGS = {
+    "gpt2-small": GPTConfig(vocab_size=50257, context=1024, d_emb=768, n_layers=12, n_heads=12, d_head=64,
+                            d_mlp=3072),
+    "gpt2-medium": GPTConfig(vocab_size=50257, context=1024, d_emb=1024, n_layers=24, n_heads=16, d_head=64,
+                             d_mlp=4096),
+    "gpt2-large": GPTConfig(vocab_size=50257, context=1024, d_emb=1280, n_layers=36, n_heads=20, d_head=64,
+                            d_mlp=5120),
+    # CPU tests and demos; vocab_size is set from the tokenizer.
+    "gpt2-tiny": GPTConfig(vocab_size=256, context=32, d_emb=32, n_layers=2, n_heads=4, d_head=8, d_mlp=128),
+}
+
+TRAIN_CONFIGS = {
+    # Paper appendix B.1: Adam, lr 1e-4, 15 warm-up epochs, cosine decay, batch 512, 500 epochs, no wd.
+    "vit-cifar": TrainConfig(optimizer="adam", lr=1e-4, total=500, warmup=15, unit="epochs", batch_size=512,
+                             eval_every=2000, checkpoint_every=2000),
+    # Paper appendix B.3: ViT-Base/16 on ImageNet, lr 3e-3, batch 4096, 360 epochs.
+    "vit-imagenet": TrainConfig(optimizer="adam", lr=3e-3, total=360, warmup=15, unit="epochs", batch_size=4096,
+                                micro_batch=512, eval_every=5000, checkpoint_every=5000),
+    # InRank paper, Table 4: AdamW 6e-4, wd 0.1, warm-up 1 of 100 epochs, effective batch 512 by accumulation.
+    "gpt2-wikitext103": TrainConfig(optimizer="adamw", lr=6e-4, weight_decay=0.1, b2=0.95, grad_clip=1.0,
+                                    total=100, warmup=1, unit="epochs", batch_size=512, micro_batch=16,
+                                    eval_every=2000, checkpoint_every=2000, eval_batch_size=16),
+    # CPU demos and tests.
+    "tiny": TrainConfig(optimizer="adam", lr=3e-3, total=50, warmup=5, unit="steps", batch_size=64,
+                        eval_every=25, checkpoint_every=25, log_every=5, n_spectra=10, eval_batch_size=256),
+}
+
+
+def _lookup(table: dict, name: str, kind: str):
+    try:
+        return table[name]
+    except KeyError:
+        raise ValueError(f"unknown {kind} config {name!r}; choose one of {sorted(table)}") from None
+
+
+def vit_config(name: str) -> ViTConfig:
+    """The named ViT config: ``paper``, ``vit-base-16`` or ``tiny``."""
+    return _lookup(VIT_CONFIGS, name, "ViT")
+
+
+def gpt_config(name: str) -> GPTConfig:
+    """The named GPT config: ``gpt2-small``, ``gpt2-medium``, ``gpt2-large`` or ``gpt2-tiny``."""
+    return _lookup(GPT_CONFIGS, name, "GPT")
+
+
+def train_config(name: str) -> TrainConfig:
+    """The named training recipe: ``vit-cifar``, ``vit-imagenet``, ``gpt2-wikitext103`` or ``tiny``."""
+    return _lookup(TRAIN_CONFIGS, name, "training")

@@ -1,0 +1,121 @@
+"""Run-folder I/O: JSON-lines metrics, checkpoints and spectra measurements.
+
+Layout of a run folder::
+
+    metrics.jsonl           one JSON object per line, appended as produced
+    checkpoint/state.eqx    latest params + optimiser state (equinox serialisation)
+    checkpoint/meta.json    step, seed, configs of that checkpoint
+    checkpoint/init.eqx     the initial params (reference for the perturbation spectra)
+    spectra/init.npz        spectra of W_K W_Qᵀ, W_V W_Oᵀ at initialisation
+    spectra/step_XXXXXXXX.npz  spectra of the perturbations at that step
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+
+import equinox as eqx
+import numpy as np
+
+from ._spectra import HeadSpectra
+
+
+def _atomic_write(path: pathlib.Path, write) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        write(f)
+    os.replace(tmp, path)
+
+
+class MetricsLog:
+    """Append-only JSON-lines file, flushed after every record."""
+
+    def __init__(self, path: pathlib.Path):
+        self.path = pathlib.Path(path)
+
+    def append(self, record: dict) -> None:
+        with open(self.path, "a") as f:
+            f.write(json.dumps(record) + "\n")
+
+    def truncate_after(self, step: int) -> None:
+        """Drop the records of steps after ``step`` (a resumed run re-produces them)."""
+        if not self.path.exists():
+            return
+        keep = [line for line in self.path.read_text().splitlines() if line and json.loads(line)["step"] <= step]
+        _atomic_write(self.path, lambda f: f.write("".join(line + "\n" for line in keep).encode()))
+
+
+def read_metrics(path) -> list[dict]:
+    """All records of a metrics.jsonl file."""
+    return [json.loads(line) for line in pathlib.Path(path).read_text().splitlines() if line]
+
+
+def save_checkpoint(folder, tree, meta: dict) -> None:
+    """Write ``tree`` (params and optimiser state) and ``meta`` (JSON-able, with ``step``) atomically."""
+    folder = pathlib.Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    _atomic_write(folder / "state.eqx", lambda f: eqx.tree_serialise_leaves(f, tree))
+    _atomic_write(folder / "meta.json", lambda f: f.write(json.dumps(meta, indent=1).encode()))
+
+
+def load_checkpoint(folder, like):
+    """``(tree, meta)`` from ``folder``; ``like`` gives the tree structure, shapes and dtypes."""
+    folder = pathlib.Path(folder)
+    meta = json.loads((folder / "meta.json").read_text())
+    return eqx.tree_deserialise_leaves(folder / "state.eqx", like), meta
+
+
+def has_checkpoint(folder) -> bool:
+    folder = pathlib.Path(folder)
+    return (folder / "state.eqx").exists() and (folder / "meta.json").exists()
+
+
+def save_tree(path, tree) -> None:
+    _atomic_write(pathlib.Path(path), lambda f: eqx.tree_serialise_leaves(f, tree))
+
+
+def load_tree(path, like):
+    return eqx.tree_deserialise_leaves(pathlib.Path(path), like)
+
+
+def save_spectra(folder, name: str, spectra: HeadSpectra, step: int) -> None:
+    """One measurement as ``folder/name.npz`` (arrays of ``spectra`` plus ``step``)."""
+    folder = pathlib.Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    arrays = {k: np.asarray(v) for k, v in vars(spectra).items()}
+    _atomic_write(folder / f"{name}.npz", lambda f: np.savez(f, step=np.int64(step), **arrays))
+
+
+def spectra_name(step: int) -> str:
+    return f"step_{step:08d}"
+
+
+def prune_spectra_after(folder, step: int) -> None:
+    """Delete the measurements of steps after ``step``."""
+    for p in pathlib.Path(folder).glob("step_*.npz"):
+        if int(p.stem[5:]) > step:
+            p.unlink()
+
+
+class SpectraHistory(eqx.Module):
+    """Measurements of a run stacked along a leading step axis, plus the spectra at initialisation."""
+
+    steps: np.ndarray
+    delta: HeadSpectra
+    init: HeadSpectra
+
+
+def load_spectra(folder) -> SpectraHistory:
+    """All measurements in a run's ``spectra`` folder, ordered by step."""
+    folder = pathlib.Path(folder)
+    files = sorted(folder.glob("step_*.npz"))
+    if not files:
+        raise FileNotFoundError(f"no spectra measurements in {folder}")
+    loaded = [np.load(p) for p in files]
+    fields = ("kq", "vo", "kq_stable_rank", "vo_stable_rank")
+    delta = HeadSpectra(*(np.stack([d[k] for d in loaded]) for k in fields))
+    init_file = np.load(folder / "init.npz")
+    init = HeadSpectra(*(init_file[k] for k in fields))
+    return SpectraHistory(steps=np.array([int(d["step"]) for d in loaded]), delta=delta, init=init)

@@ -1,0 +1,283 @@
+"""The paper's toy with full weights (§5, Figure 2 d–f): one attention head, GD from small init.
+
+Student and teacher are attention heads (no 1/√d, the convention of the diagonal model, SPEC §1)::
+
+    h(X) = softmax(X W_K W_Qᵀ Xᵀ) X W_V W_Oᵀ,      X ∈ R^{T×d},  W_• ∈ R^{d×d_head}
+
+with the softmax over each row. Data: n samples of T tokens with i.i.d. N(0, 1) entries; targets
+are the teacher's outputs. The teacher's products ``W_K W_Qᵀ = A diag(σ_KQ) Bᵀ`` and
+``W_V W_Oᵀ = C diag(σ_VO) Dᵀ`` (A, B, C, D with orthonormal random columns) have low rank and
+distinct singular values, so that the student's stages are visible. The loss is SPEC's square
+loss ``(1/n) Σ_j ½‖y_j − h(X_j)‖²``; the student starts at ``α·N(0, 1)`` entries and runs full-batch
+GD with step ``lr``. Time is ``t = lr · step`` and rescaled time ``τ = t / log(1/α)``.
+
+Everything runs in float32 with explicit dtypes; the spectra use the QR trick of
+:func:`gradflow.nets._spectra.product_singular_values`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import pathlib
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._runs import MetricsLog, has_checkpoint, load_checkpoint, read_metrics, save_checkpoint
+from ._spectra import product_singular_values
+
+__all__ = [
+    "ToyAttentionConfig",
+    "ToyAttentionResult",
+    "AttentionHead",
+    "toy_attention_data",
+    "train_toy_attention",
+    "plot_toy_attention",
+    "add_subcommand",
+]
+
+F32 = jnp.float32
+
+
+@dataclasses.dataclass(frozen=True)
+class ToyAttentionConfig:
+    """The teacher–student task. Defaults: the paper's n = 1000, T = 10, d = 50, d_head = d."""
+
+    n: int = 1000
+    tokens: int = 10
+    dim: int = 50
+    d_head: int | None = None
+    teacher_kq: tuple[float, ...] = (1.0, 0.6, 0.3)
+    teacher_vo: tuple[float, ...] = (1.0, 0.6, 0.3)
+
+    def __post_init__(self):
+        dh = self.head_dim
+        if min(self.n, self.tokens, self.dim, dh) < 1:
+            raise ValueError(f"n, tokens, dim and d_head must be positive, got {self}")
+        for name, sv in (("teacher_kq", self.teacher_kq), ("teacher_vo", self.teacher_vo)):
+            if not 1 <= len(sv) <= dh or min(sv) <= 0:
+                raise ValueError(f"{name} needs 1..d_head={dh} positive singular values, got {sv}")
+
+    @property
+    def head_dim(self) -> int:
+        return self.dim if self.d_head is None else self.d_head
+
+
+class AttentionHead(eqx.Module):
+    """One attention head with full weights ``wq, wk, wv, wo`` of shape (d, d_head)."""
+
+    wq: jax.Array
+    wk: jax.Array
+    wv: jax.Array
+    wo: jax.Array
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        """``softmax(X W_K W_Qᵀ Xᵀ) X W_V W_Oᵀ`` for one sample ``x`` (T, d)."""
+        scores = (x @ self.wk) @ (x @ self.wq).T
+        return jax.nn.softmax(scores, axis=-1) @ ((x @ self.wv) @ self.wo.T)
+
+
+class ToyAttentionResult(eqx.Module):
+    """Records of a run: at ``step[k]``, the loss and the singular values (descending, d_head of
+    them) of ``W_K W_Qᵀ`` and ``W_V W_Oᵀ``; ``time = lr·step``, ``rescaled_time = time / log(1/α)``."""
+
+    step: np.ndarray
+    time: np.ndarray
+    rescaled_time: np.ndarray
+    loss: np.ndarray
+    sv_kq: np.ndarray
+    sv_vo: np.ndarray
+    init_scale: float = eqx.field(static=True)
+    lr: float = eqx.field(static=True)
+    teacher_kq: tuple = eqx.field(static=True)
+    teacher_vo: tuple = eqx.field(static=True)
+
+
+def _orthonormal(key, d: int, r: int) -> jax.Array:
+    q, _ = jnp.linalg.qr(jax.random.normal(key, (d, r), F32))
+    return q
+
+
+def toy_attention_data(config: ToyAttentionConfig, *, seed: int) -> tuple[jax.Array, jax.Array, AttentionHead]:
+    """``(X, Y, teacher)``: X (n, T, d) N(0, 1) float32, Y = teacher(X)."""
+    c = config
+    dh = c.head_dim
+    kx, ka, kb, kc, kd = jax.random.split(jax.random.PRNGKey(seed), 5)
+
+    def factor(key, sv):
+        s = jnp.zeros((dh,), F32).at[: len(sv)].set(jnp.sqrt(jnp.asarray(sv, F32)))
+        return _orthonormal(key, c.dim, dh) * s
+
+    teacher = AttentionHead(wq=factor(kb, c.teacher_kq), wk=factor(ka, c.teacher_kq),
+                            wv=factor(kc, c.teacher_vo), wo=factor(kd, c.teacher_vo))
+    x = jax.random.normal(kx, (c.n, c.tokens, c.dim), F32)
+    return x, jax.vmap(teacher)(x), teacher
+
+
+def _init_student(config: ToyAttentionConfig, init_scale: float, seed: int) -> AttentionHead:
+    ks = jax.random.split(jax.random.PRNGKey(seed + 1), 4)
+    shape = (config.dim, config.head_dim)
+    w = [F32(init_scale) * jax.random.normal(k, shape, F32) for k in ks]
+    return AttentionHead(*w)
+
+
+def _loss(head: AttentionHead, x, y) -> jax.Array:
+    return 0.5 * jnp.mean(jnp.sum(jnp.square(jax.vmap(head)(x) - y), axis=(1, 2)))
+
+
+@eqx.filter_jit
+def _gd_chunk(head, x, y, lr, n_steps):
+    def body(_, h):
+        g = jax.grad(_loss)(h, x, y)
+        return jax.tree_util.tree_map(lambda p, gp: p - lr * gp, h, g)
+
+    return jax.lax.fori_loop(0, n_steps, body, head)
+
+
+@eqx.filter_jit
+def _measure(head, x, y):
+    return (_loss(head, x, y), product_singular_values(head.wk, head.wq),
+            product_singular_values(head.wv, head.wo))
+
+
+def train_toy_attention(
+    config: ToyAttentionConfig = ToyAttentionConfig(),
+    *,
+    init_scale: float,
+    steps: int,
+    lr: float,
+    seed: int = 0,
+    record_every: int = 10,
+    out: str | pathlib.Path | None = None,
+    resume: bool = False,
+) -> ToyAttentionResult:
+    """Full-batch GD on the toy task from ``init_scale``·N(0, 1) weights for ``steps`` steps.
+
+    Records every ``record_every`` steps. With ``out``, each record is appended to
+    ``out/metrics.jsonl`` as it is made and the weights are checkpointed in ``out/checkpoint``;
+    ``resume=True`` continues from that checkpoint. The result is also saved as ``out/result.npz``.
+    """
+    if not 0 < init_scale < 1:
+        raise ValueError(f"init_scale must lie in (0, 1), got {init_scale}")
+    if steps < 1 or record_every < 1 or lr <= 0:
+        raise ValueError(f"need steps >= 1, record_every >= 1, lr > 0; got {steps}, {record_every}, {lr}")
+    x, y, _ = toy_attention_data(config, seed=seed)
+    head = _init_student(config, init_scale, seed)
+    log_inv = math.log(1.0 / init_scale)
+    meta = {"init_scale": init_scale, "lr": lr, "seed": seed, "config": dataclasses.asdict(config)}
+    step, log = 0, None
+    if out is not None:
+        out = pathlib.Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        log = MetricsLog(out / "metrics.jsonl")
+        if resume and has_checkpoint(out / "checkpoint"):
+            head, saved = load_checkpoint(out / "checkpoint", head)
+            for k in ("init_scale", "lr", "seed", "config"):
+                if not _json_equal(saved[k], meta[k]):
+                    raise ValueError(f"cannot resume {out}: it was run with {k}={saved[k]!r}, not {meta[k]!r}")
+            step = saved["step"]
+            log.truncate_after(step)
+        elif log.path.exists():
+            log.path.unlink()
+
+    def record(h, s):
+        loss, kq, vo = _measure(h, x, y)
+        rec = {"step": s, "time": lr * s, "rescaled_time": lr * s / log_inv, "loss": float(loss),
+               "sv_kq": np.asarray(kq).tolist(), "sv_vo": np.asarray(vo).tolist()}
+        if log is not None:
+            log.append(rec)
+        return rec
+
+    records = read_metrics(log.path) if (log is not None and log.path.exists()) else []
+    if step == 0:
+        records = [record(head, 0)]
+    lr32 = F32(lr)
+    while step < steps:
+        n = min(record_every, steps - step)
+        head = _gd_chunk(head, x, y, lr32, n)
+        step += n
+        rec = record(head, step)
+        if not np.isfinite(rec["loss"]):
+            raise FloatingPointError(f"loss is {rec['loss']} at step {step}: lr={lr} is too large")
+        records.append(rec)
+        if out is not None:
+            save_checkpoint(out / "checkpoint", head, {**meta, "step": step})
+    result = ToyAttentionResult(
+        step=np.array([r["step"] for r in records]),
+        time=np.array([r["time"] for r in records]),
+        rescaled_time=np.array([r["rescaled_time"] for r in records]),
+        loss=np.array([r["loss"] for r in records]),
+        sv_kq=np.array([r["sv_kq"] for r in records]),
+        sv_vo=np.array([r["sv_vo"] for r in records]),
+        init_scale=init_scale, lr=lr, teacher_kq=tuple(config.teacher_kq), teacher_vo=tuple(config.teacher_vo),
+    )
+    if out is not None:
+        np.savez(out / "result.npz", step=result.step, time=result.time, rescaled_time=result.rescaled_time,
+                 loss=result.loss, sv_kq=result.sv_kq, sv_vo=result.sv_vo, init_scale=init_scale, lr=lr)
+    return result
+
+
+def _json_equal(a, b) -> bool:
+    """Equality of two values after a JSON round trip (tuples become lists)."""
+    return json.loads(json.dumps(a)) == json.loads(json.dumps(b))
+
+
+def plot_toy_attention(results: list[ToyAttentionResult], path) -> None:
+    """Figure 2 d–f: singular values of ``W_V W_Oᵀ`` (d), of ``W_K W_Qᵀ`` (e) and the loss (f)
+    against rescaled time, one row per initialisation scale."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(results), 3, figsize=(12, 3.2 * len(results)), squeeze=False)
+    for row, r in zip(axes, results):
+        for ax, sv, teacher, title in ((row[0], r.sv_vo, r.teacher_vo, r"singular values of $W_V W_O^\top$"),
+                                       (row[1], r.sv_kq, r.teacher_kq, r"singular values of $W_K W_Q^\top$")):
+            ax.plot(r.rescaled_time, sv[:, : max(len(teacher) + 2, 1)])
+            for s in teacher:
+                ax.axhline(s, color="grey", lw=0.5, ls=":")
+            ax.set_title(f"{title}, α={r.init_scale:g}")
+        row[2].semilogy(r.rescaled_time, r.loss)
+        row[2].set_title(f"loss, α={r.init_scale:g}")
+        for ax in row:
+            ax.set_xlabel(r"rescaled time $t/\log(1/\alpha)$")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def add_subcommand(subparsers) -> argparse.ArgumentParser:
+    """Register ``toy-attention`` on an ``argparse`` sub-parsers object."""
+    p = subparsers.add_parser("toy-attention", help="one attention head with full weights from small init (paper Fig. 2 d-f)")
+    p.add_argument("--init-scale", type=float, nargs="+", default=[1e-2, 1e-4], help="one or several α")
+    p.add_argument("--steps", type=int, default=20000)
+    p.add_argument("--lr", type=float, default=2e-3)
+    p.add_argument("--record-every", type=int, default=50)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--n", type=int, default=1000)
+    p.add_argument("--tokens", type=int, default=10)
+    p.add_argument("--dim", type=int, default=50)
+    p.add_argument("--out", default="toy_attention_output")
+    p.add_argument("--resume", action="store_true", help="continue the runs found in --out")
+    p.set_defaults(func=_run_cli)
+    return p
+
+
+def _run_cli(args) -> None:
+    config = ToyAttentionConfig(n=args.n, tokens=args.tokens, dim=args.dim)
+    out = pathlib.Path(args.out)
+    results = []
+    for alpha in args.init_scale:
+        r = train_toy_attention(config, init_scale=alpha, steps=args.steps, lr=args.lr, seed=args.seed,
+                                record_every=args.record_every, out=out / f"alpha_{alpha:g}", resume=args.resume)
+        print(f"α={alpha:g}: final loss {r.loss[-1]:.4g}; top singular values "
+              f"VO {np.round(r.sv_vo[-1, :4], 3).tolist()}, KQ {np.round(r.sv_kq[-1, :4], 3).tolist()}")
+        results.append(r)
+    plot_toy_attention(results, out / "toy_attention.png")
+    print(f"figure: {out / 'toy_attention.png'}")
