@@ -187,6 +187,9 @@ def test_cli_registers_inrank():
     add_subcommand(parser.add_subparsers())
     args = parser.parse_args(["inrank", "--modes", "full", "inrank", "--buffer", "4", "--steps", "10"])
     assert args.modes == ["full", "inrank"] and args.buffer == 4 and callable(args.func)
+    assert args.remat is None and not args.resume  # remat: the config's default
+    args = parser.parse_args(["inrank", "--no-remat", "--resume"])
+    assert args.remat is False and args.resume
 
 
 def _load_benchmark(name):
@@ -219,3 +222,109 @@ def test_flop_formula():
     # one layer, one head: 6·P·T + 12·L·T²·H·d_head
     assert bench.transformer_flops(p_matmul=10, tokens=3, n_layers=1, n_heads=1, d_head=2) == 6 * 10 * 3 + 12 * 9 * 2
     assert bench.device_info()[1] is None or bench.device_info()[1] > 1e13
+
+
+def _params_equal(a, b):
+    la, lb = (jax.tree_util.tree_leaves(eqx.filter(m, eqx.is_array)) for m in (a, b))
+    return len(la) == len(lb) and all(np.array_equal(x, y) for x, y in zip(la, lb))
+
+
+def test_resume_reproduces_uninterrupted_run(tmp_path, monkeypatch):
+    """A run killed in the InRank phase, resumed, stopped after the switch to fixed rank and resumed again ends
+    exactly as the uninterrupted run: parameters, ranks, metrics and logs."""
+    from gradflow.nets import _inrank, read_metrics
+
+    data = load_text()
+    recipe = TrainConfig(optimizer="adamw", lr=3e-3, weight_decay=0.1, total=16, warmup=2, unit="steps",
+                         batch_size=8, log_every=2, eval_every=4, checkpoint_every=4, eval_batch_size=64)
+    inrank = InRankConfig(init_rank=2, buffer=3, check_every=2, efficient_after=8)
+
+    def run(folder, **kw):
+        return _inrank.train_inrank(GPT(TINY, key=jax.random.PRNGKey(0)), recipe, data, inrank=inrank, seed=1,
+                                    out=tmp_path / folder, **kw)
+
+    full = run("full")
+    # kill during the rank check of step 8: the checkpoint is at step 4, the logs reach step 6
+    checks, update_ranks = [], _inrank.update_ranks
+
+    def killed_at_step_8(*args, **kw):
+        checks.append(None)
+        if len(checks) == 4:
+            raise KeyboardInterrupt
+        return update_ranks(*args, **kw)
+
+    monkeypatch.setattr(_inrank, "update_ranks", killed_at_step_8)
+    with pytest.raises(KeyboardInterrupt):
+        run("split")
+    monkeypatch.undo()
+    assert json.loads((tmp_path / "split" / "checkpoint" / "meta.json").read_text())["step"] == 4
+    assert read_metrics(tmp_path / "split" / "metrics.jsonl")[-1]["step"] == 6
+    # resumed in the InRank phase, stopped in the fixed-rank phase (step 11, mid log window)
+    part = run("split", resume=True, stop_after=11)
+    meta = json.loads((tmp_path / "split" / "checkpoint" / "meta.json").read_text())
+    assert (part.steps, meta["step"], meta["phase"]) == (11, 11, "fixed-rank") and meta["log_window"]
+    assert meta["ranks"] == mlp_ranks(part.model) and part.evaluation["step"] == 8
+    resumed = run("split", resume=True)
+    assert _params_equal(full.model, resumed.model)
+    assert mlp_ranks(resumed.model) == mlp_ranks(full.model)
+    assert resumed.ranks == full.ranks and resumed.metrics == full.metrics and resumed.steps == 16
+    for name in ("metrics.jsonl", "ranks.jsonl"):
+        assert read_metrics(tmp_path / "split" / name) == read_metrics(tmp_path / "full" / name)
+    assert [r["phase"] for r in resumed.ranks] == ["inrank"] * 4 + ["fixed-rank"]
+    # a finished run resumes to itself; a different run refuses the checkpoint
+    again = run("split", resume=True)
+    assert _params_equal(again.model, full.model) and again.metrics == full.metrics and again.n_traces == 0
+    with pytest.raises(ValueError, match="cannot resume .* mode 'inrank-efficient', this run has 'inrank'"):
+        run("split", resume=True, mode="inrank")
+    with pytest.raises(ValueError, match="needs the run folder"):
+        _inrank.train_inrank(GPT(TINY, key=jax.random.PRNGKey(0)), recipe, data, resume=True)
+
+
+def _rank_records(n_layers=3):
+    records = [{"step": s, "phase": "inrank", **{n: {"rank": [2 + s // 4 + l for l in range(n_layers)],
+                                                      "explained_ratio": [0.95] * n_layers}
+                                                 for n in ("fc_in", "fc_out")}} for s in (4, 8, 12)]
+    switch = {"step": 12, "phase": "fixed-rank", **{n: {"rank": records[-1][n]["rank"]} for n in ("fc_in", "fc_out")}}
+    return records + [switch]
+
+
+def test_rank_figure(tmp_path):
+    from gradflow.nets import plot_inrank_ranks
+    from gradflow.nets._runs import MetricsLog
+
+    log = MetricsLog(tmp_path / "ranks.jsonl")
+    for record in _rank_records():
+        log.append(record)
+    path = plot_inrank_ranks(log.path, tmp_path / "figures" / "ranks.png", until=20, title="inrank-efficient")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000
+    many = plot_inrank_ranks(_rank_records(n_layers=36), tmp_path / "many.png")  # GPT-2 large: 36 layers
+    assert many.stat().st_size > 10_000
+    with pytest.raises(ValueError, match="no rank records"):
+        plot_inrank_ranks([], tmp_path / "empty.png")
+
+
+@pytest.mark.slow
+def test_cli_inrank_resume_and_rank_figure(tmp_path):
+    """``gradflow inrank`` checkpoints, draws the rank figure of each InRank mode, and with --resume reloads the
+    finished runs instead of retraining them."""
+    parser = argparse.ArgumentParser()
+    add_subcommand(parser.add_subparsers())
+    argv = ["inrank", "--modes", "full", "inrank-efficient", "--steps", "6", "--batch-size", "8", "--buffer", "4",
+            "--check-every", "2", "--efficient-after", "4", "--remat", "--out", str(tmp_path)]
+    args = parser.parse_args(argv)
+    args.func(args)
+    figure = tmp_path / "figures" / "ranks_inrank-efficient.png"
+    assert figure.read_bytes()[:4] == b"\x89PNG" and figure.stat().st_size > 10_000
+    assert not (tmp_path / "figures" / "ranks_full.png").exists()
+    for mode, phase in (("full", "full"), ("inrank-efficient", "fixed-rank")):
+        meta = json.loads((tmp_path / mode / "checkpoint" / "meta.json").read_text())
+        assert (meta["step"], meta["phase"]) == (6, phase)
+    first = json.loads((tmp_path / "comparison.json").read_text())
+    args = parser.parse_args(argv + ["--resume"])
+    args.func(args)
+    again = json.loads((tmp_path / "comparison.json").read_text())
+    timing = ("seconds_per_step", "seconds_per_rank_check", "n_traces", "peak_memory_bytes")
+    for mode in first:
+        assert again[mode]["seconds_per_step"] == first[mode]["seconds_per_step"]  # from the checkpoint: no step run
+        assert {k: v for k, v in again[mode].items() if k not in timing} == \
+            {k: v for k, v in first[mode].items() if k not in timing}

@@ -155,3 +155,15 @@ def test_cli_gpt(tmp_path):
     assert "| 0.1 | 3 |" in (tmp_path / "report.md").read_text()
     with pytest.raises(ValueError, match="unknown GPT config 'gpt3'"):
         _cli(["gpt", "--config", "gpt3", "--out", str(tmp_path / "x")])
+
+
+@pytest.mark.parametrize("argv, remat", [(["gpt", "--config", "gpt2-small"], True), (["gpt"], False),
+                                         (["gpt", "--config", "gpt2-small", "--no-remat"], False),
+                                         (["vit", "--remat"], True)])
+def test_cli_remat_option(argv, remat):
+    from gradflow.nets._cli import _model_and_data
+
+    parser = argparse.ArgumentParser(prog="gradflow")
+    add_subcommands(parser.add_subparsers(required=True))
+    model_cfg, _, _ = _model_and_data(parser.parse_args(argv))
+    assert model_cfg.remat is remat

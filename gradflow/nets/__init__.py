@@ -47,6 +47,7 @@ from ._layers import (
     attention_weights as attention_weights,
 )
 from ._plots import (
+    plot_inrank_ranks as plot_inrank_ranks,
     plot_losses as plot_losses,
     plot_normalised_spectra as plot_normalised_spectra,
     plot_singular_value_evolution as plot_singular_value_evolution,
@@ -88,8 +89,8 @@ __all__ = [
     "InRankConfig", "InRankLinear", "InRankResult", "LowRankLinear", "compare_inrank", "explained_ratio",
     "grow_rank", "mlp_ranks", "parameter_count", "to_inrank", "to_low_rank", "train_inrank", "update_ranks",
     "GPT", "ViT", "MLP", "Block", "LayerNorm", "Linear", "MultiHeadAttention", "attention_weights",
-    "plot_losses", "plot_normalised_spectra", "plot_singular_value_evolution", "plot_stable_rank_by_layer",
-    "plot_stable_rank_through_training",
+    "plot_inrank_ranks", "plot_losses", "plot_normalised_spectra", "plot_singular_value_evolution",
+    "plot_stable_rank_by_layer", "plot_stable_rank_through_training",
     "SpectraHistory", "load_spectra", "read_metrics",
     "HeadSpectra", "normalised", "perturbation_spectra", "product_singular_values", "stable_rank",
     "weight_spectra",

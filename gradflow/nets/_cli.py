@@ -3,6 +3,7 @@ spectra, draw the paper's figures and write a short report."""
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import pathlib
@@ -47,6 +48,9 @@ def add_subcommands(subparsers) -> None:
         p.add_argument("--lr", type=float, default=None, help="override the recipe's peak learning rate")
         p.add_argument("--compute-dtype", choices=("auto", "float32", "bfloat16"), default="auto",
                        help="forward/backward dtype (auto: bfloat16 on GPU, float32 on CPU)")
+        p.add_argument("--remat", action=argparse.BooleanOptionalAction, default=None,
+                       help="recompute the block activations in the backward pass, to save memory (default: the "
+                            "config's: on for gpt2-small/medium/large)")
         p.add_argument("--resume", action="store_true", help="continue the runs found in --out")
         p.add_argument("--seed", type=int, default=0, help="initialisation, data split and data order")
         p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -76,17 +80,18 @@ def _model_and_data(args):
     from ._gpt import GPT
     from ._vit import ViT
 
+    remat = {} if args.remat is None else {"remat": args.remat}
     if args.model_kind == "vit":
         cfg = vit_config(args.config)
         data = _data.load_images(args.data_dir, image_size=cfg.image_size, seed=args.seed)
         h, w, c = data.image_shape
         if h != w:
             raise ValueError(f"the ViT needs square images, got {h}x{w}")
-        cfg = dataclasses.replace(cfg, image_size=h, channels=c, n_classes=data.num_classes)
+        cfg = dataclasses.replace(cfg, image_size=h, channels=c, n_classes=data.num_classes, **remat)
         return cfg, data, lambda scale: ViT(cfg, key=jax.random.key(args.seed), init_scale=scale)
     cfg = gpt_config(args.config)
     data = _data.load_text(args.data_dir)
-    cfg = dataclasses.replace(cfg, vocab_size=data.vocab_size)
+    cfg = dataclasses.replace(cfg, vocab_size=data.vocab_size, **remat)
     return cfg, data, lambda scale: GPT(cfg, key=jax.random.key(args.seed), init_scale=scale)
 
 

@@ -49,6 +49,6 @@ class GPT(eqx.Module):
                              f"got {tokens.shape}")
         dt = self.wte.dtype
         x = self.wte[tokens] + self.wpe[: tokens.shape[0]].astype(dt)
-        x = self.ln_f(apply_stacked(self.blocks, x))
+        x = self.ln_f(apply_stacked(self.blocks, x, remat=c.remat))
         return (x @ self.wte.T).astype(jnp.float32)
 

@@ -22,12 +22,16 @@ gradient and zero Adam update). The jitted step is therefore traced once for the
 more after the switch to the fixed-rank phase (``InRankResult.n_traces`` counts it); the price is that the
 InRank phase computes with all ``R`` columns. In the fixed-rank phase the layers of the scanned stack share
 one width, the largest rank over layers, the other layers' extra columns being masked zeros.
+
+Runs checkpoint their whole state (the model with ``W_0``, factors and masks, the optimiser state, the phase and
+the step) and resume exactly (:func:`train_inrank`); ``_plots.plot_inrank_ranks`` draws their ``ranks.jsonl``.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import math
 import pathlib
@@ -317,12 +321,13 @@ class InRankResult:
     """A run of :func:`train_inrank`.
 
     ``metrics``: the training/evaluation records; ``ranks``: the rank records (also ``ranks.jsonl``);
-    ``evaluation``: the final evaluation (``eval_perplexity`` is per token of ``tokenizer_name``);
-    ``seconds_per_step``: mean wall time of the steps after each phase's first (compiling) step;
+    ``evaluation``: the last evaluation (``eval_perplexity`` is per token of ``tokenizer_name``; empty if the run
+    stopped before any); ``seconds_per_step``: mean wall time of the steps after each phase's first (compiling)
+    step, over the run's sessions when resumed;
     ``seconds_per_rank_check``: median wall time of a rank check (spectra, rule, new modes; None without checks);
     ``state_bytes``: parameters + optimiser state at the end; ``peak_memory_bytes``: the device's
     ``peak_bytes_in_use`` (process-wide, None where the backend does not report it); ``n_traces``: times the
-    training step was traced (compiled).
+    training step was traced (compiled) in this call.
     """
 
     model: eqx.Module
@@ -375,6 +380,17 @@ def _make_step(optimizer, compute_dtype, counter: list):
     return eqx.filter_jit(step)
 
 
+@functools.lru_cache(maxsize=16)
+def _compiled(optimizer_fields: tuple, compute_dtype):
+    """Jitted step and evaluation shared by the runs with the same optimiser settings (the modes of a comparison,
+    the sessions of a resumed run), and the list counting the step's traces."""
+    from ._train import _make_eval, make_optimizer
+
+    traces = [0]
+    optimizer = make_optimizer(TrainConfig(**dict(optimizer_fields)))
+    return _make_step(optimizer, compute_dtype, traces), _make_eval(compute_dtype, "token"), traces
+
+
 @eqx.filter_jit
 def _mlp_gradients(model, arrays, idx, compute_dtype):
     g = eqx.filter_grad(lambda m: _lm_loss(m, arrays, idx, compute_dtype))(model)
@@ -390,9 +406,31 @@ def _peak_memory() -> Optional[int]:
     return None if not stats else stats.get("peak_bytes_in_use")
 
 
+def _checkpoint_like(model, phase: str, ranks: Optional[dict], inrank: InRankConfig, optimizer):
+    """Structure, shapes and dtypes of the checkpointed ``(model, opt_state)`` of a run in ``phase``, built from
+    the initial ``model`` without computing anything (``ranks``: the fixed ranks of the ``fixed-rank`` phase)."""
+
+    def build():
+        m = model
+        if phase != "full":
+            m = to_inrank(m, {n: jnp.zeros_like(_get(m, n).weight) for n in _MLP}, config=inrank)
+        if phase == "fixed-rank":
+            m = to_low_rank(m, ranks=ranks)
+        return m, optimizer.init(eqx.filter(m, _trainable(m)))
+
+    return eqx.filter_eval_shape(build)
+
+
+def _check_resumable(meta: dict, ckpt, expected: dict) -> None:
+    for key, value in expected.items():
+        if meta.get(key) != value:
+            raise ValueError(f"cannot resume from {ckpt}: it was written with {key} {meta.get(key)!r}, this run "
+                             f"has {value!r}; start afresh (no resume) or use another output folder")
+
+
 def train_inrank(model, config: TrainConfig, data: TextDataset, *, mode: str = "inrank-efficient",
-                 inrank: InRankConfig = InRankConfig(), seed: int = 0, out=None, compute_dtype=None,
-                 stop_after: Optional[int] = None) -> InRankResult:
+                 inrank: InRankConfig = InRankConfig(), seed: int = 0, out=None, resume: bool = False,
+                 compute_dtype=None, stop_after: Optional[int] = None) -> InRankResult:
     """Train a ``GPT`` on ``data`` with the recipe ``config`` in one of three modes:
 
     ``"full"`` (every weight trained, the baseline), ``"inrank"`` (Algorithm 2 throughout) or
@@ -400,15 +438,26 @@ def train_inrank(model, config: TrainConfig, data: TextDataset, *, mode: str = "
     fixed rank). All modes use the same step, optimiser and schedule (``_train.make_optimizer``,
     ``_train.learning_rate_schedule``), data order
     (``_data.batch_indices``) and evaluation (the ``valid`` stream), so they compare like for like.
-    With ``out``: ``metrics.jsonl`` and ``ranks.jsonl`` (one record per rank check) are written as produced.
+
+    With ``out``: ``metrics.jsonl`` and ``ranks.jsonl`` (one record per rank check) are written as produced, and a
+    checkpoint goes to ``out/checkpoint`` every ``config.checkpoint_every`` steps and at the end: the model (with
+    ``W_0``, the factors and their masks ``n_active`` / ``rank``) and the optimiser state, and in ``meta.json``
+    the step (also the data position: step ``k`` trains on ``batch_indices(..., seed=seed, step=k - 1)``), the
+    phase (``full``, ``inrank``, or ``fixed-rank`` after the switch), the ranks and the loss window.
+    ``resume=True`` continues from that checkpoint and reproduces the uninterrupted run (parameters, ranks,
+    metrics; the timings cover the steps actually run). ``stop_after`` ends the run after that many steps in
+    total, with a checkpoint, as an interruption would (the schedule, logging and evaluation still follow the
+    full recipe).
     """
-    from ._train import (_evaluate, _make_eval, _token_arrays, default_compute_dtype, learning_rate_schedule,
-                         make_optimizer)
+    from ._train import (_OPTIMIZER_FIELDS, _evaluate, _token_arrays, default_compute_dtype,
+                         learning_rate_schedule, make_optimizer)
 
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     if not isinstance(data, TextDataset):
         raise TypeError(f"InRank trains a GPT on a TextDataset, got {type(data).__name__}")
+    if resume and out is None:
+        raise ValueError("resume=True needs the run folder `out`")
     compute_dtype = default_compute_dtype() if compute_dtype is None else jnp.dtype(compute_dtype)
     train_stream, valid_stream, context = _token_arrays(data, model)
     arrays, eval_arrays = (train_stream, context), (valid_stream, context)
@@ -426,40 +475,59 @@ def train_inrank(model, config: TrainConfig, data: TextDataset, *, mode: str = "
         return jnp.asarray(idx.astype(np.int32).reshape(config.n_micro, -1))
 
     key = jax.random.PRNGKey(seed)
-    if mode != "full":
-        grads = _mlp_gradients(model, arrays, batch(0)[0], compute_dtype)  # first micro-batch
-        model = to_inrank(model, grads, config=inrank)
     optimizer, schedule = make_optimizer(config), learning_rate_schedule(config, total, warmup)
+    # what a checkpoint must match to be resumed (the InRank settings fix the shapes of U, V)
+    run_id = {"mode": mode, "seed": seed, "data": data.name, "n_train": n_train, "batch_size": config.batch_size,
+              "inrank": None if mode == "full" else dataclasses.asdict(inrank)}
+    metrics, rank_log, logs = [], [], {}
+    start, losses, phase = 0, [], "full" if mode == "full" else "inrank"
+    timing = {"seconds": 0.0, "steps": 0, "rank_checks": []}  # steps after each phase's first (compiling) one
+    ckpt = None if out is None else pathlib.Path(out) / "checkpoint"
+    if ckpt is not None:
+        ckpt.parent.mkdir(parents=True, exist_ok=True)
+        logs = {name: _runs.MetricsLog(ckpt.parent / f"{name}.jsonl") for name in ("metrics", "ranks")}
+    if resume and _runs.has_checkpoint(ckpt):
+        meta = _runs.checkpoint_meta(ckpt)
+        _check_resumable(meta, ckpt, run_id)
+        like = _checkpoint_like(model, meta["phase"], meta["ranks"], inrank, optimizer)
+        (model, opt_state), meta = _runs.load_checkpoint(ckpt, like)
+        start, losses, phase, timing = meta["step"], meta["log_window"], meta["phase"], meta["timing"]
+        for log in logs.values():
+            log.truncate_after(start)
+        metrics, rank_log = (_runs.read_metrics(log.path) if log.path.exists() else [] for log in logs.values())
+    else:
+        if ckpt is not None:
+            _runs.clear_checkpoint(ckpt)
+            for log in logs.values():
+                log.path.unlink(missing_ok=True)
+        if mode != "full":
+            grads = _mlp_gradients(model, arrays, batch(0)[0], compute_dtype)  # first micro-batch
+            model = to_inrank(model, grads, config=inrank)
+        opt_state = optimizer.init(eqx.filter(model, _trainable(model)))
     params, static = eqx.partition(model, _trainable(model))
-    opt_state = optimizer.init(params)
-    traces = [0]
-    step_fn = _make_step(optimizer, compute_dtype, traces)
-    eval_fn = _make_eval(compute_dtype, "token")
-    metrics, rank_log = [], []
-    logs = {}
-    if out is not None:
-        out = pathlib.Path(out)
-        out.mkdir(parents=True, exist_ok=True)
-        for name in ("metrics", "ranks"):
-            (out / f"{name}.jsonl").unlink(missing_ok=True)
-            logs[name] = _runs.MetricsLog(out / f"{name}.jsonl")
+    step_fn, eval_fn, traces = _compiled(tuple((f, getattr(config, f)) for f in _OPTIMIZER_FIELDS), compute_dtype)
+    traces_before = traces[0]
 
     def record(kind, rec):
         (metrics if kind == "metrics" else rank_log).append(rec)
         if kind in logs:
             logs[kind].append(rec)
 
-    phase = "full" if mode == "full" else "inrank"
-    timed, seconds, first_of_phase, check_seconds = 0, 0.0, True, []
-    losses = []
-    for step in range(1, last + 1):
+    def checkpoint(step):
+        current = eqx.combine(params, static)
+        _runs.save_checkpoint(ckpt, (current, opt_state), {
+            **run_id, "step": step, "phase": phase, "ranks": mlp_ranks(current), "total_steps": total,
+            "config": dataclasses.asdict(config), "log_window": losses, "timing": timing})
+
+    first_of_phase = True
+    for step in range(start + 1, last + 1):
         t0 = time.perf_counter()
         params, opt_state, loss = step_fn(arrays, params, static, opt_state, batch(step - 1),
                                           jnp.float32(schedule(step - 1)))
         loss = float(loss)
         if not first_of_phase:
-            seconds += time.perf_counter() - t0
-            timed += 1
+            timing["seconds"] += time.perf_counter() - t0
+            timing["steps"] += 1
         first_of_phase = False
         if not math.isfinite(loss):
             raise FloatingPointError(f"loss is {loss} at step {step} ({mode})")
@@ -468,7 +536,7 @@ def train_inrank(model, config: TrainConfig, data: TextDataset, *, mode: str = "
             t0 = time.perf_counter()
             model, info = update_ranks(eqx.combine(params, static), jax.random.fold_in(key, step), config=inrank)
             params, static = eqx.partition(model, _trainable(model))
-            check_seconds.append(time.perf_counter() - t0)
+            timing["rank_checks"].append(time.perf_counter() - t0)
             record("ranks", {"step": step, "phase": phase, **info})
         if switch is not None and step == switch:
             model = to_low_rank(eqx.combine(params, static))
@@ -476,20 +544,23 @@ def train_inrank(model, config: TrainConfig, data: TextDataset, *, mode: str = "
             params, static = eqx.partition(model, _trainable(model))
             opt_state = optimizer.init(params)
             record("ranks", {"step": step, "phase": phase, **{n: {"rank": r} for n, r in mlp_ranks(model).items()}})
-        if step % config.log_every == 0 or step == last:
+        if step % config.log_every == 0 or step == total:
             record("metrics", {"step": step, "loss": float(np.mean(losses)), "phase": phase})
             losses = []
-        if step % config.eval_every == 0 or step == last:
+        if step % config.eval_every == 0 or step == total:
             ev = _evaluate(eval_fn, eval_arrays, eqx.combine(params, static), n_valid, config.eval_batch_size, "token")
             record("metrics", {"step": step, **ev, "tokenizer": data.tokenizer_name})
+        if ckpt is not None and (step % config.checkpoint_every == 0 or step == last):
+            checkpoint(step)
     model = eqx.combine(params, static)
     evaluation = next((m for m in reversed(metrics) if "eval_loss" in m), {})
-    return InRankResult(model=model, mode=mode, metrics=metrics, ranks=rank_log, evaluation=evaluation, steps=last,
-                        seconds_per_step=seconds / max(timed, 1),
-                        seconds_per_rank_check=float(np.median(check_seconds)) if check_seconds else None,
+    checks = timing["rank_checks"]
+    return InRankResult(model=model, mode=mode, metrics=metrics, ranks=rank_log, evaluation=evaluation,
+                        steps=max(last, start), seconds_per_step=timing["seconds"] / max(timing["steps"], 1),
+                        seconds_per_rank_check=float(np.median(checks)) if checks else None,
                         parameters=parameter_count(model),
                         state_bytes=_nbytes((params, opt_state)), peak_memory_bytes=_peak_memory(),
-                        n_traces=traces[0], tokenizer_name=data.tokenizer_name)
+                        n_traces=traces[0] - traces_before, tokenizer_name=data.tokenizer_name)
 
 
 def _mean_rank(model) -> float:
@@ -498,15 +569,17 @@ def _mean_rank(model) -> float:
 
 
 def compare_inrank(build, config: TrainConfig, data: TextDataset, *, modes=("full", "inrank-efficient"),
-                   inrank: InRankConfig = InRankConfig(), seed: int = 0, out=None, compute_dtype=None,
-                   stop_after: Optional[int] = None) -> dict:
+                   inrank: InRankConfig = InRankConfig(), seed: int = 0, out=None, resume: bool = False,
+                   compute_dtype=None, stop_after: Optional[int] = None) -> dict:
     """Train ``build()`` (a fresh GPT) in each of ``modes`` and tabulate perplexity, mean MLP rank, parameters,
     time per step and memory. Returns ``{mode: row}``; with ``out`` also writes ``comparison.json`` and
-    ``comparison.md`` (and each run's logs in ``out/<mode>``)."""
+    ``comparison.md`` (and each run's logs and checkpoint in ``out/<mode>``, which ``resume=True`` continues;
+    finished runs are only reloaded)."""
     rows = {}
     for mode in modes:
         r = train_inrank(build(), config, data, mode=mode, inrank=inrank, seed=seed, compute_dtype=compute_dtype,
-                         out=None if out is None else pathlib.Path(out) / mode, stop_after=stop_after)
+                         out=None if out is None else pathlib.Path(out) / mode, resume=resume,
+                         stop_after=stop_after)
         rows[mode] = {"eval_perplexity": r.evaluation.get("eval_perplexity"), "eval_loss": r.evaluation.get("eval_loss"),
                       "mean_mlp_rank": _mean_rank(r.model), "ranks": mlp_ranks(r.model),
                       "trainable_parameters": r.parameters["trainable"], "seconds_per_step": r.seconds_per_step,
@@ -559,8 +632,12 @@ def add_subcommand(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--max-rank", type=int, default=None)
     p.add_argument("--efficient-after", type=int, default=None, help="InRank steps before fixing the rank (default 1 epoch)")
     p.add_argument("--compute-dtype", choices=("auto", "float32", "bfloat16"), default="auto")
+    p.add_argument("--remat", action=argparse.BooleanOptionalAction, default=None,
+                   help="recompute the block activations in the backward pass (default: on for the paper-scale "
+                        "configs, off for gpt2-tiny)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="inrank_output")
+    p.add_argument("--resume", action="store_true", help="continue the runs found in --out")
     p.set_defaults(func=_run_cli)
     return p
 
@@ -569,9 +646,12 @@ def _run_cli(args) -> None:
     from ._configs import gpt_config, train_config
     from ._data import load_text
     from ._gpt import GPT
+    from ._plots import plot_inrank_ranks
 
     data = load_text(args.data_dir)
     cfg = dataclasses.replace(gpt_config(args.config), vocab_size=data.vocab_size)
+    if args.remat is not None:
+        cfg = dataclasses.replace(cfg, remat=args.remat)
     recipe = train_config(args.train_config or ("tiny" if args.config == "gpt2-tiny" else "gpt2-wikitext103"))
     if args.batch_size is not None:
         recipe = dataclasses.replace(recipe, batch_size=args.batch_size, micro_batch=None)
@@ -583,6 +663,13 @@ def _run_cli(args) -> None:
                           check_every=args.check_every, eps=args.eps, max_rank=args.max_rank,
                           efficient_after=args.efficient_after)
     dtype = None if args.compute_dtype == "auto" else jnp.dtype(args.compute_dtype)
+    out = pathlib.Path(args.out)
     rows = compare_inrank(lambda: GPT(cfg, key=jax.random.PRNGKey(args.seed)), recipe, data, modes=tuple(args.modes),
-                          inrank=inrank, seed=args.seed, out=args.out, compute_dtype=dtype)
+                          inrank=inrank, seed=args.seed, out=out, resume=args.resume, compute_dtype=dtype)
     print(comparison_table(rows, data))
+    for mode in rows:
+        records = out / mode / "ranks.jsonl"
+        if records.exists() and records.stat().st_size:
+            figure = plot_inrank_ranks(records, out / "figures" / f"ranks_{mode}.png", until=rows[mode]["steps"],
+                                       title=f"{mode}, {args.config}")
+            print(f"ranks through training: {figure}")

@@ -176,17 +176,25 @@ def stacked_blocks(n_layers: int, *, rng: np.random.Generator, **kwargs) -> Bloc
     return jax.tree_util.tree_map(lambda *a: np.stack(a), *blocks)
 
 
-def apply_stacked(blocks: Block, x: jax.Array) -> jax.Array:
+def apply_stacked(blocks: Block, x: jax.Array, *, remat: bool = False) -> jax.Array:
     """Apply stacked blocks in order with ``jax.lax.scan`` (one compiled block body).
 
     Works for any module whose array leaves carry a leading layer axis (e.g. after
     ``eqx.tree_at`` replaced ``blocks.mlp.fc_in`` by another stacked module).
+
+    ``remat=True`` wraps the block in ``jax.checkpoint``: the backward pass keeps, per layer, only the block's
+    input and the outputs of its weight matmuls (policy ``dots_with_no_batch_dims_saveable``) and recomputes
+    the rest, notably the (heads, T, T) attention scores and probabilities: the same loss and gradients (up to
+    rounding), much less memory, a little more compute.
     """
     dynamic, static = eqx.partition(blocks, eqx.is_array)
 
     def body(h, layer):
         return eqx.combine(layer, static)(h), None
 
+    if remat:  # prevent_cse=False is safe (and faster) under scan
+        body = jax.checkpoint(body, prevent_cse=False,
+                              policy=jax.checkpoint_policies.dots_with_no_batch_dims_saveable)
     x, _ = jax.lax.scan(body, x, dynamic)
     return x
 

@@ -1,20 +1,23 @@
-"""Figures in the style of the paper's Figures 1, 3, 4, 5 and 11–16 (matplotlib, Agg backend).
+"""Figures in the style of the paper's Figures 1, 3, 4, 5 and 11–16, and the ranks of an InRank run
+(matplotlib, Agg backend).
 
 Layers and heads are numbered from 1 in the figures (index 0 in the arrays).
 """
 
 from __future__ import annotations
 
+import math
 import pathlib
-from typing import Mapping, Optional, Sequence
+from typing import Mapping, Optional, Sequence, Union
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from ._runs import SpectraHistory  # noqa: E402
+from ._runs import SpectraHistory, read_metrics  # noqa: E402
 
 _PAIRS = (("kq", r"$\Delta(W_K W_Q^\top)$", r"$W_K W_Q^\top$"), ("vo", r"$\Delta(W_V W_O^\top)$", r"$W_V W_O^\top$"))
 
@@ -145,4 +148,41 @@ def plot_losses(metrics: Mapping[float, list], path) -> pathlib.Path:
     ax.set_xlabel("step")
     ax.set_ylabel("loss (train: line, eval: dots)")
     ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def plot_inrank_ranks(ranks: Union[Sequence[dict], str, pathlib.Path], path, *, until: Optional[int] = None,
+                      title: str = "") -> pathlib.Path:
+    """Rank of every layer's MLP matrices through an InRank run: one panel per matrix (``fc_in``, ``fc_out``),
+    one line per layer and their mean; a dotted line marks InRank-Efficient's switch to fixed rank.
+
+    ``ranks``: the records of the run's ``ranks.jsonl`` (``InRankResult.ranks``) or the path of that file;
+    ``until``: the run's last step, to which the last ranks are drawn on.
+    """
+    records = read_metrics(ranks) if isinstance(ranks, (str, pathlib.Path)) else list(ranks)
+    if not records:
+        raise ValueError("no rank records to plot (the run made no rank check)")
+    names = [k for k in records[0] if k not in ("step", "phase")]
+    steps = [r["step"] for r in records]
+    switches = [r["step"] for r in records if r["phase"] == "fixed-rank"]
+    if until is not None and until > steps[-1]:
+        records, steps = records + [records[-1]], steps + [until]
+    n_layers = len(records[0][names[0]]["rank"])
+    colours = plt.cm.viridis(np.linspace(0.0, 0.9, n_layers))
+    fig, axes = plt.subplots(1, len(names), figsize=(5.2 * len(names), 3.8), squeeze=False)
+    for ax, name in zip(axes[0], names):
+        r = np.array([rec[name]["rank"] for rec in records])  # (records, layers)
+        for l in range(n_layers):
+            ax.plot(steps, r[:, l], drawstyle="steps-post", color=colours[l], label=f"layer {l + 1}")
+        ax.plot(steps, r.mean(1), "k--", drawstyle="steps-post", linewidth=2, label="mean over layers")
+        for s in switches:
+            ax.axvline(s, color="grey", linestyle=":", label="switch to fixed rank")
+        ax.set_ylim(bottom=0)
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_title(name)
+        ax.set_xlabel("step")
+        ax.set_ylabel("rank r (buffer excluded)")
+    axes[0, -1].legend(fontsize=7, ncol=math.ceil((n_layers + 2) / 14), loc="upper left", bbox_to_anchor=(1.02, 1))
+    if title:
+        fig.suptitle(title)
     return _save(fig, path)

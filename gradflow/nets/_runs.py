@@ -8,6 +8,9 @@ Layout of a run folder::
     checkpoint/init.eqx     the initial params (reference for the perturbation spectra)
     spectra/init.npz        spectra of W_K W_Qᵀ, W_V W_Oᵀ at initialisation
     spectra/step_XXXXXXXX.npz  spectra of the perturbations at that step
+
+An InRank run (``_inrank.train_inrank``) has ``metrics.jsonl``, ``ranks.jsonl`` (one record per rank check)
+and ``checkpoint/`` (model with its masks, optimiser state; phase, ranks and step in ``meta.json``).
 """
 
 from __future__ import annotations
@@ -63,13 +66,24 @@ def save_checkpoint(folder, tree, meta: dict) -> None:
 def load_checkpoint(folder, like):
     """``(tree, meta)`` from ``folder``; ``like`` gives the tree structure, shapes and dtypes."""
     folder = pathlib.Path(folder)
-    meta = json.loads((folder / "meta.json").read_text())
-    return eqx.tree_deserialise_leaves(folder / "state.eqx", like), meta
+    return eqx.tree_deserialise_leaves(folder / "state.eqx", like), checkpoint_meta(folder)
+
+
+def checkpoint_meta(folder) -> dict:
+    """The ``meta`` of the checkpoint in ``folder`` (e.g. to build the ``like`` tree of ``load_checkpoint``)."""
+    return json.loads((pathlib.Path(folder) / "meta.json").read_text())
 
 
 def has_checkpoint(folder) -> bool:
     folder = pathlib.Path(folder)
     return (folder / "state.eqx").exists() and (folder / "meta.json").exists()
+
+
+def clear_checkpoint(folder) -> None:
+    """Delete the checkpoint in ``folder``, if any (a fresh run must not be resumable from an older one)."""
+    folder = pathlib.Path(folder)
+    for name in ("state.eqx", "meta.json"):
+        (folder / name).unlink(missing_ok=True)
 
 
 def save_tree(path, tree) -> None:

@@ -288,6 +288,7 @@ def train(model: eqx.Module, config: TrainConfig, data: Union[ImageDataset, Text
             if log.path.exists():
                 log.path.unlink()
             _runs.prune_spectra_after(spectra_dir, -1)
+            _runs.clear_checkpoint(ckpt)
             ckpt.mkdir(parents=True, exist_ok=True)
             _runs.save_tree(ckpt / "init.eqx", model)
             _runs.save_spectra(spectra_dir, "init", weight_spectra(model), 0)

@@ -51,7 +51,7 @@ class ViT(eqx.Module):
         if c.pool == "cls":
             x = jnp.concatenate([self.cls_token.astype(x.dtype)[None], x], axis=0)
         x = x + self.pos_embed.astype(x.dtype)
-        x = self.ln_f(apply_stacked(self.blocks, x))
+        x = self.ln_f(apply_stacked(self.blocks, x, remat=c.remat))
         pooled = x[0] if c.pool == "cls" else x.mean(0)
         return self.head(pooled)
 
