@@ -1,0 +1,465 @@
+"""The exact gradient flow from small initialisation, in log coordinates (SPEC §2, paper appendix C.3–C.4).
+
+Gradient flow ``du/dt = v ⊙ g``, ``dv/dt = u ⊙ g`` from ``θ(0) = α (u0, v0)`` keeps ``u_i² − v_i²``
+(paper Lemma 4.1). After flipping/swapping signs so that ``u0_i > |v0_i|`` (appendix C.3), ``w = u + v``
+and ``w̄ = u − v`` stay positive with ``w ⊙ w̄ = α² (u0² − v0²)``, and ``y = log w`` solves
+
+    dy/dt = g(β),   β = u ⊙ v = (w + w̄)(w − w̄)/4,   w̄ = exp(2 log α + log(u0² − v0²) − y)
+
+(paper eq. 13 in unscaled time ``t = τ log(1/α)``). ``y`` lies in ``[2 log α, O(1)]`` and the state
+needs ``log α`` only, never ``α``: scales far below the float64 range are solved exactly.
+
+The flow is stiff for small α: awake coordinates relax at rate O(1) in ``t`` while a run lasts
+``O(log(1/α))``. It is solved with an L-stable ESDIRK method (``diffrax.Kvaerno5``) whose stage
+equations are solved by a chord iteration with a low-rank Jacobian that is kept from step to step and
+recomputed only when the iteration stops converging. The Jacobian of ``y ↦ g(β(y))`` is
+``−∇²L · diag(u² + v²)``: its columns are negligible except for the coordinates with ``u_i² + v_i²``
+of order one, so the ``jacobian_rank`` largest of those columns give it to working accuracy.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import diffrax as dfx
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.scipy.linalg as jsl
+import numpy as np
+import optimistix as optx
+
+from ._config import float64
+from ._model import DiagonalModel, check_vector
+
+
+
+class FlowResult(eqx.Module):
+    """The gradient flow sampled at rescaled times ``ts`` (all fields NumPy float64).
+
+    With ``A`` scales (``alpha``/``log_alpha`` given as an array) every field but ``ts`` gains a
+    leading axis of length ``A``.
+
+    Fields:
+        ts: rescaled times ``τ = t / log(1/α)``, shape ``(m,)``.
+        u, v: the weights, shape ``(m, p)``; 0 where below the float64 range.
+        beta: ``β = u ⊙ v``, shape ``(m, p)``.
+        b: log-scale weights ``b = log w / log α`` (SPEC §2; ``w = u + v`` after the sign
+            normalisation ``u0_i > |v0_i|``), exact at every scale, shape ``(m, p)``.
+        log_w: ``log w``, shape ``(m, p)``.
+        loss: ``L(θ)``, shape ``(m,)``.
+        log_alpha: ``log α``.
+        alpha: ``α``; 0.0 where below the float64 range.
+        num_steps, num_accepted_steps, num_rejected_steps: solver statistics.
+    """
+
+    ts: np.ndarray
+    u: np.ndarray
+    v: np.ndarray
+    beta: np.ndarray
+    b: np.ndarray
+    log_w: np.ndarray
+    loss: np.ndarray
+    log_alpha: np.ndarray
+    alpha: np.ndarray
+    num_steps: np.ndarray
+    num_accepted_steps: np.ndarray
+    num_rejected_steps: np.ndarray
+
+
+# --------------------------------------------------------------------------------------------------
+# The vector field in log coordinates.
+
+
+class _Args(eqx.Module):
+    model: DiagonalModel
+    log_alpha: jax.Array
+    log_c: jax.Array  # log(u0² − v0²) after the sign normalisation, > −inf by Assumption 4.2
+
+
+def _weights(y, args: _Args):
+    """``(w, w̄)`` from ``y = log w``; ``w̄ = α² c / w`` is formed in log space."""
+    return jnp.exp(y), jnp.exp(2.0 * args.log_alpha + args.log_c - y)
+
+
+def _beta(y, args: _Args):
+    w, wbar = _weights(y, args)
+    return 0.25 * (w + wbar) * (w - wbar)
+
+
+def _vector_field(t, y, args: _Args):
+    """``dy/dt = g(β)`` (paper eq. 13 in unscaled time)."""
+    del t
+    return args.model.g(_beta(y, args))
+
+
+# --------------------------------------------------------------------------------------------------
+# A chord root finder with a cached low-rank Jacobian, and the solver wrapper that keeps it.
+
+
+class _LowRankJacobian(eqx.Module):
+    """Columns ``idx`` of the loss Hessian ``∂g/∂β`` (shape ``(p, r)``).
+
+    The Jacobian of the vector field is ``J = ∂g/∂β · diag(u² + v²)``: its columns ``idx`` are
+    these times the current ``u_i² + v_i²``, which change by many orders of magnitude while a
+    coordinate wakes up, whereas ``∂g/∂β`` changes slowly.
+    """
+
+    idx: jax.Array
+    hess_cols: jax.Array
+
+
+def _log_scale(y, args: _Args):
+    """``log(u² + v²) = log((w² + w̄²)/2)``, the log of ``∂β/∂y``."""
+    return jnp.logaddexp(2.0 * y, 2.0 * (2.0 * args.log_alpha + args.log_c - y)) - jnp.log(2.0)
+
+
+def _jacobian(y, args: _Args, rank: int) -> _LowRankJacobian:
+    """The ``rank`` columns of ``∂g/∂β`` at ``β(y)`` for the coordinates of largest ``u_i² + v_i²``."""
+    _, idx = jax.lax.top_k(_log_scale(y, args), rank)
+    basis = jax.nn.one_hot(idx, y.shape[0], dtype=y.dtype)
+    jvp = lambda e: jax.jvp(args.model.g, (_beta(y, args),), (e,))[1]
+    return _LowRankJacobian(idx=idx, hess_cols=jax.vmap(jvp)(basis).T)
+
+
+class _ChordState(eqx.Module):
+    gh: jax.Array  # γ·h: the implicit stage is f = vf(y_partial + γ h f)
+    cols: jax.Array  # J[:, idx]
+    lu: tuple[jax.Array, jax.Array]
+    tol: jax.Array  # on the stage value γ h f, in log w
+    diffsize: jax.Array
+    diffsize_prev: jax.Array
+    step: jax.Array
+    result: optx.RESULTS
+
+
+class _LowRankChord(optx.AbstractRootFinder):
+    """Chord iteration for the ESDIRK stage equation ``f − vf(y_partial + γ h f) = 0``.
+
+    The Newton matrix ``I − γ h J`` uses the cached low-rank ``J`` (Woodbury), so an iteration costs
+    one vector-field evaluation. The stopping rule is Hairer & Wanner's (Solving ODEs II, §IV.8) on
+    the stage value ``γ h f`` (in ``log w``): converged when the contraction-corrected update is
+    below ``atol`` (a fraction of the step tolerance), or below the rounding floor of ``γ h f``
+    (``y`` is stored to ``|y| ≈ |log α|`` ulps, and ``f`` inherits ``‖J‖`` times that); failed as soon
+    as the updates stop contracting or cannot converge within ``max_iters``, so that the caller
+    refreshes the Jacobian. ``rtol`` scales the rounding floor.
+    """
+
+    rtol: float
+    atol: float
+    max_iters: int = eqx.field(static=True)
+    jac: _LowRankJacobian | None = None
+    norm: Callable = optx.rms_norm
+
+    def init(self, fn, y, args, options, f_struct, aux_struct, tags):
+        del fn, f_struct, aux_struct, tags
+        if "init_state" in options:  # diffrax's per-step Newton matrix (as for diffrax.VeryChord)
+            return options["init_state"]
+        # diffrax's implicit-stage arguments: (stage_index, diagonal, vf, prod, t, y_partial, args, control).
+        diagonal, y_partial, flow_args, control = args[1], args[5], args[6], args[7]
+        gh = jnp.asarray(diagonal * control, dtype=y.dtype)
+        idx = self.jac.idx
+        cols = self.jac.hess_cols * jnp.exp(_log_scale(y_partial + gh * y, flow_args)[idx])
+        small = jnp.eye(idx.shape[0], dtype=y.dtype) - gh * cols[idx, :]
+        eps = jnp.finfo(y.dtype).eps
+        floor = self.rtol * eps * jnp.max(jnp.abs(y_partial)) * jnp.max(jnp.abs(cols)) * jnp.abs(gh)
+        return _ChordState(
+            gh=gh,
+            cols=cols,
+            lu=jsl.lu_factor(small),
+            tol=jnp.maximum(self.atol, floor),
+            diffsize=jnp.array(jnp.inf, dtype=y.dtype),
+            diffsize_prev=jnp.array(jnp.inf, dtype=y.dtype),
+            step=jnp.array(0),
+            result=optx.RESULTS.successful,
+        )
+
+    def step(self, fn, y, args, options, state: _ChordState, tags):
+        del options, tags
+        fx, aux = fn(y, args)
+        diff = fx + state.gh * (state.cols @ jsl.lu_solve(state.lu, fx[self.jac.idx]))
+        new_y = y - diff
+        size = self.norm(state.gh * diff) / state.tol
+        new_state = eqx.tree_at(
+            lambda s: (s.diffsize, s.diffsize_prev, s.step), state, (size, state.diffsize, state.step + 1)
+        )
+        return new_y, new_state, aux
+
+    def terminate(self, fn, y, args, options, state: _ChordState, tags):
+        del fn, y, args, options, tags
+        rate = state.diffsize / state.diffsize_prev
+        remaining = self.max_iters - state.step
+        tiny = state.diffsize < 1e-3  # first update already negligible
+        converged = tiny | ((state.step >= 2) & (rate < 1) & (rate / (1 - rate) * state.diffsize < 1))
+        slow = (rate >= 1) | ~(rate**remaining / (1 - rate) * state.diffsize < 1)  # also catches NaN
+        hopeless = (state.step >= 2) & ~converged & slow
+        hopeless = hopeless | ((state.step >= 1) & ~jnp.isfinite(state.diffsize))
+        result = optx.RESULTS.where(hopeless, optx.RESULTS.nonlinear_divergence, state.result)
+        return converged | hopeless, result
+
+    def postprocess(self, fn, y, aux, args, options, state, tags, result):
+        return y, aux, {}
+
+
+class _JacobianReuse(dfx.AbstractAdaptiveSolver, dfx.AbstractWrappedSolver):
+    """Wraps an ESDIRK solver using ``_LowRankChord``: keeps the Jacobian between steps.
+
+    A step is first tried with the cached Jacobian; if a stage iteration fails, the Jacobian is
+    recomputed at the step's start and the step is retried. The cache lives in the solver state,
+    so it is kept on accepted steps only.
+    """
+
+    solver: dfx.AbstractSolver
+    rank: int = eqx.field(static=True)
+
+    @property
+    def term_structure(self):
+        return self.solver.term_structure
+
+    @property
+    def interpolation_cls(self):  # pyright: ignore
+        return self.solver.interpolation_cls
+
+    @property
+    def root_finder(self):
+        return self.solver.root_finder
+
+    def order(self, terms):
+        return self.solver.order(terms)
+
+    def error_order(self, terms):
+        return self.solver.error_order(terms)
+
+    def init(self, terms, t0, t1, y0, args):
+        return self.solver.init(terms, t0, t1, y0, args), _jacobian(y0, args, self.rank)
+
+    def _with(self, jac):
+        return eqx.tree_at(lambda s: s.root_finder.jac, self.solver, jac, is_leaf=lambda x: x is None)
+
+    def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
+        inner_state, jac = solver_state
+        out = self._with(jac).step(terms, t0, t1, y0, args, inner_state, made_jump)
+
+        def retry(_):
+            fresh = _jacobian(y0, args, self.rank)
+            return self._with(fresh).step(terms, t0, t1, y0, args, inner_state, made_jump), fresh
+
+        failed = out[4] != dfx.RESULTS.successful
+        out, jac = jax.lax.cond(failed, retry, lambda _: (out, jac), None)
+        y1, y_error, dense_info, inner_state, result = out
+        return y1, y_error, dense_info, (inner_state, jac), result
+
+    def func(self, terms, t0, y0, args):
+        return self.solver.func(terms, t0, y0, args)
+
+
+# --------------------------------------------------------------------------------------------------
+# The solve.
+
+
+def _default_solver(rank: int, atol: float) -> _JacobianReuse:
+    root_finder = _LowRankChord(rtol=_ROUNDING, atol=_KAPPA * atol, max_iters=_MAX_ITERS)
+    return _JacobianReuse(dfx.Kvaerno5(root_finder=root_finder, root_find_max_steps=_MAX_ITERS), rank=rank)
+
+
+_KAPPA = 0.1  # stage-iteration tolerance as a fraction of the step tolerance (Hairer & Wanner IV.8)
+_MAX_ITERS = 7
+_FACTORMAX = 3.0  # step growth per step: larger steps overshoot into jumps, wasting Jacobians
+_ROUNDING = 100.0  # the stage iteration's rounding floor, in units of eps·|y|·‖J‖·γh
+
+
+@eqx.filter_jit
+def _solve(model, y0, log_c, log_alpha, ts, rtol, atol, *, solver, max_steps, batched):
+    def one(y0, la):
+        L = -la
+        args = _Args(model=model, log_alpha=la, log_c=log_c)
+        # Step exactly onto the output times: the solver's cubic dense output is less accurate than its steps.
+        pid = dfx.PIDController(rtol=rtol, atol=atol, factormax=_FACTORMAX)
+        controller = dfx.ClipStepSizeController(pid, step_ts=ts * L)
+        sol = dfx.diffeqsolve(
+            dfx.ODETerm(_vector_field),
+            solver,
+            t0=jnp.zeros_like(L),
+            t1=ts[-1] * L,
+            dt0=None,
+            y0=y0,
+            args=args,
+            saveat=dfx.SaveAt(ts=ts * L),
+            stepsize_controller=controller,
+            max_steps=max_steps,
+            throw=False,
+        )
+        ys = sol.ys
+        w, wbar = _weights(ys, args)
+        u, v = 0.5 * (w + wbar), 0.5 * (w - wbar)
+        loss = jax.vmap(model.loss_of_beta)(u * v)
+        stats = (sol.stats["num_steps"], sol.stats["num_accepted_steps"], sol.stats["num_rejected_steps"])
+        return ys, u, v, loss, sol.result._value, stats
+
+    if batched:
+        return jax.vmap(one)(y0, log_alpha)
+    return one(y0, log_alpha)
+
+
+def check_scales(alpha, log_alpha) -> tuple[np.ndarray, bool]:
+    """Validate exactly one of ``alpha`` in (0, 1) / ``log_alpha`` < 0; return ``(log α, batched)``."""
+    if (alpha is None) == (log_alpha is None):
+        raise ValueError("give exactly one of alpha (in (0, 1)) or log_alpha (< 0, for scales below float64).")
+    name, value = ("alpha", alpha) if log_alpha is None else ("log_alpha", log_alpha)
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise TypeError(f"{name} must be a number or a 1-D array of numbers; got {type(value).__name__}.") from err
+    if arr.ndim > 1 or arr.size == 0:
+        raise ValueError(f"{name} must be a scalar or a non-empty 1-D array of scales; got shape {arr.shape}.")
+    if log_alpha is None:
+        bad = ~((arr > 0) & (arr < 1))
+        if np.any(bad):
+            raise ValueError(
+                f"alpha must lie in (0, 1); got {arr[bad].ravel()[0]!r}. For scales below the float64 range "
+                "(α < 1e-308) pass log_alpha instead."
+            )
+        log_a = np.log(arr)
+    else:
+        bad = ~(np.isfinite(arr) & (arr < 0))
+        if np.any(bad):
+            raise ValueError(f"log_alpha must be finite and < 0 (α in (0, 1)); got {arr[bad].ravel()[0]!r}.")
+        log_a = arr
+    return log_a, arr.ndim == 1
+
+
+def check_times(ts) -> np.ndarray:
+    """Validate rescaled output times: 1-D, finite, ``ts[0] ≥ 0``, strictly increasing."""
+    arr = np.asarray(ts, dtype=np.float64)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"ts must be a non-empty 1-D array of rescaled times τ; got shape {arr.shape}.")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError("ts contains NaN or inf.")
+    if arr[0] < 0:
+        raise ValueError(f"ts must start at τ >= 0 (the flow starts at τ = 0); got ts[0] = {arr[0]!r}.")
+    if np.any(np.diff(arr) <= 0):
+        k = int(np.argmax(np.diff(arr) <= 0))
+        raise ValueError(f"ts must be strictly increasing; got ts[{k}] = {arr[k]!r} >= ts[{k + 1}] = {arr[k + 1]!r}.")
+    return arr
+
+
+def normalise_init(u0, v0, p: int):
+    """Validate ``(u0, v0)`` and flip/swap signs so that ``u0_i > |v0_i|`` (paper appendix C.3).
+
+    Returns ``(u0n, v0n, log_c, swap, sign)``: the normalised directions, ``log(u0n² − v0n²)``, and
+    the per-coordinate swap and sign that map the normalised weights back
+    (``u = sign · (v_n if swap else u_n)``, and likewise ``v``).
+    """
+    u0 = check_vector(u0, p, "u0")
+    v0 = check_vector(v0, p, "v0")
+    degenerate = np.abs(u0) == np.abs(v0)
+    if np.any(degenerate):
+        raise ValueError(
+            f"|u0_i| = |v0_i| at coordinates {np.flatnonzero(degenerate).tolist()}: this degenerate initialisation "
+            "violates the paper's Assumption 4.2 (then u_i − v_i or u_i + v_i stays 0, w̄ = 0, and the "
+            "log-coordinate form is singular). Perturb u0 there, e.g. u0[i] *= 1 + 1e-6."
+        )
+    swap = np.abs(u0) < np.abs(v0)
+    un, vn = np.where(swap, v0, u0), np.where(swap, u0, v0)
+    sign = np.sign(un)
+    un, vn = sign * un, sign * vn
+    log_c = np.log(un - np.abs(vn)) + np.log(un + np.abs(vn))
+    return un, vn, log_c, swap, sign
+
+
+@float64
+def simulate_flow(
+    model: DiagonalModel,
+    *,
+    u0,
+    v0,
+    ts,
+    alpha=None,
+    log_alpha=None,
+    rtol: float = 0.0,
+    atol: float = 1e-8,
+    max_steps: int = 20_000,
+    jacobian_rank: int | None = None,
+) -> FlowResult:
+    """Solve the gradient flow from ``θ(0) = α (u0, v0)`` exactly, reported at rescaled times ``ts``.
+
+    Integrates ``d(log w)/dτ = log(1/α) g(β)`` (SPEC §2; paper appendix C.3–C.4, eq. 13) with an
+    L-stable implicit method, stepping exactly onto every ``ts``. Works for every scale: ``log_alpha``
+    may be far below the float64 range (−1e4), and the cost barely grows with ``log(1/α)``.
+
+    Args:
+        model: the model and data.
+        u0, v0: initialisation directions, shape ``(p,)``, with ``|u0_i| ≠ |v0_i|`` (Assumption 4.2).
+        ts: rescaled times ``τ = t / log(1/α)``, 1-D, increasing, ``ts[0] ≥ 0``.
+        alpha: the scale, in (0, 1), or a 1-D array of scales, solved together in one vmapped call
+            (one compilation). Batched scales run in lock-step and, under ``vmap``, the Jacobian refresh
+            runs at every step: cheap for small models; for large ones a loop over scales is faster.
+        log_alpha: ``log α`` (< 0) instead of ``alpha``, scalar or 1-D array.
+        rtol, atol: the local error of each step in ``log w`` is kept below ``atol + rtol |log w|``.
+            ``atol`` is the relative accuracy of the weights ``u, v``; a nonzero ``rtol`` loosens the
+            control of sleeping coordinates (``|log w| ≈ b log(1/α)``) and so of the times they wake.
+        max_steps: the most solver steps (accepted and rejected) before giving up.
+        jacobian_rank: how many Jacobian columns (those of the largest ``u_i² + v_i²``) the implicit
+            stages use; default ``min(p, 16)``. Raise it if many coordinates are awake at once.
+
+    Returns:
+        A [`FlowResult`][gradflow.FlowResult].
+
+    Raises:
+        ValueError: bad shapes, non-finite values, a degenerate ``|u0_i| = |v0_i|``, α outside (0, 1),
+            both or neither of ``alpha``/``log_alpha``, or ``ts`` not increasing from ``τ ≥ 0``.
+        RuntimeError: the solver did not reach ``ts[-1]`` (the message says where it stopped and why).
+    """
+    if not isinstance(model, DiagonalModel):
+        raise TypeError(f"model must be a gradflow.DiagonalModel; got {type(model).__name__}.")
+    un, vn, log_c, swap, sign = normalise_init(u0, v0, model.p)
+    log_a, batched = check_scales(alpha, log_alpha)
+    ts = check_times(ts)
+    if isinstance(max_steps, bool) or not isinstance(max_steps, (int, np.integer)) or max_steps < 1:
+        raise ValueError(f"max_steps must be a positive integer; got {max_steps!r}.")
+    if not (rtol >= 0 and atol >= 0 and rtol + atol > 0):
+        raise ValueError(f"rtol and atol must be >= 0 and not both 0; got rtol={rtol!r}, atol={atol!r}.")
+    rank = min(model.p, 16) if jacobian_rank is None else int(jacobian_rank)
+    if not 1 <= rank <= model.p:
+        raise ValueError(f"jacobian_rank must lie in [1, p={model.p}]; got {jacobian_rank!r}.")
+    y0 = log_a[..., None] + np.log(un + vn)
+    out = _solve(
+        model, jnp.asarray(y0), jnp.asarray(log_c), jnp.asarray(log_a), jnp.asarray(ts), rtol, atol,
+        solver=_default_solver(rank, atol + rtol), max_steps=int(max_steps), batched=batched,
+    )
+    log_w, u_n, v_n, loss, result, stats = jax.tree_util.tree_map(np.asarray, out)
+    _raise_on_failure(result, log_w, ts, log_a, max_steps)
+    u = sign * np.where(swap, v_n, u_n)
+    v = sign * np.where(swap, u_n, v_n)
+    la_b = log_a[..., None, None]
+    return FlowResult(
+        ts=ts,
+        u=u,
+        v=v,
+        beta=u * v,
+        b=log_w / la_b,
+        log_w=log_w,
+        loss=loss,
+        log_alpha=log_a,
+        alpha=np.exp(log_a),
+        num_steps=stats[0],
+        num_accepted_steps=stats[1],
+        num_rejected_steps=stats[2],
+    )
+
+
+def _raise_on_failure(result, log_w, ts, log_a, max_steps) -> None:
+    result, log_w, log_a = np.atleast_1d(result), log_w.reshape(-1, *log_w.shape[-2:]), np.atleast_1d(log_a)
+    for k in np.flatnonzero(result != dfx.RESULTS.successful._value):
+        done = np.all(np.isfinite(log_w[k]), axis=-1)
+        reached = ts[np.flatnonzero(done)[-1]] if done.any() else 0.0
+        where = f"log α = {log_a[k]:.6g}: the flow stopped after τ = {reached:.6g} (ts[-1] = {ts[-1]:.6g})"
+        if result[k] == dfx.RESULTS.max_steps_reached._value:
+            raise RuntimeError(
+                f"simulate_flow hit max_steps={max_steps} at {where}. Raise max_steps, loosen atol, or shorten ts."
+            )
+        messages = getattr(dfx.RESULTS, "_index_to_message", ())
+        why = messages[result[k]] if 0 <= result[k] < len(messages) else f"diffrax result code {result[k]}"
+        raise RuntimeError(
+            f"simulate_flow failed at {where}: {why} Try a larger jacobian_rank, a looser atol, or a larger max_steps."
+        )

@@ -1,0 +1,176 @@
+"""Discrete training from small initialisation: gradient descent, SGD and Adam on ``θ = (u, v)``.
+
+This is the training that the paper's experiments (and every earlier reproduction) ran: ``θ ← θ − lr
+∇_θ L(θ)`` from ``θ(0) = α (u0, v0)``, in float64 on the plain weights. As ``lr → 0`` gradient
+descent follows the gradient flow, with step ``k`` at rescaled time ``τ = k · lr / log(1/α)``; the
+comparison with [`simulate_flow`][gradflow.simulate_flow] shows how small ``lr`` must be.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from ._config import float64
+from ._flow import check_scales, normalise_init
+from ._model import DiagonalModel
+
+_OPTIMIZERS = ("gd", "sgd", "adam")
+_TINY = float(np.finfo(np.float64).tiny)
+
+
+class GDResult(eqx.Module):
+    """Discrete training recorded every ``record_every`` steps (all fields NumPy float64/int64).
+
+    With ``A`` scales every field but ``steps`` gains a leading axis of length ``A`` (``ts`` too,
+    since ``τ`` depends on α).
+
+    Fields:
+        steps: the recorded step numbers ``0, record_every, …, steps``, shape ``(m,)``.
+        ts: their rescaled times ``τ = step · lr / log(1/α)``, shape ``(m,)``.
+        u, v: the weights, shape ``(m, p)``.
+        beta: ``β = u ⊙ v``, shape ``(m, p)``.
+        b: log-scale weights ``log|w| / log α`` with ``w = u + v`` after the sign normalisation
+            ``u0_i > |v0_i|`` (as in [`FlowResult`][gradflow.FlowResult]); ``|w|`` is clipped to
+            the smallest positive float64, so ``b`` stays finite.
+        loss: the full-batch loss ``L(θ)``, shape ``(m,)``.
+        log_alpha, alpha: the scale.
+        lr: the learning rate.
+    """
+
+    steps: np.ndarray
+    ts: np.ndarray
+    u: np.ndarray
+    v: np.ndarray
+    beta: np.ndarray
+    b: np.ndarray
+    loss: np.ndarray
+    log_alpha: np.ndarray
+    alpha: np.ndarray
+    lr: float
+
+
+@float64
+def simulate_gd(
+    model: DiagonalModel,
+    *,
+    alpha,
+    u0,
+    v0,
+    lr: float,
+    steps: int,
+    optimizer: str = "gd",
+    batch_size: int | None = None,
+    seed: int = 0,
+    record_every: int = 1,
+) -> GDResult:
+    """Train ``θ = (u, v)`` from ``θ(0) = α (u0, v0)`` with ``steps`` optimizer steps, in float64.
+
+    Args:
+        model: the model and data.
+        alpha: the scale in (0, 1), or a 1-D array of scales (trained together, vmapped).
+        u0, v0: initialisation directions, shape ``(p,)``, with ``|u0_i| ≠ |v0_i|``.
+        lr: the learning rate.
+        steps: the number of steps; a multiple of ``record_every``.
+        optimizer: ``"gd"`` (full-batch gradient descent, ``θ ← θ − lr ∇L``), ``"sgd"`` (the same on
+            minibatches of ``batch_size`` samples drawn without replacement at every step) or
+            ``"adam"`` (``optax.adam(lr)``, full batch or minibatches if ``batch_size`` is given).
+        batch_size: minibatch size for ``"sgd"`` (required) and ``"adam"`` (optional).
+        seed: seeds the minibatches.
+        record_every: record ``θ`` and the loss every this many steps (memory stays
+            ``O(steps / record_every)``).
+
+    Returns:
+        A [`GDResult`][gradflow.GDResult].
+    """
+    if not isinstance(model, DiagonalModel):
+        raise TypeError(f"model must be a gradflow.DiagonalModel; got {type(model).__name__}.")
+    *_, sign = normalise_init(u0, v0, model.p)  # validates; sign gives w = sign · (u + v) > 0 at τ = 0
+    log_a, batched = check_scales(alpha, None)
+    if not (isinstance(lr, (int, float, np.floating)) and np.isfinite(lr) and lr > 0):
+        raise ValueError(f"lr must be a positive number; got {lr!r}.")
+    for name, value in (("steps", steps), ("record_every", record_every), ("seed", seed)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < (0 if name == "seed" else 1):
+            kind = "non-negative" if name == "seed" else "positive"
+            raise ValueError(f"{name} must be a {kind} integer; got {value!r}.")
+    if steps % record_every:
+        raise ValueError(f"steps ({steps}) must be a multiple of record_every ({record_every}).")
+    if optimizer not in _OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {_OPTIMIZERS}; got {optimizer!r}.")
+    if optimizer == "sgd" and batch_size is None:
+        raise ValueError("optimizer='sgd' needs a batch_size.")
+    if optimizer == "gd" and batch_size is not None:
+        raise ValueError("optimizer='gd' is full-batch; use optimizer='sgd' for minibatches.")
+    if batch_size is not None and (
+        isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or not 1 <= batch_size <= model.n
+    ):
+        raise ValueError(f"batch_size must be an integer in [1, n={model.n}]; got {batch_size!r}.")
+
+    u0 = np.asarray(u0, dtype=np.float64)
+    v0 = np.asarray(v0, dtype=np.float64)
+    alphas = np.asarray(alpha, dtype=np.float64)
+    out = _train(
+        model,
+        jnp.asarray(alphas),
+        jnp.asarray(u0),
+        jnp.asarray(v0),
+        jnp.asarray(float(lr)),
+        jax.random.PRNGKey(int(seed)),
+        optimizer=optimizer,
+        batch_size=batch_size,
+        chunks=steps // record_every,
+        record_every=int(record_every),
+        batched=batched,
+    )
+    u, v, loss = (np.asarray(x) for x in out)
+    rec = np.arange(steps // record_every + 1, dtype=np.int64) * record_every
+    w = sign * (u + v)
+    la = log_a[..., None]
+    return GDResult(
+        steps=rec,
+        ts=rec * float(lr) / -la,
+        u=u,
+        v=v,
+        beta=u * v,
+        b=np.log(np.maximum(np.abs(w), _TINY)) / la[..., None],
+        loss=loss,
+        log_alpha=log_a,
+        alpha=alphas,
+        lr=float(lr),
+    )
+
+
+@eqx.filter_jit
+def _train(model, alphas, u0, v0, lr, key, *, optimizer, batch_size, chunks, record_every, batched):
+    opt = optax.adam(lr) if optimizer == "adam" else optax.sgd(lr)
+
+    def loss_fn(theta, batch):
+        return model.loss_value(theta[0], theta[1], batch=batch)
+
+    def one(alpha):
+        theta = (alpha * u0, alpha * v0)
+
+        def step(carry, k):
+            theta, state = carry
+            batch = None
+            if batch_size is not None:
+                batch = jax.random.permutation(jax.random.fold_in(key, k), model.n)[:batch_size]
+            grads = jax.grad(loss_fn)(theta, batch)
+            updates, state = opt.update(grads, state, theta)
+            return (optax.apply_updates(theta, updates), state), None
+
+        def chunk(carry, c):
+            carry, _ = jax.lax.scan(step, carry, c * record_every + jnp.arange(record_every))
+            theta = carry[0]
+            return carry, (theta[0], theta[1], loss_fn(theta, None))
+
+        _, (u, v, loss) = jax.lax.scan(chunk, (theta, opt.init(theta)), jnp.arange(chunks))
+        first = (theta[0][None], theta[1][None], loss_fn(theta, None)[None])
+        return tuple(jnp.concatenate([a, b]) for a, b in zip(first, (u, v, loss)))
+
+    if batched:
+        return jax.vmap(one)(alphas)
+    return one(alphas)

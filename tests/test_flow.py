@@ -1,0 +1,199 @@
+"""simulate_flow: exactness against the closed forms of `theory`, conservation, robustness, errors."""
+
+import diffrax as dfx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import theory
+from gradflow import FlowResult, models, simulate_flow
+from gradflow._flow import _Args, _default_solver, _vector_field, normalise_init
+
+# One orthonormal diagonal linear task for the exactness tests: its stages are at τ = 1/|β*_i|
+# (0.34, 0.87, 0.91, 1.32, 2.60, 3.11, 6.3, 18.7), so τ ∈ [0, 4] crosses six of them.
+LIN = models.diagonal_linear(n=50, p=8, orthonormal=True, seed=0)
+TS = np.linspace(0.0, 4.0, 41)
+ALPHAS = (1e-2, 1e-8, 1e-32, 1e-100, 1e-300)
+LOG_ALPHAS = np.array([np.log(a) for a in ALPHAS] + [-1e4])
+
+
+@pytest.fixture(scope="module")
+def batched():
+    """All scales in one vmapped call (one compilation)."""
+    return simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=TS, log_alpha=LOG_ALPHAS)
+
+
+def test_result_fields_and_shapes(batched):
+    A, m, p = len(LOG_ALPHAS), len(TS), LIN.model.p
+    assert isinstance(batched, FlowResult)
+    for name in ("u", "v", "beta", "b", "log_w"):
+        arr = getattr(batched, name)
+        assert arr.shape == (A, m, p) and arr.dtype == np.float64, name
+    assert batched.loss.shape == (A, m)
+    for name in ("log_alpha", "alpha", "num_steps", "num_accepted_steps", "num_rejected_steps"):
+        assert getattr(batched, name).shape == (A,), name
+    np.testing.assert_array_equal(batched.ts, TS)
+    np.testing.assert_allclose(batched.log_alpha, LOG_ALPHAS)
+    assert batched.alpha[-1] == 0.0  # e^{-10000} is below the float64 range
+    np.testing.assert_allclose(batched.alpha[:-1], ALPHAS, rtol=1e-12)
+
+
+@pytest.mark.parametrize("k", range(len(LOG_ALPHAS)))
+def test_matches_closed_form(batched, k):
+    """β against `theory.diagonal_linear_beta_rescaled` (the Riccati closed form) at default tolerances."""
+    la = LOG_ALPHAS[k]
+    ref = theory.diagonal_linear_beta_rescaled(TS[:, None], LIN.teacher_beta, LIN.u0, LIN.v0, log_alpha=la)
+    tol = 1e-6 if la >= np.log(1e-32) else 1e-4
+    assert np.all(np.isfinite(batched.beta[k]))
+    np.testing.assert_allclose(batched.beta[k], ref, rtol=0, atol=tol)
+
+
+def test_initial_state_and_sign_mapping(batched):
+    """At τ = 0 the weights are α (u0, v0) to rounding, whatever the sign normalisation did."""
+    for k in range(3):
+        a = batched.alpha[k]
+        scale = a * np.maximum(np.abs(LIN.u0), np.abs(LIN.v0))  # u, v = (w ± w̄)/2 round relative to this
+        assert np.all(np.abs(batched.u[k, 0] - a * LIN.u0) <= 1e-14 * scale)
+        assert np.all(np.abs(batched.v[k, 0] - a * LIN.v0) <= 1e-14 * scale)
+    sign = np.where(np.abs(LIN.u0) > np.abs(LIN.v0), np.sign(LIN.u0), np.sign(LIN.v0))
+    w0 = sign * (LIN.u0 + LIN.v0)  # w(0) / α after the normalisation u0_i > |v0_i|
+    np.testing.assert_allclose(batched.b[:, 0], 1 + np.log(w0)[None] / LOG_ALPHAS[:, None], rtol=0, atol=1e-13)
+
+
+def test_cost_barely_grows_with_log_alpha(batched):
+    """Steps at log α = −1e4 are within a small factor of those at α = 1e-8."""
+    steps = batched.num_steps
+    assert steps[-1] <= 3 * steps[1], steps
+
+
+def test_far_below_float64_matches_staircase(batched):
+    """log α = −1e4: finite, β on the α → 0 staircase, b on its piecewise-linear limit clip(1 − β* τ, 0, 2)."""
+    beta, b = batched.beta[-1], batched.b[-1]
+    assert np.all(np.isfinite(b)) and np.all(np.isfinite(beta))
+    stair = theory.diagonal_linear_staircase(TS[:, None], LIN.teacher_beta)
+    away = np.abs(TS[:, None] * np.abs(LIN.teacher_beta) - 1) > 0.02
+    np.testing.assert_allclose(np.where(away, beta, stair), stair, atol=1e-8)
+    # Normalised coordinates have d(log w)/dτ = log(1/α) g = log(1/α)(β* − β): b falls at rate β*.
+    np.testing.assert_allclose(b, np.clip(1 - LIN.teacher_beta * TS[:, None], 0, 2), atol=2e-3)
+    # Sleeping weights (w, w̄ both ≈ α^b, 0 < b < 2) are below the float64 range: 0 in u, v, but b
+    # keeps their scale. (b = 2 is awake: w ≈ α², but w̄ = O(1), so u ≈ −v = O(1).)
+    sleeping = (b[-1] > 0.05) & (b[-1] < 1.95)
+    assert sleeping.any() and np.all(batched.u[-1, -1, sleeping] == 0)
+
+
+def test_batched_equals_separate(batched):
+    for k in (1, 4):
+        one = simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=TS, log_alpha=float(LOG_ALPHAS[k]))
+        assert one.beta.shape == (len(TS), LIN.model.p) and one.loss.shape == (len(TS),)
+        np.testing.assert_allclose(one.beta, batched.beta[k], rtol=0, atol=1e-7)
+        np.testing.assert_allclose(one.b, batched.b[k], rtol=0, atol=1e-9)
+    # alpha= and log_alpha= are the same scale.
+    by_alpha = simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=TS, alpha=1e-8)
+    np.testing.assert_array_equal(by_alpha.beta, simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=TS, log_alpha=np.log(1e-8)).beta)
+
+
+# ---------------------------------------------------------------------------------------------
+# Properties over random small models.
+
+_SMALL_LINEAR = lambda seed: models.diagonal_linear(n=12, p=4, seed=seed).model
+_SMALL_ATTENTION = lambda seed: models.diagonal_attention(n=6, tokens=3, dim=2, teacher_nonzero=(1, 1), seed=seed).model
+_PROP_TS = np.linspace(0.0, 3.0, 7)
+
+
+@settings(max_examples=6, deadline=None)
+@given(
+    kind=st.sampled_from([_SMALL_LINEAR, _SMALL_ATTENTION]),
+    seed=st.integers(0, 10_000),
+    alpha=st.floats(1e-3, 0.3),
+    init=st.lists(st.floats(-2, 2).filter(lambda x: abs(x) > 0.05), min_size=8, max_size=8),
+)
+def test_conservation_and_monotone_loss(kind, seed, alpha, init):
+    """u_i² − v_i² = α²(u0_i² − v0_i²) along the flow, and the loss never increases."""
+    model = kind(seed)
+    u0, v0 = np.array(init[:4]), np.array(init[4:])
+    v0 = np.where(np.abs(np.abs(u0) - np.abs(v0)) < 1e-3, v0 * 0.5, v0)
+    res = simulate_flow(model, u0=u0, v0=v0, ts=_PROP_TS, alpha=alpha)
+    c0 = alpha**2 * (u0**2 - v0**2)
+    drift = np.abs(res.u**2 - res.v**2 - c0)
+    assert np.all(drift <= 1e-9 * np.abs(c0) + 1e-14 * (res.u**2 + res.v**2)), drift.max()
+    assert np.all(np.diff(res.loss) <= 1e-12 * (1 + res.loss[:-1]))
+
+
+# ---------------------------------------------------------------------------------------------
+# Robustness: overshooting steps are rejected, failures raise.
+
+
+@pytest.mark.parametrize("solver", ["default", "tsit5"])
+def test_overshooting_step_is_rejected_not_nan(solver):
+    """A first step as long as the whole run overflows exp(y) (y0 + h f(y0) ≈ 2e4 in log w): the step
+    must be rejected and retried (diffrax turns a non-finite error estimate into a rejection, and
+    the implicit solver's failed stage iteration likewise), never turned into inf/NaN."""
+    la, tau = -2000.0, 0.5
+    un, vn, log_c, _, _ = normalise_init(LIN.u0, LIN.v0, LIN.model.p)
+    with jax.enable_x64(True):
+        args = _Args(model=LIN.model, log_alpha=jnp.asarray(la), log_c=jnp.asarray(log_c))
+        y0 = jnp.asarray(la + np.log(un + vn))
+        t1 = tau * -la
+        overshoot = y0 + t1 * _vector_field(0.0, y0, args)
+        assert not np.all(np.isfinite(np.asarray(_vector_field(0.0, overshoot, args))))
+        sol = dfx.diffeqsolve(
+            dfx.ODETerm(_vector_field), _default_solver(8, 1e-8) if solver == "default" else dfx.Tsit5(),
+            0.0, t1, t1, y0, args=args, saveat=dfx.SaveAt(t1=True),
+            stepsize_controller=dfx.PIDController(rtol=0.0, atol=1e-8), max_steps=20_000, throw=False,
+        )
+        assert sol.result == dfx.RESULTS.successful
+        assert int(sol.stats["num_rejected_steps"]) > 0
+        beta = np.asarray(0.25 * (jnp.exp(2 * sol.ys[0]) - jnp.exp(2 * (2 * la + log_c - sol.ys[0]))))
+    ref = theory.diagonal_linear_beta_rescaled(tau, LIN.teacher_beta, LIN.u0, LIN.v0, log_alpha=la)
+    np.testing.assert_allclose(beta, ref, atol=1e-6)
+
+
+def test_max_steps_raises_with_where_it_stopped():
+    with pytest.raises(RuntimeError, match=r"max_steps=20 .*stopped after τ = .*Raise max_steps"):
+        simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=TS, alpha=1e-8, max_steps=20)
+
+
+# ---------------------------------------------------------------------------------------------
+# Validation.
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(u0=np.ones(3)), r"u0 must have shape \(8,\)"),
+        (dict(v0=np.ones((8, 1))), r"v0 must have shape \(8,\)"),
+        (dict(u0=np.r_[np.nan, np.ones(7)]), "u0 contains NaN"),
+        (dict(v0=np.r_[np.ones(7), np.inf]), "v0 contains NaN or inf"),
+        (dict(alpha=0.0), r"alpha must lie in \(0, 1\)"),
+        (dict(alpha=1.0), r"alpha must lie in \(0, 1\)"),
+        (dict(alpha=[1e-3, 2.0]), r"alpha must lie in \(0, 1\)"),
+        (dict(alpha=None, log_alpha=0.5), "log_alpha must be finite and < 0"),
+        (dict(alpha=None, log_alpha=np.nan), "log_alpha must be finite and < 0"),
+        (dict(log_alpha=-3.0), "exactly one of alpha"),
+        (dict(alpha=None), "exactly one of alpha"),
+        (dict(ts=[0.0, 2.0, 1.0]), r"strictly increasing; got ts\[1\]"),
+        (dict(ts=[-0.5, 1.0]), "must start at τ >= 0"),
+        (dict(ts=np.ones((2, 2))), "1-D"),
+        (dict(max_steps=0), "max_steps must be a positive integer"),
+        (dict(jacobian_rank=9), r"jacobian_rank must lie in \[1, p=8\]"),
+    ],
+)
+def test_bad_input_raises(kwargs, match):
+    base = dict(u0=LIN.u0, v0=LIN.v0, ts=TS, alpha=1e-4)
+    with pytest.raises(ValueError, match=match):
+        simulate_flow(LIN.model, **{**base, **kwargs})
+
+
+def test_degenerate_initialisation_names_coordinates():
+    u0 = LIN.u0.copy()
+    u0[[2, 5]] = -LIN.v0[[2, 5]]
+    with pytest.raises(ValueError, match=r"coordinates \[2, 5\].*Assumption 4.2.*w̄ = 0.*Perturb u0"):
+        simulate_flow(LIN.model, u0=u0, v0=LIN.v0, ts=TS, alpha=1e-4)
+
+
+def test_model_type_checked():
+    with pytest.raises(TypeError, match="DiagonalModel"):
+        simulate_flow(object(), u0=LIN.u0, v0=LIN.v0, ts=TS, alpha=1e-4)
