@@ -40,7 +40,7 @@ class FlowResult(eqx.Module):
     With ``A`` scales (``alpha``/``log_alpha`` given as an array) every field but ``ts`` gains a
     leading axis of length ``A``.
 
-    Fields:
+    Attributes:
         ts: rescaled times ``τ = t / log(1/α)``, shape ``(m,)``.
         u, v: the weights, shape ``(m, p)``; 0 where below the float64 range.
         beta: ``β = u ⊙ v``, shape ``(m, p)``.

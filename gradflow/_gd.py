@@ -28,7 +28,7 @@ class GDResult(eqx.Module):
     With ``A`` scales every field but ``steps`` gains a leading axis of length ``A`` (``ts`` too,
     since ``τ`` depends on α).
 
-    Fields:
+    Attributes:
         steps: the recorded step numbers ``0, record_every, …, steps``, shape ``(m,)``.
         ts: their rescaled times ``τ = step · lr / log(1/α)``, shape ``(m,)``.
         u, v: the weights, shape ``(m, p)``.
