@@ -1,0 +1,100 @@
+"""The pieces of Algorithm 1 that are checks rather than dynamics (paper Assumptions 4.2–4.4, SPEC §3).
+
+Everything here is cheap NumPy on stage-level quantities, plus the restricted Hessian of
+Assumption 4.3, which is a small JAX computation in the support coordinates.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+class AssumptionWarning(UserWarning):
+    """An assumption of the paper's Theorem 4.5 (4.2, 4.3 or 4.4) failed a numerical check."""
+
+
+def check_initialisation(u0: np.ndarray, v0: np.ndarray, rtol: float, names: tuple[str, ...]) -> None:
+    """Assumption 4.2, first clause: ``|u0_i| ≠ |v0_i|`` for every coordinate (else a ``ValueError``).
+
+    A coordinate is degenerate when ``||u0_i| − |v0_i|| ≤ rtol · max(|u0_i|, |v0_i|)`` (this includes
+    ``u0_i = v0_i = 0``): then ``w̄_i = 0`` (SPEC §2), the log-scale weight ``b_i`` is not defined and the
+    greedy limit does not describe the flow.
+    """
+    gap = np.abs(np.abs(u0) - np.abs(v0))
+    bad = np.flatnonzero(gap <= rtol * np.maximum(np.abs(u0), np.abs(v0)))
+    if bad.size:
+        shown = ", ".join(f"{names[i]} (u0={u0[i]:.6g}, v0={v0[i]:.6g})" for i in bad[:8])
+        more = f" and {bad.size - 8} more" if bad.size > 8 else ""
+        raise ValueError(
+            f"Assumption 4.2 fails at initialisation: |u0_i| = |v0_i| for {shown}{more}. The conservation law "
+            "then pins u_i = ±v_i for all time and the greedy limit does not apply; perturb these coordinates."
+        )
+
+
+def time_until_active(b: np.ndarray, g: np.ndarray, candidate: np.ndarray) -> np.ndarray:
+    """Paper eq. (8): ``Δ(i) = (b_i − 1 + sgn g_i) / g_i`` for candidates with ``g_i ≠ 0``, else ``∞``.
+
+    ``g`` must already have its numerically-zero entries set to exactly 0.
+    """
+    active = candidate & (g != 0)
+    safe = np.where(active, g, 1.0)
+    return np.where(active, (b - 1.0 + np.sign(g)) / safe, np.inf)
+
+
+class Choice(eqx.Module):
+    """The winner of paper eq. (9) and the runner-up that Assumption 4.2 compares it with."""
+
+    coordinate: int
+    runner_up: int
+    gap: float
+    tied: np.ndarray
+
+
+def choose_coordinate(delta: np.ndarray, tie_tol: float) -> Choice:
+    """``i_k = argmin Δ`` (eq. 9) with a deterministic tie-break.
+
+    Coordinates whose ``Δ`` lies within ``tie_tol`` of the minimum are *tied*; the winner is the
+    lowest index among them, so the choice does not depend on rounding. The runner-up is the best
+    coordinate other than the winner (``-1`` and gap ``∞`` if there is none).
+    """
+    best = float(np.min(delta))
+    tied = np.flatnonzero(delta <= best + tie_tol)
+    winner = int(tied[0])
+    rest = np.where(np.arange(delta.size) == winner, np.inf, delta)
+    runner_up = int(np.argmin(rest))
+    gap = float(rest[runner_up] - delta[winner])
+    if not np.isfinite(rest[runner_up]):
+        runner_up, gap = -1, float("inf")
+    return Choice(winner, runner_up, gap, tied[1:])
+
+
+def embed(p: int, index, mask, signs, y) -> jax.Array:
+    """The full ``β ∈ R^p`` from support magnitudes ``y``: ``β_{index_j} = s_j y_j²`` where ``mask_j``, else 0."""
+    return jnp.zeros(p, dtype=y.dtype).at[index].add(jnp.where(mask, signs * y * y, 0.0))
+
+
+@eqx.filter_jit
+def restricted_hessian(model, index, mask, signs, y) -> jax.Array:
+    """Hessian of ``ũ ↦ L(ũ, s ⊙ ũ)`` in the support coordinates (Assumption 4.3), padded rows zero."""
+    return jax.hessian(lambda z: model.loss_of_beta(embed(model.p, index, mask, signs, z)))(y)
+
+
+def hessian_min_eig(hessian: np.ndarray, mask: np.ndarray) -> float:
+    """Smallest eigenvalue on the support block; ``+∞`` for an empty support (vacuously positive-definite)."""
+    block = hessian[np.ix_(mask, mask)]
+    if block.size == 0:
+        return float("inf")
+    return float(np.linalg.eigvalsh(0.5 * (block + block.T))[0])
+
+
+def perturbed_starts(start: np.ndarray, mask: np.ndarray, count: int, size: float, rng: np.random.Generator) -> np.ndarray:
+    """``count`` random multiplicative perturbations ``y ⊙ (1 + size·z)`` of phase (B)'s start (Assumption 4.4).
+
+    ``z`` is standard normal clipped to ``[−3, 3]`` (so for ``size < 1/3`` every perturbed start keeps the
+    support and the signs of ``start``: it lies in the set ``B(u^k, δ) ∩ R^p_{≥0}`` of Assumption 4.4).
+    """
+    z = np.clip(rng.standard_normal((count, start.size)), -3.0, 3.0)
+    return np.where(mask, start * (1.0 + size * z), 0.0)
