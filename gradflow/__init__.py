@@ -5,13 +5,41 @@ change your global JAX settings (see ``gradflow._config``).
 """
 
 from . import models as models
+from ._assumptions import AssumptionWarning as AssumptionWarning
+from ._compare import Comparison as Comparison
+from ._compare import Perturbation as Perturbation
+from ._compare import compare_limits as compare_limits
+from ._compare import perturb_and_continue as perturb_and_continue
+from ._demo import DemoConfig as DemoConfig
+from ._demo import run_demo as run_demo
+from ._flow import FlowResult as FlowResult
+from ._flow import simulate_flow as simulate_flow
+from ._gd import GDResult as GDResult
+from ._gd import simulate_gd as simulate_gd
+from ._greedy import GreedyPath as GreedyPath
+from ._greedy import GreedyTolerances as GreedyTolerances
+from ._greedy import greedy_limit as greedy_limit
 from ._model import DiagonalModel as DiagonalModel
 from ._model import evaluate_g as evaluate_g
 from ._model import evaluate_loss as evaluate_loss
 
 __all__ = [
+    "AssumptionWarning",
+    "Comparison",
+    "DemoConfig",
     "DiagonalModel",
+    "FlowResult",
+    "GDResult",
+    "GreedyPath",
+    "GreedyTolerances",
+    "Perturbation",
+    "compare_limits",
     "evaluate_g",
     "evaluate_loss",
+    "greedy_limit",
     "models",
+    "perturb_and_continue",
+    "run_demo",
+    "simulate_flow",
+    "simulate_gd",
 ]

@@ -1,0 +1,278 @@
+"""The ``gradflow`` command line: ``demo``, ``flow``, ``greedy``, ``compare`` (and the networks' ``vit``, ``gpt``, ...).
+
+Usage::
+
+    gradflow demo --out demo_output                      # the paper's toy task, Figures 6–10, report
+    gradflow flow --model diagonal_linear --p 8 --alpha 1e-2 1e-8 --out flow_output
+    gradflow greedy --model diagonal_attention --dim 10 --out greedy_output
+    gradflow compare --model diagonal_linear --log-alpha -10 -100 -1000 --out compare_output
+
+Bad input exits with status 2 and a one-line ``gradflow: error: ...`` message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from ._demo import MODELS, PAPER_ALPHAS, QUICK, DemoConfig, run_demo
+from ._flow import simulate_flow
+from ._greedy import greedy_limit
+from ._io import save_result
+from ._model import evaluate_g
+from ._plots import coordinate_groups, format_alpha, plot_coordinates, plot_loss, save_figure
+from ._report import greedy_summary, markdown_table, stage_time_rows
+
+_OWN = ("demo", "flow", "greedy", "compare")
+
+# the size options of each built-in model (``--seed`` applies to all)
+_SIZES = {
+    "diagonal_linear": ("n", "p"),
+    "diagonal_attention": ("n", "tokens", "dim"),
+    "diagonal_transformer": ("n", "tokens", "dim", "layers", "heads"),
+}
+
+
+class CLIError(Exception):
+    """Bad command-line input (reported on one line, exit status 2)."""
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _alpha(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text!r}") from None
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(
+            f"alpha must lie in (0, 1), got {text!r} (use --log-alpha for values below float64's range)"
+        )
+    return value
+
+
+def _log_alpha(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a negative number, got {text!r}") from None
+    if not (math.isfinite(value) and value < 0):
+        raise argparse.ArgumentTypeError(f"log alpha must be finite and negative, got {text!r}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative number, got {text!r}") from None
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"expected a non-negative number, got {text!r}")
+    return value
+
+
+def _add_model_options(p: argparse.ArgumentParser, *, alphas: bool = True, tau_default: str = "") -> None:
+    p.add_argument("--model", choices=sorted(MODELS), default="diagonal_attention",
+                   help="built-in task (default: diagonal_attention, the paper's toy task)")
+    sizes = p.add_argument_group("model sizes (each model takes its own; defaults are the model's)")
+    sizes.add_argument("--n", type=_positive_int, help="samples")
+    sizes.add_argument("--p", type=_positive_int, help="coordinates (diagonal_linear)")
+    sizes.add_argument("--tokens", type=_positive_int, help="tokens per sample (attention, transformer)")
+    sizes.add_argument("--dim", type=_positive_int, help="token dimension (attention, transformer)")
+    sizes.add_argument("--layers", type=_positive_int, help="layers (diagonal_transformer)")
+    sizes.add_argument("--heads", type=_positive_int, help="heads per layer (diagonal_transformer)")
+    p.add_argument("--seed", type=int, default=0, help="data, teacher and initialisation seed (default 0)")
+    if alphas:
+        group = p.add_mutually_exclusive_group()
+        group.add_argument("--alpha", type=_alpha, nargs="+", metavar="A",
+                           help="initialisation scales in (0, 1) (default: the paper's 0.1 ... 1e-32)")
+        group.add_argument("--log-alpha", type=_log_alpha, nargs="+", metavar="L",
+                           help="natural logs of the scales (e.g. -10000 for α far below float64's range)")
+        p.add_argument("--tau-max", type=_positive_float, help=f"last rescaled time (default: {tau_default})")
+        p.add_argument("--num-times", type=_positive_int, default=500, help="recorded times (default 500)")
+        p.add_argument("--atol", type=_positive_float, default=1e-8,
+                       help="flow tolerance: local error of log w per step (default 1e-8)")
+        p.add_argument("--rtol", type=_non_negative_float, default=0.0,
+                       help="flow tolerance relative to |log w| (default 0)")
+
+
+def _model_options(args) -> tuple[tuple[str, object], ...]:
+    allowed = _SIZES[args.model]
+    given = [k for k in ("n", "p", "tokens", "dim", "layers", "heads") if getattr(args, k) is not None]
+    bad = [k for k in given if k not in allowed]
+    if bad:
+        takes = " ".join(f"--{k}" for k in allowed)
+        raise CLIError(f"--{bad[0]} does not apply to {args.model} (it takes {takes} --seed)")
+    return tuple((k, getattr(args, k)) for k in given) + (("seed", args.seed),)
+
+
+def _log_alphas(args) -> tuple[float, ...]:
+    if args.log_alpha is not None:
+        return tuple(args.log_alpha)
+    return tuple(math.log(a) for a in (args.alpha or PAPER_ALPHAS))
+
+
+def build_parser(*, networks: bool = True) -> argparse.ArgumentParser:
+    """The argument parser; ``networks=False`` leaves out the networks' subcommands (and their imports)."""
+    parser = argparse.ArgumentParser(
+        prog="gradflow",
+        description="Incremental learning with diagonal weights: the exact rescaled gradient flow, "
+                    "its greedy limit (Algorithm 1 of 'Transformers learn through gradual rank increase') "
+                    "and their comparison.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser("demo", help="the paper's toy task: flows at α = 0.1 ... 1e-32, greedy limit, "
+                                    "Figures 6–10, comparison table and report")
+    p.add_argument("--out", default="demo_output", help="output folder (default demo_output)")
+    p.add_argument("--force", action="store_true", help="recompute everything (default: reuse finished parts)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--quick", action="store_true", help=argparse.SUPPRESS)
+    p.set_defaults(func=_cmd_demo)
+
+    p = sub.add_parser("flow", help="the exact rescaled gradient flow at one or several α")
+    _add_model_options(p, tau_default="5 / max_i |g_i(0)|, five times the first stage time")
+    p.add_argument("--out", default="flow_output", help="output folder (default flow_output)")
+    p.set_defaults(func=_cmd_flow)
+
+    p = sub.add_parser("greedy", help="the greedy limit (Algorithm 1) with its assumption checks")
+    _add_model_options(p, alphas=False)
+    p.add_argument("--max-stages", type=_positive_int, help="stop after this many stages")
+    p.add_argument("--out", default="greedy_output", help="output folder (default greedy_output)")
+    p.set_defaults(func=_cmd_greedy)
+
+    p = sub.add_parser("compare", help="flows at several α against the greedy limit: tables, figures, report")
+    _add_model_options(p, tau_default="1.25 × the last greedy stage time")
+    p.add_argument("--max-stages", type=_positive_int, help="stop the greedy path after this many stages")
+    p.add_argument("--perturb", action="store_true", help="also run the perturb-and-continue checks (Figures 9–10)")
+    p.add_argument("--out", default="compare_output", help="output folder (default compare_output)")
+    p.add_argument("--force", action="store_true", help="recompute everything (default: reuse finished parts)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=_cmd_compare)
+
+    if networks:
+        from .nets._cli import add_subcommands
+
+        add_subcommands(sub)
+    return parser
+
+
+def _print_outputs(result, out: str) -> None:
+    reused = sum(what == "reused" for _, what, _ in result.log)
+    print(f"\n{len(result.log) - reused} steps computed, {reused} reused, {result.seconds:.1f} s")
+    print(f"report: {Path(out) / 'report.md'}")
+
+
+def _run_pipeline(config, args) -> int:
+    result = run_demo(config, out=args.out, force=args.force, progress=not args.no_progress)
+    comp = result.comparison
+    print(markdown_table(*stage_time_rows(comp)))
+    print("worst distance over the stage windows, per α:")
+    rows = [[format_alpha(la)] + [comp.worst(q)[a] for q in ("beta", "b", "loss", "time")]
+            for a, la in enumerate(comp.log_alpha)]
+    rows.append(["fitted r"] + [comp.summary()[q] for q in ("beta", "b", "loss", "time")])
+    print(markdown_table(["α", "β", "b", "loss", "stage time"], rows))
+    _print_outputs(result, args.out)
+    return 0
+
+
+def _cmd_demo(args) -> int:
+    return _run_pipeline(QUICK if args.quick else DemoConfig(), args)
+
+
+def _cmd_compare(args) -> int:
+    config = DemoConfig(model=args.model, model_options=_model_options(args), log_alphas=_log_alphas(args),
+                        tau_max=args.tau_max, num_times=args.num_times, max_stages=args.max_stages,
+                        perturb=args.perturb, rtol=args.rtol, atol=args.atol)
+    return _run_pipeline(config, args)
+
+
+def _cmd_flow(args) -> int:
+    config = DemoConfig(model=args.model, model_options=_model_options(args), log_alphas=_log_alphas(args))
+    task = config.task()
+    g0 = float(np.max(np.abs(evaluate_g(task.model, np.zeros(task.model.p)))))
+    if args.tau_max is None and g0 == 0:
+        raise CLIError("g(0) = 0: the flow from small initialisation does not move; give --tau-max")
+    tau_max = args.tau_max if args.tau_max is not None else 5.0 / g0
+    ts = np.linspace(0.0, tau_max, args.num_times)
+    out = Path(args.out)
+    flows = []
+    print(f"{task.name}: p = {task.model.p}, n = {task.model.n}, τ ∈ [0, {tau_max:.4g}]")
+    for la in config.log_alphas:
+        t0 = time.perf_counter()
+        flow = simulate_flow(task.model, u0=task.u0, v0=task.v0, ts=ts, log_alpha=la, rtol=args.rtol, atol=args.atol)
+        name = f"flow_alpha={format_alpha(la)}"
+        save_result(out / "results" / f"{name}.npz", flow)
+        flows.append(flow)
+        print(f"α = {format_alpha(la):>10}: final loss {float(flow.loss[-1]):.6g}, "
+              f"{int(flow.num_steps)} solver steps, {time.perf_counter() - t0:.1f} s → {out / 'results' / name}.npz")
+    save_figure(plot_loss(flows, title=f"Loss of {task.name}"), out / "figures" / "loss.png")
+    for part, idx in coordinate_groups(task.model.names).items():
+        save_figure(plot_coordinates(flows, task.model.names, idx, title=f"β ({part})"),
+                    out / "figures" / f"beta_{part}.png")
+    print(f"figures: {out / 'figures'}")
+    return 0
+
+
+def _cmd_greedy(args) -> int:
+    config = DemoConfig(model=args.model, model_options=_model_options(args))
+    task = config.task()
+    t0 = time.perf_counter()
+    path = greedy_limit(task.model, u0=task.u0, v0=task.v0, max_stages=args.max_stages, progress=True)
+    seconds = time.perf_counter() - t0
+    text = greedy_summary(path, task.model.names)
+    out = Path(args.out)
+    save_result(out / "greedy.npz", path)
+    (out / "greedy.md").write_text(f"# Greedy limit of {task.name} ({seconds:.1f} s)\n\n{text}")
+    print(f"{task.name}: p = {task.model.p}, n = {task.model.n}; greedy limit in {seconds:.1f} s\n")
+    print(text)
+    print(f"results: {out / 'greedy.npz'}, {out / 'greedy.md'}")
+    return 0
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    print(f"gradflow: {category.__name__}: {message}", file=sys.stderr if file is None else file)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the ``gradflow`` command line; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    first = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(networks=first not in _OWN)
+    args = parser.parse_args(argv)
+    try:
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            status = args.func(args)
+    except (CLIError, ValueError, OSError, RuntimeError) as err:
+        message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        print(f"gradflow: error: {message}", file=sys.stderr)
+        return 1 if isinstance(err, RuntimeError) else 2
+    except KeyboardInterrupt:
+        print("gradflow: interrupted (finished parts are kept; re-run to resume)", file=sys.stderr)
+        return 130
+    return int(status or 0)

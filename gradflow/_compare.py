@@ -1,0 +1,476 @@
+"""Comparing the flow at finite α with its greedy limit (SPEC §4), and the perturb-and-continue checks.
+
+For every run (one α) and every stage window ``[T_k + δ, T_{k+1} − δ]`` (the last window ends at
+the run's last time), :func:`compare_limits` reports the sup over the window of
+
+* ``beta_distance``: ``max_i |β_i(τ) − β^k_i|``,
+* ``b_distance``: ``max_i |b_i(τ) − (b^k_i − (τ − T_k) g_i(θ^k))|``,
+* ``loss_distance``: ``|L(τ) − L(θ^k)|``,
+
+and the stage times detected on the run. **Detection rule**: stage ``k ≥ 1`` starts at the first
+``τ`` where the run's loss has covered the fraction ``threshold`` of the drop between consecutive
+greedy plateaus, ``L(τ) ≤ L(θ^{k−1}) − threshold·(L(θ^{k−1}) − L(θ^k))`` (linear interpolation
+between recorded times; ``threshold = 0.5`` is the midpoint). Gradient flow decreases the loss, so
+the first crossing is the only one.
+
+Rates: for each quantity and stage, a least-squares fit of ``log d = c − r·log log(1/α)`` over the
+α's, i.e. ``d ≈ C·(log 1/α)^(−r)``; the theory suggests ``r ≈ 1`` for ``b`` and the stage times.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import equinox as eqx
+import numpy as np
+
+from ._flow import simulate_flow
+from ._gd import simulate_gd
+from ._greedy import greedy_limit
+
+_QUANTITIES = ("beta", "b", "loss", "time")
+
+
+class Comparison(eqx.Module):
+    """Distances between runs at several α and the greedy limit, per stage window (SPEC §4).
+
+    Shapes: ``A`` runs (one per α), ``K`` greedy stages (``K + 1`` plateaus ``k = 0..K``).
+
+    Attributes:
+        method: ``"flow"`` (exact gradient flow) or ``"gd"`` (gradient descent runs).
+        log_alpha: ``(A,)`` the runs' ``log α``.
+        stage_times: ``(K + 1,)`` the greedy ``T_k`` (``T_0 = 0``).
+        window_start, window_end: ``(K + 1,)`` the window of plateau ``k``.
+        beta_distance, b_distance, loss_distance: ``(A, K + 1)`` sup distances over each window
+            (NaN where a window is empty or holds no recorded time).
+        detected_times: ``(A, K)`` the start of stages ``1..K`` detected on each run (NaN if the
+            run never gets there).
+        time_error: ``(A, K)`` ``|detected − T_k|``.
+        beta_rate, b_rate, loss_rate: ``(K + 1,)`` fitted exponent ``r`` per window.
+        time_rate: ``(K,)`` fitted exponent ``r`` per stage time.
+        threshold, delta: the detection fraction and the window margin used.
+        gd: the same comparison for gradient-descent runs, or None.
+    """
+
+    method: str = eqx.field(static=True)
+    log_alpha: np.ndarray
+    stage_times: np.ndarray
+    window_start: np.ndarray
+    window_end: np.ndarray
+    beta_distance: np.ndarray
+    b_distance: np.ndarray
+    loss_distance: np.ndarray
+    detected_times: np.ndarray
+    time_error: np.ndarray
+    beta_rate: np.ndarray
+    b_rate: np.ndarray
+    loss_rate: np.ndarray
+    time_rate: np.ndarray
+    threshold: float
+    delta: float
+    gd: "Comparison | None" = None
+
+    @property
+    def alpha(self) -> np.ndarray:
+        """``α`` per run (0 where ``α`` underflows float64)."""
+        return np.exp(self.log_alpha)
+
+    def worst(self, quantity: str) -> np.ndarray:
+        """``(A,)`` the largest distance over all windows (or stage times) for ``quantity``."""
+        d = self._distance(quantity)
+        with np.errstate(invalid="ignore"):
+            return np.array([np.nanmax(row) if np.any(np.isfinite(row)) else np.nan for row in d])
+
+    def summary(self) -> dict[str, float]:
+        """Fitted exponent ``r`` (``d ≈ C (log 1/α)^(−r)``) of the worst-window distance per quantity."""
+        return {q: fit_rate(self.log_alpha, self.worst(q))[0] for q in _QUANTITIES}
+
+    def _distance(self, quantity: str) -> np.ndarray:
+        if quantity not in _QUANTITIES:
+            raise ValueError(f"quantity must be one of {_QUANTITIES}; got {quantity!r}.")
+        return self.time_error if quantity == "time" else getattr(self, f"{quantity}_distance")
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """One record per (method, α, plateau k), then the gradient-descent records if any."""
+        records = []
+        K = self.stage_times.size - 1
+        for a, log_a in enumerate(self.log_alpha):
+            for k in range(K + 1):
+                records.append(
+                    dict(
+                        method=self.method,
+                        log_alpha=float(log_a),
+                        alpha=float(np.exp(log_a)),
+                        stage=k,
+                        T_greedy=float(self.stage_times[k]),
+                        T_detected=float(self.detected_times[a, k - 1]) if k else 0.0,
+                        time_error=float(self.time_error[a, k - 1]) if k else 0.0,
+                        window_start=float(self.window_start[k]),
+                        window_end=float(self.window_end[k]),
+                        beta_distance=float(self.beta_distance[a, k]),
+                        b_distance=float(self.b_distance[a, k]),
+                        loss_distance=float(self.loss_distance[a, k]),
+                    )
+                )
+        return records + (self.gd.to_records() if self.gd is not None else [])
+
+    def rate_records(self) -> list[dict[str, Any]]:
+        """The fitted exponents: one record per (method, quantity, stage), stage ``"worst"`` for the summary."""
+        out = []
+        for comp in (self, self.gd):
+            if comp is None:
+                continue
+            for q in _QUANTITIES:
+                rates = getattr(comp, f"{q}_rate")
+                first = 1 if q == "time" else 0
+                for j, r in enumerate(rates):
+                    out.append(dict(method=comp.method, quantity=q, stage=str(j + first), exponent=float(r)))
+                out.append(dict(method=comp.method, quantity=q, stage="worst", exponent=comp.summary()[q]))
+        return out
+
+    def to_table(self) -> str:
+        """The records as CSV text."""
+        records = self.to_records()
+        cols = list(records[0]) if records else []
+        lines = [",".join(cols)]
+        for rec in records:
+            lines.append(",".join(f"{v:.6g}" if isinstance(v, float) else str(v) for v in rec.values()))
+        return "\n".join(lines) + "\n"
+
+
+def fit_rate(log_alpha, distance) -> tuple[float, float]:
+    """Fit ``log d = c − r log log(1/α)`` by least squares; returns ``(r, c)`` (NaN with < 2 usable points)."""
+    log_alpha = np.asarray(log_alpha, dtype=np.float64)
+    distance = np.asarray(distance, dtype=np.float64)
+    ok = np.isfinite(distance) & (distance > 0) & (log_alpha < 0)
+    if np.count_nonzero(ok) < 2 or np.ptp(log_alpha[ok]) == 0:
+        return math.nan, math.nan
+    x = np.log(-log_alpha[ok])
+    slope, intercept = np.polyfit(x, np.log(distance[ok]), 1)
+    return float(-slope), float(intercept)
+
+
+def default_delta(stage_times) -> float:
+    """Default window margin: a quarter of the shortest stage (of ``T_1`` when there is one stage; 0.05 if none)."""
+    gaps = np.diff(np.asarray(stage_times, dtype=np.float64))
+    gaps = gaps[np.isfinite(gaps) & (gaps > 0)]
+    return 0.25 * float(gaps.min()) if gaps.size else 0.05
+
+
+def default_horizon(stage_times) -> float:
+    """Default last time: ``1.25 T_K`` (1 when the path has no stage)."""
+    last = float(np.asarray(stage_times)[-1])
+    return 1.25 * last if last > 0 else 1.0
+
+
+def default_times(stage_times, *, num: int = 1000, horizon: float | None = None, delta: float | None = None) -> np.ndarray:
+    """An even grid on ``[0, horizon]`` with every window edge and stage time added."""
+    stage_times = np.asarray(stage_times, dtype=np.float64)
+    horizon = default_horizon(stage_times) if horizon is None else float(horizon)
+    delta = default_delta(stage_times) if delta is None else float(delta)
+    extra = np.concatenate([stage_times, stage_times + delta, stage_times - delta])
+    ts = np.union1d(np.linspace(0.0, horizon, num), extra[(extra >= 0) & (extra <= horizon)])
+    return ts
+
+
+def _detect(ts, loss, levels) -> np.ndarray:
+    """First time (linearly interpolated) at which ``loss`` drops to each level; NaN if never."""
+    out = np.full(len(levels), np.nan)
+    for j, level in enumerate(levels):
+        below = np.flatnonzero(loss <= level)
+        if below.size == 0:
+            continue
+        i = below[0]
+        if i == 0:
+            out[j] = ts[0]
+            continue
+        l0, l1 = loss[i - 1], loss[i]
+        frac = (l0 - level) / (l0 - l1) if l0 != l1 else 1.0
+        out[j] = ts[i - 1] + frac * (ts[i] - ts[i - 1])
+    return out
+
+
+def _run_distances(path, ts, beta, b, loss, starts, ends, levels):
+    K1 = starts.size
+    dbeta, db, dloss = (np.full(K1, np.nan) for _ in range(3))
+    path_beta, path_loss = np.asarray(path.beta), np.asarray(path.loss)
+    for k in range(K1):
+        inside = (ts >= starts[k]) & (ts <= ends[k])
+        if starts[k] >= ends[k] or not np.any(inside):
+            continue
+        dbeta[k] = np.max(np.abs(beta[inside] - path_beta[k]))
+        db[k] = np.max(np.abs(b[inside] - path.b_at(ts[inside])))
+        dloss[k] = np.max(np.abs(loss[inside] - path_loss[k]))
+    return dbeta, db, dloss, _detect(ts, loss, levels)
+
+
+def _as_runs(results, log_alphas=None) -> list[tuple[float, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """Split flow/GD results (one batched result or a sequence) into ``(log α, ts, β, b, loss)`` per run."""
+    if not isinstance(results, (list, tuple)):
+        results = [results]
+    runs = []
+    for res in results:
+        beta, b, loss = np.asarray(res.beta), np.asarray(res.b), np.asarray(res.loss)
+        la = getattr(res, "log_alpha", None)
+        la = np.atleast_1d(np.asarray(la, dtype=np.float64)) if la is not None else None
+        if beta.ndim == 2:
+            beta, b, loss = beta[None], b[None], loss[None]
+        for a in range(beta.shape[0]):
+            log_a = la[a] if la is not None and la.size > a else None
+            runs.append([log_a, np.asarray(res.ts, dtype=np.float64), beta[a], b[a], loss[a]])
+    if log_alphas is not None:
+        log_alphas = np.atleast_1d(np.asarray(log_alphas, dtype=np.float64))
+        if log_alphas.size != len(runs):
+            raise ValueError(f"got {len(runs)} runs for {log_alphas.size} values of alpha; give one run per alpha.")
+        for run, la in zip(runs, log_alphas):
+            run[0] = float(la)
+    if any(run[0] is None for run in runs):
+        raise ValueError("the runs do not record log_alpha; pass alphas= (one per run, in order).")
+    return [tuple(run) for run in runs]
+
+
+def _check_options(delta, threshold) -> None:
+    if not 0.0 < threshold < 1.0:
+        raise ValueError(f"threshold must lie strictly between 0 and 1 (a fraction of each loss drop); got {threshold!r}.")
+    if delta is not None and not delta >= 0:
+        raise ValueError(f"delta must be a non-negative rescaled time; got {delta!r}.")
+
+
+def _compare_runs(path, runs, *, method: str = "flow", delta: float | None = None, threshold: float = 0.5) -> Comparison:
+    """Compare runs given as ``(log α, ts, β, b, loss)`` tuples with the greedy ``path``."""
+    _check_options(delta, threshold)
+    times = np.asarray(path.times, dtype=np.float64)
+    K = times.size - 1
+    delta = default_delta(times) if delta is None else float(delta)
+    horizon = min(float(r[1][-1]) for r in runs)
+    starts = times + delta
+    ends = np.append(times[1:] - delta, horizon)
+    loss = np.asarray(path.loss, dtype=np.float64)
+    levels = loss[:-1] - threshold * (loss[:-1] - loss[1:])
+    rows = [_run_distances(path, ts, beta, b, run_loss, starts, ends, levels) for _, ts, beta, b, run_loss in runs]
+    log_alpha = np.array([r[0] for r in runs], dtype=np.float64)
+    dbeta, db, dloss, detected = (np.array([row[j] for row in rows]).reshape(len(runs), -1) for j in range(4))
+    detected = detected.reshape(len(runs), K)
+    err = np.abs(detected - times[1:])
+    rate = lambda d: np.array([fit_rate(log_alpha, d[:, k])[0] for k in range(d.shape[1])])  # noqa: E731
+    return Comparison(
+        method=method, log_alpha=log_alpha, stage_times=times, window_start=starts, window_end=ends,
+        beta_distance=dbeta, b_distance=db, loss_distance=dloss, detected_times=detected, time_error=err,
+        beta_rate=rate(dbeta), b_rate=rate(db), loss_rate=rate(dloss), time_rate=rate(err),
+        threshold=float(threshold), delta=delta,
+    )
+
+
+def _log_alphas(alphas, log_alphas) -> np.ndarray:
+    if (alphas is None) == (log_alphas is None):
+        raise ValueError("give exactly one of alphas= and log_alphas=.")
+    if log_alphas is None:
+        a = np.atleast_1d(np.asarray(alphas, dtype=np.float64))
+        if a.ndim != 1 or a.size == 0 or not np.all((a > 0) & (a < 1)):
+            raise ValueError(f"every alpha must lie in (0, 1); got {a.tolist()}.")
+        return np.log(a)
+    la = np.atleast_1d(np.asarray(log_alphas, dtype=np.float64))
+    if la.ndim != 1 or la.size == 0 or not np.all(np.isfinite(la) & (la < 0)):
+        raise ValueError(f"every log_alpha must be finite and negative; got {la.tolist()}.")
+    return la
+
+
+def compare_limits(
+    model,
+    *,
+    alphas=None,
+    log_alphas=None,
+    u0,
+    v0,
+    path=None,
+    delta: float | None = None,
+    ts=None,
+    gd=None,
+    threshold: float = 0.5,
+    flows=None,
+    flow_options: Mapping[str, Any] | None = None,
+) -> Comparison:
+    """Run the flow at every α (one batched call) and compare it with the greedy limit (SPEC §4).
+
+    Args:
+        model: a ``DiagonalModel``.
+        alphas / log_alphas: the initialisation scales (give one of them).
+        u0, v0: the initialisation direction, ``θ(0) = α (u0, v0)``.
+        path: the greedy limit (``greedy_limit(model, u0=u0, v0=v0)`` if None).
+        delta: window margin in rescaled time (default :func:`default_delta`).
+        ts: rescaled times to record (default :func:`default_times`: 1000 points up to ``1.25 T_K``).
+        gd: gradient-descent runs to compare as well: a mapping of ``simulate_gd`` options (``lr``
+            required; ``steps`` defaults to reaching the last time of ``ts``; ``record_every``
+            to about 1000 records), or a sequence of ``GDResult``, one per α in order.
+        threshold: the fraction of each loss drop that marks a detected stage time.
+        flows: precomputed flow results (one batched result or one per α) to use instead of
+            running the flow.
+        flow_options: more ``simulate_flow`` options (``atol``, ``rtol``, ``max_steps``, ...).
+    """
+    log_alphas = _log_alphas(alphas, log_alphas)
+    _check_options(delta, threshold)
+    if path is None:
+        path = greedy_limit(model, u0=u0, v0=v0)
+    times = np.asarray(path.times, dtype=np.float64)
+    delta = default_delta(times) if delta is None else float(delta)
+    if ts is None:
+        ts = default_times(times, delta=delta)
+    ts = np.asarray(ts, dtype=np.float64)
+    if flows is None:
+        flows = simulate_flow(model, u0=u0, v0=v0, ts=ts, log_alpha=log_alphas, **dict(flow_options or {}))
+    comparison = _compare_runs(path, _as_runs(flows, log_alphas), method="flow", delta=delta, threshold=threshold)
+    if gd is None:
+        return comparison
+    gd_runs = run_gd(model, log_alphas=log_alphas, u0=u0, v0=v0, horizon=float(ts[-1]), options=gd)
+    gd_cmp = _compare_runs(path, _as_runs(gd_runs, log_alphas), method="gd", delta=delta, threshold=threshold)
+    return dataclasses.replace(comparison, gd=gd_cmp)
+
+
+def run_gd(model, *, log_alphas, u0, v0, horizon: float, options) -> list:
+    """Gradient-descent runs per α: ``options`` is a mapping of ``simulate_gd`` options or the results themselves."""
+    if isinstance(options, Sequence) and not isinstance(options, (str, bytes)):
+        return list(options)
+    if not isinstance(options, Mapping) or "lr" not in options:
+        raise TypeError("gd must be a mapping of simulate_gd options with at least 'lr', or a sequence of GDResult.")
+    lr = float(options["lr"])
+    out = []
+    for la in log_alphas:
+        opts = dict(options)
+        steps = opts.pop("steps", None) or int(math.ceil(horizon * -la / lr))
+        every = opts.setdefault("record_every", max(1, steps // 1000))
+        steps = every * int(math.ceil(steps / every))
+        out.append(simulate_gd(model, alpha=float(np.exp(la)), u0=u0, v0=v0, steps=steps, **opts))
+    return out
+
+
+class Perturbation(eqx.Module):
+    """Perturb-and-continue runs from states of one flow (paper appendix A, Figures 9 and 10).
+
+    At each start time the weights ``u_i, v_i`` of magnitude above ``threshold`` get independent
+    N(0, std²) noise and the flow continues from there at the same α; ``beta`` is the perturbed
+    run and ``reference_beta`` the unperturbed flow at the same times.
+
+    Attributes:
+        kind: ``"plateau"`` (random times, Assumption 4.3) or ``"stage"`` (stage starts, 4.4).
+        std, threshold, log_alpha: the noise, the negligibility threshold, the flow's ``log α``.
+        start_times: ``(P,)``.
+        ts: ``(P, m)`` continuation times (NaN-padded).
+        beta, reference_beta: ``(P, m, p)``.
+        perturbed: ``(P, p)`` the coordinates with a perturbed weight.
+        initial_deviation, final_deviation: ``(P,)`` ``max_i |β_i − β_i^ref|`` at the first and last time.
+    """
+
+    kind: str = eqx.field(static=True)
+    std: float
+    threshold: float
+    log_alpha: float
+    start_times: np.ndarray
+    ts: np.ndarray
+    beta: np.ndarray
+    reference_beta: np.ndarray
+    perturbed: np.ndarray
+    initial_deviation: np.ndarray
+    final_deviation: np.ndarray
+
+
+def _single(flow) -> tuple[float, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(log α, ts, u, v, β)`` of a flow result holding a single α."""
+    u, v, beta = np.asarray(flow.u), np.asarray(flow.v), np.asarray(flow.beta)
+    log_alpha = np.atleast_1d(np.asarray(flow.log_alpha, dtype=np.float64))
+    if u.ndim != 2 or log_alpha.size != 1:
+        raise ValueError("perturbation experiments need the flow of a single alpha.")
+    return float(log_alpha[0]), np.asarray(flow.ts, dtype=np.float64), u, v, beta
+
+
+def plateau_starts(flow, *, num: int, span: float, seed: int = 0) -> np.ndarray:
+    """``num`` distinct random recorded-time indices (sorted), each leaving ``span`` of recorded time after it."""
+    ts = np.asarray(flow.ts, dtype=np.float64)
+    last = int(np.searchsorted(ts, ts[-1] - span, side="right"))
+    if last < num:
+        raise ValueError(f"the flow records {last} times before its last {span:g} of rescaled time; need {num}.")
+    rng = np.random.default_rng(seed)
+    return np.sort(rng.choice(np.arange(1, last), size=num, replace=False)) if last > num else np.arange(num)
+
+
+def stage_starts(flow, *, threshold: float) -> np.ndarray:
+    """Recorded-time indices where some coordinate's weight first exceeds ``threshold`` in magnitude."""
+    _, _, u, v, _ = _single(flow)
+    big = np.maximum(np.abs(u), np.abs(v)) > threshold
+    new = big[1:] & ~big[:-1]
+    return np.flatnonzero(np.any(new, axis=1)) + 1
+
+
+_TIE = 1e-12
+
+
+def _directions(u, v, log_alpha: float, *, larger_u) -> tuple[np.ndarray, np.ndarray]:
+    """Directions ``(u0, v0) = θ / α`` that restart the flow from ``θ = (u, v)`` at scale ``α``.
+
+    ``u_i² − v_i²`` is conserved; an asleep weight whose ``u_i − v_i`` lies below float64's
+    resolution of ``u_i + v_i`` has ``|u_i| = |v_i|`` in float64. Such a weight gets the relative gap
+    ``1e-12`` on the side given by ``larger_u`` (the sign of ``u_i² − v_i²`` at the flow's start):
+    ``β`` is unchanged to 1e-24 relative, as it is for a float64 network holding the same weights.
+    """
+    if -log_alpha > 700:
+        raise ValueError(
+            f"restarting the flow needs the weights as float64 numbers, i.e. alpha >= 1e-300; got log alpha = {log_alpha:g}."
+        )
+    scale = math.exp(-log_alpha)
+    u0, v0 = u * scale, v * scale
+    tie = np.abs(np.abs(u0) - np.abs(v0)) <= _TIE * np.maximum(np.abs(u0), np.abs(v0))
+    u0 = np.where(tie & ~larger_u, u0 * (1 - _TIE), u0)
+    v0 = np.where(tie & larger_u, v0 * (1 - _TIE), v0)
+    return u0, v0
+
+
+def perturb_and_continue(
+    model,
+    flow,
+    *,
+    starts,
+    std: float,
+    span: float,
+    kind: str,
+    threshold: float = 1e-5,
+    seed: int = 0,
+    flow_options: Mapping[str, Any] | None = None,
+) -> Perturbation:
+    """Perturb the non-negligible weights of ``flow`` at the recorded-time indices ``starts`` and continue.
+
+    Each run continues over the flow's next recorded times (as many as the longest ``[τ_s, τ_s + span]``
+    holds), so the unperturbed reference is the flow itself. ``flow_options`` go to ``simulate_flow``.
+    """
+    log_alpha, ts, u, v, beta = _single(flow)
+    starts = np.asarray(starts, dtype=int)
+    if starts.size == 0:
+        raise ValueError("no start times to perturb at.")
+    rng = np.random.default_rng(seed)
+    # the same number of recorded times for every run (one compilation of the solver)
+    m = max(int(np.count_nonzero((ts >= ts[s]) & (ts <= ts[s] + span))) for s in starts)
+    windows = [np.arange(s, min(s + m, ts.size)) for s in starts]
+    P, p = starts.size, u.shape[1]
+    out_ts = np.full((P, m), np.nan)
+    out_beta = np.full((P, m, p), np.nan)
+    ref_beta = np.full((P, m, p), np.nan)
+    perturbed = np.zeros((P, p), dtype=bool)
+    for j, (s, idx) in enumerate(zip(starts, windows)):
+        mask_u, mask_v = np.abs(u[s]) > threshold, np.abs(v[s]) > threshold
+        up = u[s] + std * rng.standard_normal(p) * mask_u
+        vp = v[s] + std * rng.standard_normal(p) * mask_v
+        u0, v0 = _directions(up, vp, log_alpha, larger_u=np.abs(u[0]) > np.abs(v[0]))
+        res = simulate_flow(model, u0=u0, v0=v0, log_alpha=log_alpha, ts=ts[idx] - ts[s],
+                            **dict(flow_options or {}))
+        out_ts[j, : idx.size] = ts[idx]
+        out_beta[j, : idx.size] = np.asarray(res.beta)
+        ref_beta[j, : idx.size] = beta[idx]
+        perturbed[j] = mask_u | mask_v
+    n_last = np.array([w.size - 1 for w in windows])
+    dev = np.max(np.abs(out_beta - ref_beta), axis=-1)
+    return Perturbation(
+        kind=kind, std=float(std), threshold=float(threshold), log_alpha=log_alpha, start_times=ts[starts],
+        ts=out_ts, beta=out_beta, reference_beta=ref_beta, perturbed=perturbed,
+        initial_deviation=dev[:, 0], final_deviation=dev[np.arange(P), n_last],
+    )

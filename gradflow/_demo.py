@@ -1,0 +1,263 @@
+"""The main job: flows at several α, the greedy limit, their comparison, figures and a report.
+
+:func:`run_demo` runs a :class:`DemoConfig` into an output folder::
+
+    out/results/*.npz        greedy path, one flow per α, perturbation runs (written as produced)
+    out/comparison.csv/.json the comparison table (and, in the JSON, the fitted rates and stages)
+    out/figures/*.png        Figures 6–10 in the paper's style, log-scale weights, convergence
+    out/report.md            stage times, assumption checks, convergence numbers
+    out/log.txt              which steps were computed and which reused
+
+Every result is keyed by a hash of the configuration that produced it: a re-run reuses what is
+already there (``force=True`` recomputes everything).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from . import models
+from ._compare import (
+    Comparison,
+    Perturbation,
+    compare_limits,
+    default_delta,
+    default_times,
+    perturb_and_continue,
+    plateau_starts,
+    stage_starts,
+)
+from ._flow import simulate_flow
+from ._greedy import greedy_limit
+from ._io import ResultStore, config_hash, write_csv, write_json
+
+MODELS = {
+    "diagonal_linear": models.diagonal_linear,
+    "diagonal_attention": models.diagonal_attention,
+    "diagonal_transformer": models.diagonal_transformer,
+}
+
+PAPER_ALPHAS = (0.1, 0.01, 1e-4, 1e-8, 1e-16, 1e-32)
+
+
+@dataclasses.dataclass(frozen=True)
+class DemoConfig:
+    """What the demo computes.
+
+    Attributes:
+        model: a built-in task (``diagonal_linear``, ``diagonal_attention``, ``diagonal_transformer``).
+        model_options: keyword arguments of the task builder, as ``(name, value)`` pairs.
+        log_alphas: the initialisation scales ``log α`` of the flows.
+        tau_max: the last rescaled time (None: ``1.25 T_K`` of the greedy path).
+        num_times: recorded times per flow (window edges and stage times are added).
+        max_stages: cap on the greedy stages (None: until the path ends).
+        check_assumptions: run the greedy path's Hessian and perturbed-phase-(B) checks (4.3, 4.4).
+        perturb: run the perturb-and-continue checks (Figures 9–10) on the smallest α's flow.
+        num_perturb: perturbation start times per figure.
+        plateau_std, stage_std: the noise of Figures 9 and 10 (paper appendix A: 0.05 and 0.01).
+        negligible: weights of magnitude at most this are not perturbed (paper: 1e-5).
+        perturb_span: how long each perturbed run continues (None: 10% of the horizon).
+        seed: the seed of the perturbation experiments.
+        rtol, atol: the flow's tolerances (``simulate_flow``'s: the local error in ``log w`` stays below
+            ``atol + rtol |log w|``).
+        delta, threshold: the comparison's window margin and stage-detection fraction.
+    """
+
+    model: str = "diagonal_attention"
+    model_options: tuple[tuple[str, Any], ...] = ()
+    log_alphas: tuple[float, ...] = tuple(math.log(a) for a in PAPER_ALPHAS)
+    tau_max: float | None = None
+    num_times: int = 400
+    max_stages: int | None = None
+    check_assumptions: bool = True
+    perturb: bool = True
+    num_perturb: int = 5
+    plateau_std: float = 0.05
+    stage_std: float = 0.01
+    negligible: float = 1e-5
+    perturb_span: float | None = None
+    seed: int = 0
+    rtol: float = 0.0
+    atol: float = 1e-8
+    delta: float | None = None
+    threshold: float = 0.5
+
+    def __post_init__(self):
+        if self.model not in MODELS:
+            raise ValueError(f"unknown model {self.model!r}; choose one of {sorted(MODELS)}.")
+        if not self.log_alphas or not all(np.isfinite(la) and la < 0 for la in self.log_alphas):
+            raise ValueError(f"every alpha must lie in (0, 1) (log alpha finite and negative); got {self.log_alphas}.")
+        if self.tau_max is not None and not self.tau_max > 0:
+            raise ValueError(f"tau_max must be positive; got {self.tau_max!r}.")
+
+    def task(self) -> models.Task:
+        """Build the task."""
+        return MODELS[self.model](**dict(self.model_options))
+
+
+QUICK = DemoConfig(
+    model_options=(("n", 64), ("tokens", 4), ("dim", 4), ("teacher_nonzero", (2, 2)), ("seed", 0)),
+    log_alphas=(math.log(1e-2), math.log(1e-8), math.log(1e-16)),
+    num_times=200,
+    max_stages=3,
+    check_assumptions=False,
+    num_perturb=2,
+)
+"""A reduced configuration of the same code path, for tests: a tiny attention head (p = 8), three α,
+the first three greedy stages, without the greedy path's (costly) Hessian and phase-(B) checks."""
+
+
+@dataclasses.dataclass(frozen=True)
+class DemoResult:
+    """What :func:`run_demo` produced: the results, the written files and the step log."""
+
+    config: DemoConfig
+    task: models.Task
+    path: Any
+    flows: list
+    comparison: Comparison
+    perturbations: dict[str, Perturbation]
+    files: list[Path]
+    log: list[tuple[str, str, Path]]
+    seconds: float
+
+
+def _flow_name(log_alpha: float) -> str:
+    from ._plots import format_alpha
+
+    return f"flow_alpha={format_alpha(log_alpha)}"
+
+
+def run_demo(config: DemoConfig = DemoConfig(), *, out: str | Path = "demo_output", force: bool = False,
+             progress: bool = True) -> DemoResult:
+    """Run ``config`` into the folder ``out`` (see the module docstring), reusing finished parts."""
+    start = time.perf_counter()
+    out = Path(out)
+    store = ResultStore(out / "results", force=force)
+    task = config.task()
+    model, u0, v0 = task.model, task.u0, task.v0
+    base = dict(model=config.model, options=config.model_options)
+    steps = 1 + len(config.log_alphas) + 2 * config.perturb + 1
+    bar = tqdm(total=steps, desc="gradflow demo", unit="step", disable=not progress, leave=True)
+    timings: dict[str, tuple[float, str]] = {}
+
+    def step(name: str, key, compute):
+        bar.set_postfix_str(name, refresh=True)
+        t0 = time.perf_counter()
+        result = store.get(name, key, compute)
+        timings[name] = (time.perf_counter() - t0, store.log[-1][1])
+        bar.update()
+        return result
+
+    greedy_options = dict(max_stages=config.max_stages, check_assumptions=config.check_assumptions)
+    path = step("greedy", dict(base, **greedy_options), lambda: greedy_limit(model, u0=u0, v0=v0, **greedy_options))
+    times = np.asarray(path.times, dtype=np.float64)
+    delta = default_delta(times) if config.delta is None else config.delta
+    ts = default_times(times, num=config.num_times, horizon=config.tau_max, delta=delta)
+    tol = dict(rtol=config.rtol, atol=config.atol)
+    flow_key = dict(base, ts=ts, **tol)
+    flows = [
+        step(_flow_name(la), dict(flow_key, log_alpha=la),
+             lambda la=la: simulate_flow(model, u0=u0, v0=v0, ts=ts, log_alpha=la, **tol))
+        for la in config.log_alphas
+    ]
+    comparison = compare_limits(model, log_alphas=np.array(config.log_alphas), u0=u0, v0=v0, path=path, delta=delta,
+                                ts=ts, threshold=config.threshold, flows=flows)
+    perturbations = {}
+    if config.perturb:
+        perturbations = _perturbations(config, model, flows, ts, flow_key, step)
+    bar.total = bar.n + 1  # the last step (fewer when an experiment had nothing to perturb)
+    bar.set_postfix_str("tables, figures, report", refresh=True)
+    files = _write_outputs(config, out, store, task, path, flows, comparison, perturbations, timings)
+    bar.update()
+    bar.close()
+    seconds = time.perf_counter() - start
+    (out / "log.txt").write_text(
+        "".join(f"{name}\t{what}\t{p.name}\n" for name, what, p in store.log) + f"total\t{seconds:.1f} s\n"
+    )
+    return DemoResult(config, task, path, flows, comparison, perturbations, files, list(store.log), seconds)
+
+
+def _perturbations(config, model, flows, ts, flow_key, step) -> dict[str, Perturbation]:
+    """Figures 9–10: perturb the smallest α's flow at random times and at stage starts, and continue."""
+    a = int(np.argmin(config.log_alphas))
+    flow = flows[a]
+    span = 0.1 * float(ts[-1]) if config.perturb_span is None else config.perturb_span
+    key = dict(flow_key, log_alpha=config.log_alphas[a], span=span, negligible=config.negligible, seed=config.seed)
+    plateau = plateau_starts(flow, num=config.num_perturb, span=span, seed=config.seed)
+    stages = _spaced(stage_starts(flow, threshold=config.negligible), np.asarray(flow.ts), span, config.num_perturb)
+    out = {}
+    for kind, starts, std in (("plateau", plateau, config.plateau_std), ("stage", stages, config.stage_std)):
+        if starts.size == 0:  # no weight crosses the threshold: nothing to perturb at
+            continue
+        out[kind] = step(
+            f"perturb_{kind}", dict(key, kind=kind, std=std, starts=starts),
+            lambda kind=kind, starts=starts, std=std: perturb_and_continue(
+                model, flow, starts=starts, std=std, span=span, kind=kind, threshold=config.negligible,
+                seed=config.seed, flow_options=dict(rtol=config.rtol, atol=config.atol)),
+        )
+    return out
+
+
+def _spaced(indices, ts, span: float, num: int) -> np.ndarray:
+    """The first ``num`` indices at least ``span / 2`` apart in time (one per stage start)."""
+    kept: list[int] = []
+    for i in indices:
+        if not kept or ts[i] - ts[kept[-1]] >= span / 2:
+            kept.append(int(i))
+    return np.array(kept[:num], dtype=int)
+
+
+def _write_outputs(config, out, store, task, path, flows, comparison, perturbations, timings) -> list[Path]:
+    from ._plots import (
+        coordinate_groups,
+        plot_convergence,
+        plot_coordinates,
+        plot_loss,
+        plot_perturbation,
+        save_figure,
+        significant,
+    )
+    from ._report import comparison_json, demo_report
+
+    names = task.model.names
+    groups = coordinate_groups(names)
+    figs = out / "figures"
+    targets = [out / "comparison.csv", out / "comparison.json", out / "report.md", figs / "loss.png",
+               figs / "log_weights.png", figs / "convergence.png"]
+    targets += [figs / f"beta_{part}.png" for part in groups]
+    targets += [figs / f"perturb_{kind}.png" for kind in perturbations]
+    key = dict(config=dataclasses.asdict(config), results=sorted(p.name for _, _, p in store.log))
+    if store.fresh("outputs", key, targets):
+        return targets
+    write_csv(out / "comparison.csv", comparison.to_records())
+    write_json(out / "comparison.json", comparison_json(comparison, path, names))
+    mask = significant(path, [f.beta for f in flows])
+    save_figure(plot_loss(flows, path, title=f"Loss of {task.name} (Figure 6)"), figs / "loss.png")
+    for part, idx in groups.items():
+        title = {"KQ": "Entries of diag(w_K) diag(w_Q) (Figure 7)", "VO": "Entries of diag(w_V) diag(w_O) (Figure 8)"}
+        save_figure(plot_coordinates(flows, names, idx, path=path, title=title.get(part, "Entries of β = u ⊙ v"),
+                                     label_mask=mask), figs / f"beta_{part}.png")
+    shown = np.flatnonzero(mask)
+    save_figure(plot_coordinates(flows, names, shown, path=path, title="Log-scale weights b = log w / log α",
+                                 label_mask=mask, quantity="b"), figs / "log_weights.png")
+    save_figure(plot_convergence(comparison), figs / "convergence.png")
+    a = int(np.argmin(config.log_alphas))
+    titles = {"plateau": "Perturbation at random times (Assumption 4.3, Figure 9)",
+              "stage": "Perturbation at stage starts (Assumption 4.4, Figure 10)"}
+    for kind, pert in perturbations.items():
+        save_figure(plot_perturbation(pert, flows[a], names, groups, title=titles[kind]), figs / f"perturb_{kind}.png")
+    (out / "report.md").write_text(
+        demo_report(config=config, task=task, path=path, comparison=comparison, perturbations=perturbations,
+                    timings=timings, figures=[t.relative_to(out) for t in targets if t.suffix == ".png"],
+                    key=config_hash(key))
+    )
+    store.mark("outputs", key, targets)
+    return targets

@@ -1,0 +1,206 @@
+"""Results on disk: result objects as ``.npz``, written as they are produced and reused on re-runs.
+
+A result object (an ``eqx.Module`` or dataclass whose fields are arrays, numbers, strings,
+tuples of those, ``None`` or nested result objects) is written by :func:`save_result` as one
+``.npz`` file: its arrays as NumPy arrays and everything else in a JSON header naming the class.
+:func:`load_result` rebuilds the same object without calling its ``__init__``.
+
+:class:`ResultStore` keys every file by a hash of the configuration that produced it, so a re-run
+with the same configuration reuses it and a changed configuration recomputes it.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import hashlib
+import importlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+_HEADER = "__gradflow_header__"
+
+
+def config_hash(config: Any, *, length: int = 12) -> str:
+    """A stable short hash of a JSON-serialisable configuration (floats by their ``repr``)."""
+    text = json.dumps(_jsonable(config), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:length]
+
+
+def _jsonable(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: _jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return [_jsonable(v) for v in obj.tolist()]
+    if isinstance(obj, (np.floating, float)):
+        return repr(float(obj))
+    if isinstance(obj, np.integer):
+        return int(obj)
+    return obj
+
+
+def _encode(value: Any, key: str, arrays: dict[str, np.ndarray]) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        cls = type(value)
+        return {
+            "__class__": f"{cls.__module__}:{cls.__qualname__}",
+            "fields": {f.name: _encode(getattr(value, f.name), f"{key}.{f.name}", arrays) for f in dataclasses.fields(value)},
+        }
+    if isinstance(value, (np.ndarray, np.generic)) or hasattr(value, "__array__"):
+        arr = np.asarray(value)
+        if arr.dtype == object:
+            raise TypeError(f"cannot save field {key!r}: object arrays are not supported.")
+        arrays[key] = arr
+        return {"__array__": key}
+    if isinstance(value, tuple):
+        return {"__tuple__": [_encode(v, f"{key}[{i}]", arrays) for i, v in enumerate(value)]}
+    if isinstance(value, list):
+        return [_encode(v, f"{key}[{i}]", arrays) for i, v in enumerate(value)]
+    if isinstance(value, dict):
+        return {"__dict__": {str(k): _encode(v, f"{key}[{k}]", arrays) for k, v in value.items()}}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        if isinstance(value, float) and not np.isfinite(value):
+            return {"__float__": repr(value)}
+        return value
+    raise TypeError(f"cannot save field {key!r} of type {type(value).__name__}.")
+
+
+def _decode(spec: Any, arrays) -> Any:
+    if isinstance(spec, list):
+        return [_decode(v, arrays) for v in spec]
+    if not isinstance(spec, dict):
+        return spec
+    if "__array__" in spec:
+        return np.asarray(arrays[spec["__array__"]])
+    if "__tuple__" in spec:
+        return tuple(_decode(v, arrays) for v in spec["__tuple__"])
+    if "__dict__" in spec:
+        return {k: _decode(v, arrays) for k, v in spec["__dict__"].items()}
+    if "__float__" in spec:
+        return float(spec["__float__"])
+    module, qualname = spec["__class__"].split(":")
+    cls: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        cls = getattr(cls, part)
+    obj = object.__new__(cls)
+    for name, field_spec in spec["fields"].items():
+        object.__setattr__(obj, name, _decode(field_spec, arrays))
+    return obj
+
+
+def save_result(path: str | os.PathLike, result: Any) -> Path:
+    """Write ``result`` to ``path`` (``.npz``) atomically: a crash never leaves a half-written file."""
+    path = Path(path)
+    arrays: dict[str, np.ndarray] = {}
+    header = _encode(result, "result", arrays)
+    arrays[_HEADER] = np.asarray(json.dumps(header))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp.npz")
+    os.close(fd)
+    try:
+        np.savez(tmp, **arrays)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return path
+
+
+def load_result(path: str | os.PathLike) -> Any:
+    """Read a result written by :func:`save_result`."""
+    with np.load(Path(path), allow_pickle=False) as data:
+        arrays = {k: data[k] for k in data.files}
+    return _decode(json.loads(str(arrays.pop(_HEADER))), arrays)
+
+
+class ResultStore:
+    """Results under ``root``, one ``{name}-{hash}.npz`` per step, keyed by the step's configuration.
+
+    ``get(name, config, compute)`` returns the stored result when a file for the same name and
+    configuration exists (unless ``force``), else computes, writes and returns it. ``log`` lists
+    ``(name, "computed" | "reused", path)`` for every step, in order.
+    """
+
+    def __init__(self, root: str | os.PathLike, *, force: bool = False):
+        self.root = Path(root)
+        self.force = force
+        self.log: list[tuple[str, str, Path]] = []
+
+    def path(self, name: str, config: Any, suffix: str = ".npz") -> Path:
+        return self.root / f"{name}-{config_hash(config)}{suffix}"
+
+    def get(self, name: str, config: Any, compute: Callable[[], Any]) -> Any:
+        path = self.path(name, config)
+        if path.exists() and not self.force:
+            try:
+                result = load_result(path)
+            except (OSError, ValueError, KeyError, AttributeError, ImportError) as err:
+                self.log.append((name, f"unreadable ({type(err).__name__}), recomputed", path))
+            else:
+                self.log.append((name, "reused", path))
+                return result
+        result = compute()
+        save_result(path, result)
+        self.log.append((name, "computed", path))
+        return result
+
+    def fresh(self, name: str, config: Any, targets: list[Path]) -> bool:
+        """Whether the files ``targets`` were made from ``config`` (a stamp file records it)."""
+        stamp = self.path(name, config, suffix=".done")
+        ok = not self.force and stamp.exists() and all(t.exists() for t in targets)
+        if ok:
+            self.log.append((name, "reused", stamp))
+        return ok
+
+    def mark(self, name: str, config: Any, targets: list[Path]) -> None:
+        """Record that ``targets`` were made from ``config``."""
+        stamp = self.path(name, config, suffix=".done")
+        stamp.parent.mkdir(parents=True, exist_ok=True)
+        stamp.write_text("\n".join(str(t) for t in targets) + "\n")
+        self.log.append((name, "computed", stamp))
+
+
+def write_json(path: str | os.PathLike, obj: Any) -> Path:
+    """Write JSON (NaN and inf as ``null``)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(_json_clean(obj), indent=2) + "\n")
+    return path
+
+
+def _json_clean(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {str(k): _json_clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_clean(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return _json_clean(obj.tolist())
+    if isinstance(obj, (np.floating, float)):
+        return float(obj) if np.isfinite(obj) else None
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    return obj
+
+
+def write_csv(path: str | os.PathLike, records: list[dict[str, Any]]) -> Path:
+    """Write records (dicts with the same keys) as CSV, floats in full precision."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fields = list(records[0]) if records else []
+    with open(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fields)
+        writer.writeheader()
+        for rec in records:
+            writer.writerow({k: (repr(float(v)) if isinstance(v, (float, np.floating)) else v) for k, v in rec.items()})
+    return path

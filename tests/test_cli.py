@@ -1,0 +1,91 @@
+"""The command line: parsing, one-line errors (exit status 2), subcommands on tiny models."""
+
+import subprocess
+import sys
+
+import pytest
+
+from gradflow._cli import build_parser, main
+
+
+def _error(capsys, argv) -> str:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    return capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["flow", "--alpha", "2"], "alpha must lie in (0, 1)"),
+        (["flow", "--alpha", "abc"], "expected a number"),
+        (["flow", "--log-alpha", "3"], "finite and negative"),
+        (["flow", "--alpha", "0.1", "--log-alpha", "-3"], "not allowed with argument"),
+        (["compare", "--model", "nope"], "invalid choice"),
+        (["greedy", "--dim", "0"], "positive integer"),
+        (["flow", "--tau-max", "-1"], "positive number"),
+        (["demo", "--bogus"], "unrecognized arguments"),
+        ([], "required"),
+    ],
+)
+def test_argparse_errors(capsys, argv, message):
+    err = _error(capsys, argv)
+    assert message in err and "Traceback" not in err
+
+
+def test_option_not_for_model_is_one_line_error(capsys):
+    status = main(["greedy", "--model", "diagonal_attention", "--p", "3"])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert err.strip() == "gradflow: error: --p does not apply to diagonal_attention (it takes --n --tokens --dim --seed)"
+
+
+def test_parser_defaults():
+    args = build_parser(networks=False).parse_args(["compare", "--model", "diagonal_linear", "--p", "4", "--alpha", "1e-2", "1e-4"])
+    assert args.model == "diagonal_linear" and args.p == 4 and args.alpha == [1e-2, 1e-4] and args.log_alpha is None
+    args = build_parser(networks=False).parse_args(["demo"])
+    assert args.out == "demo_output" and not args.force and not args.quick
+
+
+def test_python_dash_m_and_no_network_imports():
+    """``python -m gradflow demo --help`` works and the own commands do not import ``gradflow.nets``."""
+    code = (
+        "import runpy, sys\n"
+        "sys.argv = ['gradflow', 'demo', '--help']\n"
+        "try:\n    runpy.run_module('gradflow', run_name='__main__')\n"
+        "except SystemExit as e:\n    print('exit', e.code)\n"
+        "print('nets imported:', any(m.startswith('gradflow.nets') for m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "--out" in out and "--quick" not in out
+    assert "exit 0" in out and "nets imported: False" in out
+
+
+def test_flow_command(tmp_path, capsys):
+    argv = ["flow", "--model", "diagonal_linear", "--n", "12", "--p", "3", "--alpha", "1e-2", "1e-6",
+            "--num-times", "50", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    assert "final loss" in capsys.readouterr().out
+    assert (tmp_path / "figures" / "loss.png").stat().st_size > 0
+    assert len(list((tmp_path / "results").glob("flow_alpha=*.npz"))) == 2
+
+
+@pytest.mark.slow
+def test_greedy_command(tmp_path, capsys):
+    assert main(["greedy", "--model", "diagonal_linear", "--n", "12", "--p", "3", "--out", str(tmp_path)]) == 0
+    assert "T_k" in capsys.readouterr().out
+    assert (tmp_path / "greedy.npz").exists() and (tmp_path / "greedy.md").exists()
+
+
+@pytest.mark.slow
+def test_compare_command(tmp_path, capsys):
+    argv = ["compare", "--model", "diagonal_linear", "--n", "12", "--p", "3", "--alpha", "1e-3", "1e-9",
+            "--num-times", "200", "--out", str(tmp_path), "--no-progress"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "fitted r" in out and "greedy T_k" in out
+    for name in ("report.md", "comparison.csv", "comparison.json", "figures/loss.png", "figures/beta_all.png"):
+        assert (tmp_path / name).exists(), name
+    assert main(argv) == 0
+    assert "0 steps computed" in capsys.readouterr().out

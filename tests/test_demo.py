@@ -1,0 +1,75 @@
+"""The demo on its reduced configuration: every file, and a re-run that recomputes nothing."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from gradflow._demo import QUICK, DemoConfig, run_demo
+from gradflow._io import ResultStore, config_hash, load_result, save_result
+
+
+@dataclasses.dataclass(frozen=True)
+class _Inner:
+    a: np.ndarray
+    name: str
+
+
+@dataclasses.dataclass(frozen=True)
+class _Outer:
+    inner: _Inner
+    values: tuple
+    nothing: None
+    x: float
+
+
+def test_save_load_roundtrip(tmp_path):
+    obj = _Outer(_Inner(np.arange(6.0).reshape(2, 3), "β[0]"), ("a", 1, np.array([True, False])), None, float("nan"))
+    back = load_result(save_result(tmp_path / "r.npz", obj))
+    assert type(back) is _Outer and back.inner.name == "β[0]" and np.isnan(back.x) and back.nothing is None
+    np.testing.assert_array_equal(back.inner.a, obj.inner.a)
+    assert back.values[:2] == ("a", 1) and back.values[2].tolist() == [True, False]
+
+
+def test_store_reuses_by_config(tmp_path):
+    calls = []
+    store = ResultStore(tmp_path)
+    make = lambda: calls.append(1) or _Inner(np.zeros(2), "x")  # noqa: E731
+    store.get("r", {"a": 1.0}, make)
+    store.get("r", {"a": 1.0}, make)
+    store.get("r", {"a": 2.0}, make)
+    assert len(calls) == 2 and [w for _, w, _ in store.log] == ["computed", "reused", "computed"]
+    assert config_hash({"a": 1.0}) != config_hash({"a": 1.0 + 1e-15})
+    ResultStore(tmp_path, force=True).get("r", {"a": 1.0}, make)
+    assert len(calls) == 3
+
+
+def test_config_validation():
+    with pytest.raises(ValueError, match="unknown model"):
+        DemoConfig(model="mlp")
+    with pytest.raises(ValueError, match="alpha"):
+        DemoConfig(log_alphas=(1.0,))
+
+
+def test_quick_demo_writes_everything_and_reuses_it(tmp_path):
+    result = run_demo(QUICK, out=tmp_path, progress=False)
+    expected = ["report.md", "comparison.csv", "comparison.json", "log.txt"] + [
+        f"figures/{name}.png"
+        for name in ("loss", "beta_KQ", "beta_VO", "log_weights", "convergence", "perturb_plateau", "perturb_stage")
+    ]
+    for name in expected:
+        assert (tmp_path / name).stat().st_size > 0, name
+    results = sorted((tmp_path / "results").glob("*.npz"))
+    assert len(results) == 1 + len(QUICK.log_alphas) + 2
+    assert {w for _, w, _ in result.log} == {"computed"}
+    # Figure 9's check: perturbed at random plateau times, the flow returns to the unperturbed one
+    plateau = result.perturbations["plateau"]
+    assert np.all(plateau.final_deviation < plateau.initial_deviation)
+    report = (tmp_path / "report.md").read_text()
+    assert "Greedy limit" in report and "Hessian min eig" in report and "fitted r" in report
+    mtimes = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*") if p.is_file() and p.name != "log.txt"}
+
+    again = run_demo(QUICK, out=tmp_path, progress=False)
+    assert {w for _, w, _ in again.log} == {"reused"}
+    assert {p: p.stat().st_mtime_ns for p in mtimes} == mtimes
+    np.testing.assert_array_equal(again.comparison.b_distance, result.comparison.b_distance)
