@@ -22,6 +22,7 @@ tied LM head ``vocab × d_emb``); the causal mask is not discounted. MFU divides
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import pathlib
 import sys
 
@@ -126,12 +127,16 @@ def main(argv=None) -> str:
     p.add_argument("--dtype", choices=("auto", "bfloat16", "float32"), default="auto",
                    help="compute dtype (auto: bf16 on GPU/TPU, float32 on CPU)")
     p.add_argument("--no-torch", action="store_true", help="skip the PyTorch comparison")
+    p.add_argument("--remat", action=argparse.BooleanOptionalAction, default=None,
+                   help="recompute block activations in the backward pass (default: the config's; on for gpt2-small+)")
     p.add_argument("--record", nargs="?", const=str(ROOT / "docs" / "benchmarks.md"), default=None,
                    help="append the table to docs/benchmarks.md (or the given file)")
     argv = sys.argv[1:] if argv is None else list(argv)
     args = p.parse_args(argv)
     tiny = args.config in ("gpt2-tiny", "tiny")
     cfg = gpt_config("gpt2-tiny" if tiny else args.config)
+    if args.remat is not None:
+        cfg = dataclasses.replace(cfg, remat=args.remat)
     batch = args.batch_size or (4 if tiny else 16)
     rank = args.rank or (4 if tiny else 256)
     buffer = args.buffer or (4 if tiny else 100)
@@ -151,7 +156,7 @@ def main(argv=None) -> str:
         rows += [torch_row] if torch_row else []
     note = "" if len(rows) > 3 or args.no_torch else "\nPyTorch/transformers not installed: no comparison row.\n"
     section = header(f"GPT training throughput: {cfg.n_layers} layers × {cfg.d_emb}, context {cfg.context}, "
-                     f"batch {batch}", argv) + "\n" + results_table(rows, "tokens/s") + "\n" + note
+                     f"batch {batch}, remat {'on' if cfg.remat else 'off'}", argv) + "\n" + results_table(rows, "tokens/s") + "\n" + note
     print(section)
     if args.record:
         record(section, args.record)
