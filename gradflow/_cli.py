@@ -43,56 +43,29 @@ class CLIError(Exception):
     """Bad command-line input (reported on one line, exit status 2)."""
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
+def _number(convert, ok, expected: str, out_of_range: str = ""):
+    """An argparse ``type`` that converts with ``convert`` and accepts values where ``ok(value)``."""
+    out_of_range = out_of_range or f"expected {expected}, got {{!r}}"
+
+    def parse(text: str):
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(out_of_range.format(text))
+        return value
+
+    return parse
 
 
-def _alpha(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text!r}") from None
-    if not 0.0 < value < 1.0:
-        raise argparse.ArgumentTypeError(
-            f"alpha must lie in (0, 1), got {text!r} (use --log-alpha for values below float64's range)"
-        )
-    return value
-
-
-def _log_alpha(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a negative number, got {text!r}") from None
-    if not (math.isfinite(value) and value < 0):
-        raise argparse.ArgumentTypeError(f"log alpha must be finite and negative, got {text!r}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return value
-
-
-def _non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a non-negative number, got {text!r}") from None
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"expected a non-negative number, got {text!r}")
-    return value
+_positive_int = _number(int, lambda x: x >= 1, "a positive integer")
+_alpha = _number(float, lambda x: 0.0 < x < 1.0, "a number in (0, 1)",
+                 "alpha must lie in (0, 1), got {!r} (use --log-alpha for values below float64's range)")
+_log_alpha = _number(float, lambda x: math.isfinite(x) and x < 0, "a negative number",
+                     "log alpha must be finite and negative, got {!r}")
+_positive_float = _number(float, lambda x: math.isfinite(x) and x > 0, "a positive number")
+_non_negative_float = _number(float, lambda x: math.isfinite(x) and x >= 0, "a non-negative number")
 
 
 def _add_model_options(p: argparse.ArgumentParser, *, alphas: bool = True, tau_default: str = "") -> None:
