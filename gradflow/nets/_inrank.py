@@ -450,7 +450,7 @@ def train_inrank(model, config: TrainConfig, data: TextDataset, *, mode: str = "
     full recipe).
     """
     from ._train import (_OPTIMIZER_FIELDS, _evaluate, _token_arrays, default_compute_dtype,
-                         learning_rate_schedule, make_optimizer)
+                         learning_rate_schedule, make_optimizer, step_counts)
 
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -462,12 +462,7 @@ def train_inrank(model, config: TrainConfig, data: TextDataset, *, mode: str = "
     train_stream, valid_stream, context = _token_arrays(data, model)
     arrays, eval_arrays = (train_stream, context), (valid_stream, context)
     n_train, n_valid = (data.train.size - 1) // context, (data.valid.size - 1) // context
-    if config.batch_size > n_train:
-        raise ValueError(f"batch_size {config.batch_size} exceeds the {n_train} training windows")
-    per_epoch = n_train // config.batch_size
-    to_steps = (lambda v: v * per_epoch) if config.unit == "epochs" else (lambda v: v)
-    total, warmup = to_steps(config.total), to_steps(config.warmup)
-    last = total if stop_after is None else min(stop_after, total)
+    per_epoch, total, warmup, last = step_counts(config, n_train, stop_after)
     switch = (inrank.efficient_after or per_epoch) if mode == "inrank-efficient" else None
 
     def batch(step):

@@ -137,6 +137,16 @@ def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
     return optax.chain(*parts)
 
 
+
+def step_counts(config: TrainConfig, n_train: int, stop_after: int | None) -> tuple[int, int, int, int]:
+    """``(steps per epoch, total steps, warm-up steps, last step to run)`` for ``n_train`` training examples."""
+    if config.batch_size > n_train:
+        raise ValueError(f"batch_size {config.batch_size} exceeds the {n_train} training examples")
+    per_epoch = n_train // config.batch_size
+    scale = per_epoch if config.unit == "epochs" else 1
+    total, warmup = config.total * scale, config.warmup * scale
+    return per_epoch, total, warmup, total if stop_after is None else min(stop_after, total)
+
 def learning_rate_schedule(config: TrainConfig, total_steps: int, warmup_steps: int):
     """``lr(step)``: linear warm-up from 0 to ``config.lr`` over ``warmup_steps``, then cosine decay to 0 at
     ``total_steps`` (``step`` counts the updates already done)."""
@@ -254,12 +264,7 @@ def train(model: eqx.Module, config: TrainConfig, data: Union[ImageDataset, Text
         train_stream, valid_stream, context = _token_arrays(data, model)
         train_arrays, test_arrays = (train_stream, context), (valid_stream, context)
     n_train, n_test = _n_examples(data, context, "train"), _n_examples(data, context, "test")
-    if config.batch_size > n_train:
-        raise ValueError(f"batch_size {config.batch_size} exceeds the {n_train} training examples")
-    per_epoch = n_train // config.batch_size
-    to_steps = (lambda v: v * per_epoch) if config.unit == "epochs" else (lambda v: v)
-    total_steps, warmup_steps = to_steps(config.total), to_steps(config.warmup)
-    last_step = total_steps if stop_after is None else min(stop_after, total_steps)
+    per_epoch, total_steps, warmup_steps, last_step = step_counts(config, n_train, stop_after)
 
     optimizer = make_optimizer(config)
     init_model = model
