@@ -36,8 +36,12 @@ def markdown_table(header: list[str], rows: list[list[Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _flags(ok) -> str:
-    return ", ".join(f"{name} {'✓' if flag else '✗'}" for name, flag in zip(("4.2", "4.3", "4.4"), np.atleast_1d(ok)))
+def _flags(ok, ran=(True, True, True)) -> str:
+    """✓/✗ per assumption; "not run" where the path holds no number for that check (``check_assumptions=False``)."""
+    return ", ".join(
+        f"{name} {('✓' if flag else '✗') if done else 'not run'}"
+        for name, flag, done in zip(("4.2", "4.3", "4.4"), np.atleast_1d(ok), ran)
+    )
 
 
 def greedy_rows(path, names) -> tuple[list[str], list[list[Any]]]:
@@ -61,7 +65,9 @@ def greedy_rows(path, names) -> tuple[list[str], list[list[Any]]]:
                     float(path.loss[k]), int(support[k].sum()), float(path.delta_gap[k - 1]),
                     names[runner] if runner >= 0 else "–"]
         row += [float(path.hessian_min_eig[k]), float(path.perturbation_spread[k - 1]) if k else None,
-                float(path.epsilon_discrepancy[k - 1]) if k else None, _flags(path.assumptions_ok[k])]
+                float(path.epsilon_discrepancy[k - 1]) if k else None,
+                _flags(path.assumptions_ok[k], ran=(True, not np.isnan(path.hessian_min_eig[k]),
+                                                    k == 0 or not np.isnan(path.perturbation_spread[k - 1])))]
         rows.append(row)
     return header, rows
 

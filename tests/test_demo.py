@@ -67,6 +67,10 @@ def test_quick_demo_writes_everything_and_reuses_it(tmp_path):
     assert np.all(plateau.final_deviation < plateau.initial_deviation)
     report = (tmp_path / "report.md").read_text()
     assert "Greedy limit" in report and "Hessian min eig" in report and "fitted r" in report
+    # the report's numbers are the computed ones, and checks that QUICK skips are not claimed as passed
+    for T in result.path.times[1:]:
+        assert f"| {T:.4g} |" in report
+    assert not QUICK.check_assumptions and "4.3 not run" in report and "4.3 ✓" not in report
     mtimes = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*") if p.is_file() and p.name != "log.txt"}
 
     again = run_demo(QUICK, out=tmp_path, progress=False)
