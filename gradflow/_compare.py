@@ -123,12 +123,13 @@ class Comparison(eqx.Module):
         for comp in (self, self.gd):
             if comp is None:
                 continue
+            worst = comp.summary()
             for q in _QUANTITIES:
                 rates = getattr(comp, f"{q}_rate")
                 first = 1 if q == "time" else 0
                 for j, r in enumerate(rates):
                     out.append(dict(method=comp.method, quantity=q, stage=str(j + first), exponent=float(r)))
-                out.append(dict(method=comp.method, quantity=q, stage="worst", exponent=comp.summary()[q]))
+                out.append(dict(method=comp.method, quantity=q, stage="worst", exponent=worst[q]))
         return out
 
     def to_table(self) -> str:
@@ -226,6 +227,11 @@ def _as_runs(results, log_alphas=None) -> list[tuple[float, np.ndarray, np.ndarr
         if log_alphas.size != len(runs):
             raise ValueError(f"got {len(runs)} runs for {log_alphas.size} values of alpha; give one run per alpha.")
         for run, la in zip(runs, log_alphas):
+            if run[0] is not None and not np.isclose(run[0], la, rtol=1e-12, atol=0.0):
+                raise ValueError(
+                    f"a run records log α = {run[0]:.6g} but is given as log α = {la:.6g}; pass the runs in the order "
+                    "of alphas=, or leave alphas= out to use the values they record."
+                )
             run[0] = float(la)
     if any(run[0] is None for run in runs):
         raise ValueError("the runs do not record log_alpha; pass alphas= (one per run, in order).")
