@@ -168,7 +168,7 @@ def run_tsit5(task, alpha, cap, segment_steps=300):
                 return dict(status=f"failed: {sol.result}", time=time.perf_counter() - t_start, steps=steps)
             # max_steps inside the segment: diffrax stopped early; restart from where it got to.
             t_reached = float(sol.ts[-1])
-            y, t, dt0 = y_end, t_reached, None
+            y, t, dt0 = y_end, sol.ts[-1], None  # an array: a Python float would recompile `segment`
             if time.perf_counter() - t_start > cap:
                 return dict(status=f"cap (τ = {t_reached / L:.3g})", time=time.perf_counter() - t_start, steps=steps)
         out.append(np.asarray(y))

@@ -42,10 +42,8 @@ def product_singular_values(a: jax.Array, b: jax.Array) -> jax.Array:
 
 def stable_rank(s: jax.Array) -> jax.Array:
     """‖M‖_F² / ‖M‖_2² from singular values ``s`` (last axis); 0 for the zero matrix."""
-    s = jnp.asarray(s, jnp.float32)
-    top = jnp.max(s, axis=-1, keepdims=True)
-    ratio = s / jnp.where(top > 0, top, jnp.float32(1))  # normalise before squaring: no float32 underflow
-    return jnp.where(top[..., 0] > 0, jnp.sum(jnp.square(ratio), axis=-1), jnp.float32(0))
+    ratio = normalised(s)  # normalise before squaring: no float32 underflow
+    return jnp.sum(jnp.square(ratio), axis=-1)
 
 
 def normalised(s: jax.Array) -> jax.Array:
