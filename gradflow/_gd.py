@@ -112,20 +112,19 @@ def simulate_gd(
     u0 = np.asarray(u0, dtype=np.float64)
     v0 = np.asarray(v0, dtype=np.float64)
     alphas = np.asarray(alpha, dtype=np.float64)
-    out = _train(
-        model,
-        jnp.asarray(alphas),
-        jnp.asarray(u0),
-        jnp.asarray(v0),
-        jnp.asarray(float(lr)),
-        jax.random.PRNGKey(int(seed)),
-        optimizer=optimizer,
-        batch_size=batch_size,
-        chunks=steps // record_every,
-        record_every=int(record_every),
-        batched=batched,
-    )
-    u, v, loss = (np.asarray(x) for x in out)
+    static = dict(optimizer=optimizer, batch_size=batch_size, batched=batched)
+    lr_, every, key = jnp.asarray(float(lr)), jnp.asarray(int(record_every)), jax.random.PRNGKey(int(seed))
+    carry, first = _start(model, jnp.asarray(alphas), jnp.asarray(u0), jnp.asarray(v0), lr_, **static)
+    chunks, axis = steps // record_every, int(batched)  # the record axis follows the α axis if batched
+    block = min(_BLOCK, 1 << (chunks - 1).bit_length())
+    records = [[np.expand_dims(np.asarray(x), axis) for x in first]]
+    for done in range(0, chunks, block):
+        active = min(block, chunks - done)
+        carry, rec = _advance(
+            model, carry, jnp.asarray(done), jnp.asarray(active), every, lr_, key, block=block, **static
+        )
+        records.append([np.take(np.asarray(x), np.arange(active), axis=axis) for x in rec])
+    u, v, loss = (np.concatenate(parts, axis=axis) for parts in zip(*records))
     rec = np.arange(steps // record_every + 1, dtype=np.int64) * record_every
     w = sign * (u + v)
     la = log_a[..., None]
@@ -143,34 +142,54 @@ def simulate_gd(
     )
 
 
-@eqx.filter_jit
-def _train(model, alphas, u0, v0, lr, key, *, optimizer, batch_size, chunks, record_every, batched):
-    opt = optax.adam(lr) if optimizer == "adam" else optax.sgd(lr)
+_BLOCK = 64  # records per compiled call: any `steps` and `record_every` reuse one compilation
 
-    def loss_fn(theta, batch):
-        return model.loss_value(theta[0], theta[1], batch=batch)
+
+def _optimizer(optimizer, lr):
+    return optax.adam(lr) if optimizer == "adam" else optax.sgd(lr)
+
+
+def _vmap_if(batched, fn, in_axes):
+    return jax.vmap(fn, in_axes=in_axes) if batched else fn
+
+
+@eqx.filter_jit
+def _start(model, alphas, u0, v0, lr, *, optimizer, batch_size, batched):
+    """``θ(0) = α (u0, v0)``, the optimizer state and the first record ``(u, v, L)``."""
+    del batch_size
 
     def one(alpha):
         theta = (alpha * u0, alpha * v0)
+        return (theta, _optimizer(optimizer, lr).init(theta)), (*theta, model.loss_value(*theta))
 
-        def step(carry, k):
+    return _vmap_if(batched, one, 0)(alphas)
+
+
+@eqx.filter_jit
+def _advance(model, carry, done, active, record_every, lr, key, *, block, optimizer, batch_size, batched):
+    """``block`` records of ``record_every`` optimizer steps each, from record ``done`` on.
+
+    Only the first ``active`` records take steps (the rest repeat the state), so the last, partial
+    block of a run reuses the compilation. Step ``k`` draws its minibatch from ``fold_in(key, k)``.
+    """
+    opt = _optimizer(optimizer, lr)
+
+    def one(carry):
+        def step(k, carry):
             theta, state = carry
             batch = None
             if batch_size is not None:
                 batch = jax.random.permutation(jax.random.fold_in(key, k), model.n)[:batch_size]
-            grads = jax.grad(loss_fn)(theta, batch)
+            grads = jax.grad(lambda th: model.loss_value(*th, batch=batch))(theta)
             updates, state = opt.update(grads, state, theta)
-            return (optax.apply_updates(theta, updates), state), None
+            return optax.apply_updates(theta, updates), state
 
         def chunk(carry, c):
-            carry, _ = jax.lax.scan(step, carry, c * record_every + jnp.arange(record_every))
+            first = (done + c) * record_every
+            carry = jax.lax.fori_loop(first, jnp.where(c < active, first + record_every, first), step, carry)
             theta = carry[0]
-            return carry, (theta[0], theta[1], loss_fn(theta, None))
+            return carry, (*theta, model.loss_value(*theta))
 
-        _, (u, v, loss) = jax.lax.scan(chunk, (theta, opt.init(theta)), jnp.arange(chunks))
-        first = (theta[0][None], theta[1][None], loss_fn(theta, None)[None])
-        return tuple(jnp.concatenate([a, b]) for a, b in zip(first, (u, v, loss)))
+        return jax.lax.scan(chunk, carry, jnp.arange(block))
 
-    if batched:
-        return jax.vmap(one)(alphas)
-    return one(alphas)
+    return _vmap_if(batched, one, 0)(carry)

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import gradflow
 from gradflow import GDResult, evaluate_g, models, simulate_flow, simulate_gd
 
 LIN = models.diagonal_linear(n=50, p=8, orthonormal=True, seed=0)
@@ -30,6 +31,29 @@ def test_result_fields_and_time_mapping():
     assert res.loss.shape == (4,)
     np.testing.assert_array_equal(res.u[0], ALPHA * LIN.u0)
     np.testing.assert_array_equal(res.beta, res.u * res.v)
+
+
+_TRACES = []
+
+
+def _counting_h(x, beta):
+    _TRACES.append(1)  # runs once per trace, never per step
+    return x @ beta
+
+
+def test_any_steps_and_record_every_reuse_one_compilation():
+    """Runs of different lengths and recording intervals share the compiled block; records cut at any length."""
+    model = gradflow.DiagonalModel(_counting_h, LIN.model.X, LIN.model.Y, p=LIN.model.p)
+    kw = dict(alpha=ALPHA, u0=LIN.u0, v0=LIN.v0, lr=0.05)
+    long = simulate_gd(model, steps=150, record_every=1, **kw)  # 150 records: blocks of 64, the last one partial
+    assert long.u.shape == (151, LIN.model.p)
+    # (steps, record_every, whether the block size is new): 140 and 50 records reuse the 64-record block;
+    # 3 records use a block of 4 and 1 record a block of 1 (power-of-two sizes, each compiled once)
+    for steps, every, new_block in ((140, 1, False), (150, 3, False), (150, 50, True), (120, 40, False), (7, 7, True)):
+        before = len(_TRACES)
+        res = simulate_gd(model, steps=steps, record_every=every, **kw)
+        np.testing.assert_array_equal(res.u, long.u[: steps + 1 : every])
+        assert (len(_TRACES) > before) == new_block, (steps, every)
 
 
 def test_gd_matches_hand_written_updates():
