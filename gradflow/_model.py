@@ -50,7 +50,7 @@ class DiagonalModel(eqx.Module):
     evaluates in float64 inside gradflow's entry points.
     """
 
-    h: Callable = eqx.field(static=True)
+    h: Callable  # a function (static under eqx.filter_jit) or a module whose arrays are traced
     X: np.ndarray
     Y: np.ndarray
     p: int = eqx.field(static=True)

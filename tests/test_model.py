@@ -1,5 +1,6 @@
 """DiagonalModel and the built-in tasks: shapes, validation, g = −∇_β L, and the teacher's loss."""
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -127,3 +128,20 @@ def test_tasks_are_seeded():
     np.testing.assert_array_equal(a.model.X, b.model.X)
     np.testing.assert_array_equal(a.u0, b.u0)
     assert not np.array_equal(a.model.X, c.model.X)
+
+
+@pytest.mark.parametrize("name", sorted(TASKS))
+def test_rebuilt_models_share_one_compilation(name):
+    """Two models built from the same configuration hit the same jit cache entry (h is not a fresh closure)."""
+    traces = []
+
+    @eqx.filter_jit
+    def g(model, beta):
+        traces.append(1)
+        return model.g(beta)
+
+    with jax.enable_x64(True):
+        for _ in range(2):
+            model = TASKS[name]().model
+            g(model, jnp.zeros(model.p))
+    assert len(traces) == 1

@@ -8,8 +8,7 @@ so ``p = 2·L·H·d``.
 
 from __future__ import annotations
 
-import functools
-
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -19,14 +18,26 @@ from ._attention import attention_head
 from ._task import Task, check_positive_int, gaussian_init, sparse_gaussian
 
 
-def _transformer_forward(Z, beta, *, w_in, w_out, layers, heads, act):
-    d = Z.shape[-1]
-    kq = beta[: layers * heads * d].reshape(layers, heads, d)
-    vo = beta[layers * heads * d :].reshape(layers, heads, d)
-    for layer in range(layers):
-        Z = Z + sum(attention_head(Z, kq[layer, h], vo[layer, h]) for h in range(heads))
-        Z = Z + act(Z @ w_in[layer]) @ w_out[layer].T
-    return Z
+class TransformerForward(eqx.Module):
+    """``h(Z; β)`` of Example 3.2 for one sample ``Z ∈ R^{T×d}``, the frozen FFN weights as array fields.
+
+    A module rather than a closure, so that two models built from the same configuration share one
+    compilation (``eqx.filter_jit`` keys on the static fields; the weights are traced arrays).
+    """
+
+    w_in: np.ndarray  # (L, d, m)
+    w_out: np.ndarray  # (L, d, m)
+    layers: int = eqx.field(static=True)
+    heads: int = eqx.field(static=True)
+
+    def __call__(self, Z, beta):
+        d = Z.shape[-1]
+        kq = beta[: self.layers * self.heads * d].reshape(self.layers, self.heads, d)
+        vo = beta[self.layers * self.heads * d :].reshape(self.layers, self.heads, d)
+        for layer in range(self.layers):
+            Z = Z + sum(attention_head(Z, kq[layer, h], vo[layer, h]) for h in range(self.heads))
+            Z = Z + jax.nn.gelu(Z @ self.w_in[layer], approximate=True) @ self.w_out[layer].T
+        return Z
 
 
 def _gelu_np(x):
@@ -54,9 +65,7 @@ def diagonal_transformer_model(X, Y, *, w_in, w_out, heads: int) -> DiagonalMode
         raise ValueError(f"w_in and w_out must both have shape (layers, {d}, m); got {w_in.shape} and {w_out.shape}.")
     layers = w_in.shape[0]
     heads = check_positive_int(heads, "heads")
-    h = functools.partial(
-        _transformer_forward, w_in=w_in, w_out=w_out, layers=layers, heads=heads, act=lambda z: jax.nn.gelu(z, approximate=True)
-    )
+    h = TransformerForward(w_in, w_out, layers, heads)
     return DiagonalModel(h, X, Y, p=2 * layers * heads * d, loss="square", names=transformer_names(layers, heads, d))
 
 
