@@ -13,6 +13,7 @@ from ._compare import perturb_and_continue as perturb_and_continue
 from ._demo import DemoConfig as DemoConfig
 from ._demo import run_demo as run_demo
 from ._flow import FlowResult as FlowResult
+from ._flow import FlowState as FlowState
 from ._flow import simulate_flow as simulate_flow
 from ._gd import GDResult as GDResult
 from ._gd import simulate_gd as simulate_gd
@@ -29,6 +30,7 @@ __all__ = [
     "DemoConfig",
     "DiagonalModel",
     "FlowResult",
+    "FlowState",
     "GDResult",
     "GreedyPath",
     "GreedyTolerances",

@@ -409,29 +409,6 @@ def stage_starts(flow, *, threshold: float) -> np.ndarray:
     return np.flatnonzero(np.any(new, axis=1)) + 1
 
 
-_TIE = 1e-12
-
-
-def _directions(u, v, log_alpha: float, *, larger_u) -> tuple[np.ndarray, np.ndarray]:
-    """Directions ``(u0, v0) = θ / α`` that restart the flow from ``θ = (u, v)`` at scale ``α``.
-
-    ``u_i² − v_i²`` is conserved; an asleep weight whose ``u_i − v_i`` lies below float64's
-    resolution of ``u_i + v_i`` has ``|u_i| = |v_i|`` in float64. Such a weight gets the relative gap
-    ``1e-12`` on the side given by ``larger_u`` (the sign of ``u_i² − v_i²`` at the flow's start):
-    ``β`` is unchanged to 1e-24 relative, as it is for a float64 network holding the same weights.
-    """
-    if -log_alpha > 700:
-        raise ValueError(
-            f"restarting the flow needs the weights as float64 numbers, i.e. alpha >= 1e-300; got log alpha = {log_alpha:g}."
-        )
-    scale = math.exp(-log_alpha)
-    u0, v0 = u * scale, v * scale
-    tie = np.abs(np.abs(u0) - np.abs(v0)) <= _TIE * np.maximum(np.abs(u0), np.abs(v0))
-    u0 = np.where(tie & ~larger_u, u0 * (1 - _TIE), u0)
-    v0 = np.where(tie & larger_u, v0 * (1 - _TIE), v0)
-    return u0, v0
-
-
 def perturb_and_continue(
     model,
     flow,
@@ -446,34 +423,46 @@ def perturb_and_continue(
 ) -> Perturbation:
     """Perturb the non-negligible weights of ``flow`` at the recorded-time indices ``starts`` and continue.
 
-    Each run continues over the flow's next recorded times (as many as the longest ``[τ_s, τ_s + span]``
-    holds), so the unperturbed reference is the flow itself. ``flow_options`` go to ``simulate_flow``.
+    At start ``s`` every ``u_i`` (and ``v_i``) with ``|u_i| > threshold`` gets N(0, std²) noise; the run
+    continues from the exact state ``flow.state_at(s).perturbed(du, dv)`` (see
+    [`FlowState.perturbed`][gradflow.FlowState.perturbed]), so unperturbed coordinates keep their exact
+    ``log w, log w̄`` at every α, including α below the float64 range. Each run continues over the
+    flow's next recorded times, as many as its longest window ``[τ, τ + span]`` holds, so the
+    unperturbed reference is the flow itself; runs near the flow's end are padded with later times
+    (solved, then dropped: NaN in the result), so that all runs, of this call and of later calls on the
+    same flow and span, have one shape and the solver compiles once. ``flow_options`` go to
+    ``simulate_flow``.
     """
     log_alpha, ts, u, v, beta = _single(flow)
-    starts = np.asarray(starts, dtype=int)
-    if starts.size == 0:
-        raise ValueError("no start times to perturb at.")
+    starts = np.asarray(starts)
+    if starts.ndim != 1 or starts.size == 0 or starts.dtype.kind not in "iu" or np.any((starts < 0) | (starts >= ts.size)):
+        raise ValueError(f"starts must be a non-empty 1-D array of recorded-time indices in [0, {ts.size}); "
+                         f"got {starts!r}.")
     rng = np.random.default_rng(seed)
-    # the same number of recorded times for every run (one compilation of the solver)
-    m = max(int(np.count_nonzero((ts >= ts[s]) & (ts <= ts[s] + span))) for s in starts)
-    windows = [np.arange(s, min(s + m, ts.size)) for s in starts]
+    # every run gets as many times as the flow's longest window of length span holds: the same shapes
+    # for every start and every call on this flow (one compilation of the solver)
+    m = int(np.max(np.searchsorted(ts, ts + span, side="right") - np.arange(ts.size)))
+    step = np.ptp(ts) / max(ts.size - 1, 1)  # the padding's spacing
     P, p = starts.size, u.shape[1]
     out_ts = np.full((P, m), np.nan)
     out_beta = np.full((P, m, p), np.nan)
     ref_beta = np.full((P, m, p), np.nan)
     perturbed = np.zeros((P, p), dtype=bool)
-    for j, (s, idx) in enumerate(zip(starts, windows)):
+    n_last = np.zeros(P, dtype=int)
+    for j, s in enumerate(starts):
+        idx = np.arange(s, min(s + m, ts.size))
+        rel = ts[idx] - ts[s]
+        rel = np.append(rel, rel[-1] + step * np.arange(1, m - idx.size + 1))
         mask_u, mask_v = np.abs(u[s]) > threshold, np.abs(v[s]) > threshold
-        up = u[s] + std * rng.standard_normal(p) * mask_u
-        vp = v[s] + std * rng.standard_normal(p) * mask_v
-        u0, v0 = _directions(up, vp, log_alpha, larger_u=np.abs(u[0]) > np.abs(v[0]))
-        res = simulate_flow(model, u0=u0, v0=v0, log_alpha=log_alpha, ts=ts[idx] - ts[s],
-                            **dict(flow_options or {}))
+        du = std * rng.standard_normal(p) * mask_u
+        dv = std * rng.standard_normal(p) * mask_v
+        start = flow.state_at(int(s)).perturbed(du, dv)
+        res = simulate_flow(model, start=start, log_alpha=log_alpha, ts=rel, **dict(flow_options or {}))
         out_ts[j, : idx.size] = ts[idx]
-        out_beta[j, : idx.size] = np.asarray(res.beta)
+        out_beta[j, : idx.size] = np.asarray(res.beta)[: idx.size]
         ref_beta[j, : idx.size] = beta[idx]
         perturbed[j] = mask_u | mask_v
-    n_last = np.array([w.size - 1 for w in windows])
+        n_last[j] = idx.size - 1
     dev = np.max(np.abs(out_beta - ref_beta), axis=-1)
     return Perturbation(
         kind=kind, std=float(std), threshold=float(threshold), log_alpha=log_alpha, start_times=ts[starts],

@@ -7,7 +7,8 @@ and ``w̄ = u − v`` stay positive with ``w ⊙ w̄ = α² (u0² − v0²)``, a
     dy/dt = g(β),   β = u ⊙ v = (w + w̄)(w − w̄)/4,   w̄ = exp(2 log α + log(u0² − v0²) − y)
 
 (paper eq. 13 in unscaled time ``t = τ log(1/α)``). ``y`` lies in ``[2 log α, O(1)]`` and the state
-needs ``log α`` only, never ``α``: scales far below the float64 range are solved exactly.
+needs ``log α`` only, never ``α``: scales far below the float64 range are solved exactly. The state
+``(log w, log w̄)`` of any recorded time is a ``FlowState``, from which the flow continues exactly.
 
 The flow is stiff for small α: awake coordinates relax at rate O(1) in ``t`` while a run lasts
 ``O(log(1/α))``. It is solved with an L-stable ESDIRK method (``diffrax.Kvaerno5``) whose stage
@@ -34,19 +35,101 @@ from ._model import DiagonalModel, check_vector
 
 
 
+class FlowState(eqx.Module):
+    """A point ``θ = (u, v)`` of the flow, held exactly in log coordinates (SPEC §2).
+
+    After the sign normalisation ``u_n > |v_n|`` (paper appendix C.3), ``w = u_n + v_n`` and
+    ``w̄ = u_n − v_n`` are positive and ``w w̄ = u² − v²`` is conserved by the flow; the state keeps
+    ``log w`` and ``log w̄``, so weights far below the float64 range (``log w = −1e4``) are exact.
+    The weights are
+
+        u_n, v_n = (w + w̄)/2, (w − w̄)/2,
+        u = sign · (v_n if swap else u_n),   v = sign · (u_n if swap else v_n).
+
+    A state is a point, not a scale: ``simulate_flow(model, start=state, log_alpha=..., ts=...)``
+    starts there, and ``α`` only sets the time unit ``τ = t / log(1/α)`` and ``b = log w / log α``.
+    Get one from [`FlowResult.state_at`][gradflow.FlowResult.state_at]. Every field has shape
+    ``(p,)``, or ``(B, p)`` for a batch of states (``swap`` and ``sign`` may stay ``(p,)``).
+
+    Attributes:
+        log_w: ``log w``, finite.
+        log_wbar: ``log w̄``, finite (``−inf``, i.e. ``|u_i| = |v_i|``, is the degenerate case of
+            Assumption 4.2).
+        swap: bool, whether ``u`` and ``v`` were swapped by the normalisation.
+        sign: ``±1.0``, the sign that the normalisation took off.
+    """
+
+    log_w: np.ndarray
+    log_wbar: np.ndarray
+    swap: np.ndarray
+    sign: np.ndarray
+
+    @property
+    def u(self) -> np.ndarray:
+        """The weights ``u`` in float64 (0 where below its range)."""
+        return self._weights()[0]
+
+    @property
+    def v(self) -> np.ndarray:
+        """The weights ``v`` in float64 (0 where below its range)."""
+        return self._weights()[1]
+
+    def _weights(self):
+        w, wbar = np.exp(self.log_w), np.exp(self.log_wbar)
+        return _unnormalise(0.5 * (w + wbar), 0.5 * (w - wbar), self.swap, self.sign)
+
+    def perturbed(self, du, dv) -> FlowState:
+        """The state of ``θ + (du, dv)``, computed from the exact ``w, w̄``.
+
+        With ``(du_n, dv_n)`` the shift in the normalised frame, ``w' = w + du_n + dv_n`` and
+        ``w̄' = w̄ + du_n − dv_n``; the new frame flips the sign where ``w' < 0`` and swaps ``u, v``
+        where ``w' w̄' < 0``, so that ``log w = log|w'|``, ``log w̄ = log|w̄'|``. Coordinates with
+        ``du_i = dv_i = 0`` keep their state bit for bit.
+
+        Raises:
+            ValueError: ``w'`` or ``w̄'`` is 0, i.e. ``|u_i + du_i| = |v_i + dv_i|`` (Assumption 4.2).
+        """
+        du = np.broadcast_to(np.asarray(du, dtype=np.float64), np.shape(self.log_w))
+        dv = np.broadcast_to(np.asarray(dv, dtype=np.float64), np.shape(self.log_w))
+        swap = np.broadcast_to(self.swap, du.shape)
+        sign = np.broadcast_to(self.sign, du.shape)
+        du_n, dv_n = sign * np.where(swap, dv, du), sign * np.where(swap, du, dv)
+        moved = (du != 0) | (dv != 0)
+        w = np.exp(self.log_w) + (du_n + dv_n)
+        wbar = np.exp(self.log_wbar) + (du_n - dv_n)
+        bad = moved & ((w == 0) | (wbar == 0))
+        if np.any(bad):
+            where = np.unique(np.nonzero(bad)[-1]).tolist()
+            raise ValueError(
+                f"the perturbed weights have |u_i| = |v_i| at coordinates {where} (the degenerate case of Assumption 4.2)."
+            )
+        with np.errstate(divide="ignore"):
+            log_w = np.where(moved, np.log(np.abs(w)), self.log_w)
+            log_wbar = np.where(moved, np.log(np.abs(wbar)), self.log_wbar)
+        flip, turn = moved & (w < 0), moved & (w * wbar < 0)
+        return FlowState(log_w=log_w, log_wbar=log_wbar, swap=swap ^ turn, sign=np.where(flip, -sign, sign))
+
+
+def _unnormalise(un, vn, swap, sign):
+    """``(u, v)`` from the normalised weights (undoing :func:`normalise_init`'s swap and sign)."""
+    return sign * np.where(swap, vn, un), sign * np.where(swap, un, vn)
+
+
 class FlowResult(eqx.Module):
     """The gradient flow sampled at rescaled times ``ts`` (all fields NumPy float64).
 
-    With ``A`` scales (``alpha``/``log_alpha`` given as an array) every field but ``ts`` gains a
-    leading axis of length ``A``.
+    With a batch of ``B`` runs (``alpha``/``log_alpha`` given as an array, or a batch of start
+    states) every field but ``ts`` gains a leading axis of length ``B``.
 
     Attributes:
-        ts: rescaled times ``τ = t / log(1/α)``, shape ``(m,)``.
+        ts: rescaled times ``τ = t / log(1/α)`` from the start, shape ``(m,)``.
         u, v: the weights, shape ``(m, p)``; 0 where below the float64 range.
         beta: ``β = u ⊙ v``, shape ``(m, p)``.
         b: log-scale weights ``b = log w / log α`` (SPEC §2; ``w = u + v`` after the sign
             normalisation ``u0_i > |v0_i|``), exact at every scale, shape ``(m, p)``.
-        log_w: ``log w``, shape ``(m, p)``.
+        log_w, log_wbar: ``log w`` and ``log w̄`` (``w̄ = u − v`` after the normalisation),
+            shape ``(m, p)``: the exact state, see [`FlowState`][gradflow.FlowState].
+        swap, sign: the sign normalisation, shape ``(p,)`` (as in ``FlowState``).
         loss: ``L(θ)``, shape ``(m,)``.
         log_alpha: ``log α``.
         alpha: ``α``; 0.0 where below the float64 range.
@@ -59,12 +142,26 @@ class FlowResult(eqx.Module):
     beta: np.ndarray
     b: np.ndarray
     log_w: np.ndarray
+    log_wbar: np.ndarray
+    swap: np.ndarray
+    sign: np.ndarray
     loss: np.ndarray
     log_alpha: np.ndarray
     alpha: np.ndarray
     num_steps: np.ndarray
     num_accepted_steps: np.ndarray
     num_rejected_steps: np.ndarray
+
+    def state_at(self, k: int) -> FlowState:
+        """The exact state at the recorded time ``ts[k]`` (a batch of states for a batched result).
+
+        ``simulate_flow(model, start=flow.state_at(k), log_alpha=flow.log_alpha, ts=flow.ts[k:] - flow.ts[k])``
+        continues the flow: its times are measured from ``ts[k]``.
+        """
+        m = len(self.ts)
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not -m <= k < m:
+            raise IndexError(f"k must be an integer index into the {m} recorded times; got {k!r}.")
+        return FlowState(log_w=self.log_w[..., k, :], log_wbar=self.log_wbar[..., k, :], swap=self.swap, sign=self.sign)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -73,13 +170,12 @@ class FlowResult(eqx.Module):
 
 class _Args(eqx.Module):
     model: DiagonalModel
-    log_alpha: jax.Array
-    log_c: jax.Array  # log(u0² − v0²) after the sign normalisation, > −inf by Assumption 4.2
+    log_wwbar: jax.Array  # log(w w̄) = log(u² − v²) after the normalisation, conserved; > −inf by Assumption 4.2
 
 
 def _weights(y, args: _Args):
-    """``(w, w̄)`` from ``y = log w``; ``w̄ = α² c / w`` is formed in log space."""
-    return jnp.exp(y), jnp.exp(2.0 * args.log_alpha + args.log_c - y)
+    """``(w, w̄)`` from ``y = log w``; ``w̄ = (w w̄) / w`` is formed in log space."""
+    return jnp.exp(y), jnp.exp(args.log_wwbar - y)
 
 
 def _beta(y, args: _Args):
@@ -111,7 +207,7 @@ class _LowRankJacobian(eqx.Module):
 
 def _log_scale(y, args: _Args):
     """``log(u² + v²) = log((w² + w̄²)/2)``, the log of ``∂β/∂y``."""
-    return jnp.logaddexp(2.0 * y, 2.0 * (2.0 * args.log_alpha + args.log_c - y)) - jnp.log(2.0)
+    return jnp.logaddexp(2.0 * y, 2.0 * (args.log_wwbar - y)) - jnp.log(2.0)
 
 
 def _jacobian(y, args: _Args, rank: int) -> _LowRankJacobian:
@@ -269,10 +365,10 @@ _ROUNDING = 100.0  # the stage iteration's rounding floor, in units of eps·|y|�
 
 
 @eqx.filter_jit
-def _solve(model, y0, log_c, log_alpha, ts, rtol, atol, *, solver, max_steps, batched):
-    def one(y0, la):
+def _solve(model, y0, log_wwbar, log_alpha, ts, rtol, atol, *, solver, max_steps, batched):
+    def one(y0, log_wwbar, la):
         L = -la
-        args = _Args(model=model, log_alpha=la, log_c=log_c)
+        args = _Args(model=model, log_wwbar=log_wwbar)
         # Step exactly onto the output times: the solver's cubic dense output is less accurate than its steps.
         pid = dfx.PIDController(rtol=rtol, atol=atol, factormax=_FACTORMAX)
         controller = dfx.ClipStepSizeController(pid, step_ts=ts * L)
@@ -294,11 +390,11 @@ def _solve(model, y0, log_c, log_alpha, ts, rtol, atol, *, solver, max_steps, ba
         u, v = 0.5 * (w + wbar), 0.5 * (w - wbar)
         loss = jax.vmap(model.loss_of_beta)(u * v)
         stats = (sol.stats["num_steps"], sol.stats["num_accepted_steps"], sol.stats["num_rejected_steps"])
-        return ys, u, v, loss, sol.result._value, stats
+        return ys, log_wwbar - ys, u, v, loss, sol.result._value, stats
 
     if batched:
-        return jax.vmap(one)(y0, log_alpha)
-    return one(y0, log_alpha)
+        return jax.vmap(one)(y0, log_wwbar, log_alpha)
+    return one(y0, log_wwbar, log_alpha)
 
 
 def check_scales(alpha, log_alpha) -> tuple[np.ndarray, bool]:
@@ -367,13 +463,44 @@ def normalise_init(u0, v0, p: int):
     return un, vn, log_c, swap, sign
 
 
+def check_state(start, p: int):
+    """Validate a start state; return ``(log w, log w̄, swap, sign)`` as arrays of ``log w``'s shape."""
+    if not isinstance(start, FlowState):
+        raise TypeError(f"start must be a gradflow.FlowState (e.g. flow.state_at(k)); got {type(start).__name__}.")
+    log_w = np.asarray(start.log_w, dtype=np.float64)
+    if log_w.ndim not in (1, 2) or log_w.shape[-1] != p or log_w.size == 0:
+        raise ValueError(f"start.log_w must have shape (p,) or (B, p) with p = {p}; got {log_w.shape}.")
+    log_wbar = np.asarray(start.log_wbar, dtype=np.float64)
+    if log_wbar.shape != log_w.shape:
+        raise ValueError(f"start.log_wbar must have the shape of start.log_w, {log_w.shape}; got {log_wbar.shape}.")
+    for name, x in (("log_w", log_w), ("log_wbar", log_wbar)):
+        if np.any(np.isnan(x) | (x == np.inf)):
+            raise ValueError(f"start.{name} contains NaN or +inf.")
+        if np.any(x == -np.inf):
+            where = np.unique(np.nonzero(x == -np.inf)[-1]).tolist()
+            raise ValueError(
+                f"start.{name} is -inf at coordinates {where}: there |u_i| = |v_i|, the degenerate case of "
+                "Assumption 4.2, which the log-coordinate flow cannot represent."
+            )
+    swap, sign = np.asarray(start.swap), np.asarray(start.sign, dtype=np.float64)
+    for name, x in (("swap", swap), ("sign", sign)):
+        if x.shape not in (log_w.shape, (p,)):
+            raise ValueError(f"start.{name} must have shape {log_w.shape} or ({p},); got {x.shape}.")
+    if swap.dtype != bool:
+        raise ValueError(f"start.swap must be a boolean array; got dtype {swap.dtype}.")
+    if not np.all(np.abs(sign) == 1):
+        raise ValueError("start.sign must hold only +1.0 and -1.0.")
+    return log_w, log_wbar, np.broadcast_to(swap, log_w.shape), np.broadcast_to(sign, log_w.shape)
+
+
 @float64
 def simulate_flow(
     model: DiagonalModel,
     *,
-    u0,
-    v0,
     ts,
+    u0=None,
+    v0=None,
+    start: FlowState | None = None,
     alpha=None,
     log_alpha=None,
     rtol: float = 0.0,
@@ -381,7 +508,7 @@ def simulate_flow(
     max_steps: int = 20_000,
     jacobian_rank: int | None = None,
 ) -> FlowResult:
-    """Solve the gradient flow from ``θ(0) = α (u0, v0)`` exactly, reported at rescaled times ``ts``.
+    """Solve the gradient flow from ``θ(0) = α (u0, v0)`` (or from ``start``) exactly, at rescaled times ``ts``.
 
     Integrates ``d(log w)/dτ = log(1/α) g(β)`` (SPEC §2; paper appendix C.3–C.4, eq. 13) with an
     L-stable implicit method, stepping exactly onto every ``ts``. Works for every scale: ``log_alpha``
@@ -389,11 +516,17 @@ def simulate_flow(
 
     Args:
         model: the model and data.
+        ts: rescaled times ``τ = t / log(1/α)`` from the start, 1-D, increasing, ``ts[0] ≥ 0``.
         u0, v0: initialisation directions, shape ``(p,)``, with ``|u0_i| ≠ |v0_i|`` (Assumption 4.2).
-        ts: rescaled times ``τ = t / log(1/α)``, 1-D, increasing, ``ts[0] ≥ 0``.
+        start: instead of ``u0, v0``, the exact state to start from, e.g. ``flow.state_at(k)``: a
+            [`FlowState`][gradflow.FlowState], or a batch of them (solved together, one compilation).
+            ``ts`` then counts from that state, and ``α`` sets only the time unit and ``b = log w / log α``;
+            ``simulate_flow(model, start=flow.state_at(k), log_alpha=flow.log_alpha, ts=flow.ts[k:] - flow.ts[k])``
+            continues ``flow``.
         alpha: the scale, in (0, 1), or a 1-D array of scales, solved together in one vmapped call
-            (one compilation). Batched scales run in lock-step and, under ``vmap``, the Jacobian refresh
-            runs at every step: cheap for small models; for large ones a loop over scales is faster.
+            (one compilation); with a batch of start states, one scale per state. Batched runs go in
+            lock-step and, under ``vmap``, the Jacobian refresh runs at every step: cheap for small
+            models; for large ones a loop over runs is faster.
         log_alpha: ``log α`` (< 0) instead of ``alpha``, scalar or 1-D array.
         rtol, atol: the local error of each step in ``log w`` is kept below ``atol + rtol |log w|``.
             ``atol`` is the relative accuracy of the weights ``u, v``; a nonzero ``rtol`` loosens the
@@ -406,14 +539,34 @@ def simulate_flow(
         A [`FlowResult`][gradflow.FlowResult].
 
     Raises:
-        ValueError: bad shapes, non-finite values, a degenerate ``|u0_i| = |v0_i|``, α outside (0, 1),
-            both or neither of ``alpha``/``log_alpha``, or ``ts`` not increasing from ``τ ≥ 0``.
+        ValueError: bad shapes, non-finite values, a degenerate ``|u0_i| = |v0_i|`` (or ``−inf`` in a
+            start state), α outside (0, 1), both or neither of ``alpha``/``log_alpha``, both or neither
+            of ``u0, v0``/``start``, a batch of states and of scales of different sizes, or ``ts`` not
+            increasing from ``τ ≥ 0``.
         RuntimeError: the solver did not reach ``ts[-1]`` (the message says where it stopped and why).
     """
     if not isinstance(model, DiagonalModel):
         raise TypeError(f"model must be a gradflow.DiagonalModel; got {type(model).__name__}.")
-    un, vn, log_c, swap, sign = normalise_init(u0, v0, model.p)
     log_a, batched = check_scales(alpha, log_alpha)
+    if start is None:
+        if u0 is None or v0 is None:
+            raise ValueError("give the initialisation directions u0 and v0 (θ(0) = α (u0, v0)), or start (a FlowState).")
+        un, vn, log_c, swap, sign = normalise_init(u0, v0, model.p)
+        y0 = log_a[..., None] + np.log(un + vn)
+        log_wwbar = 2.0 * log_a[..., None] + log_c
+    else:
+        if u0 is not None or v0 is not None:
+            raise ValueError("give either u0 and v0 (the flow from α (u0, v0)) or start (a FlowState), not both.")
+        y0, log_wbar, swap, sign = check_state(start, model.p)
+        log_wwbar = y0 + log_wbar
+        if y0.ndim == 2 and batched and y0.shape[0] != log_a.shape[0]:
+            raise ValueError(f"got a batch of {y0.shape[0]} start states and {log_a.shape[0]} scales; give one scale "
+                             "per state, or a single scale.")
+        batched = batched or y0.ndim == 2
+    if batched:
+        n = max(np.shape(log_a)[:1] + np.shape(y0)[:-1])
+        y0, log_wwbar, swap, sign = (np.broadcast_to(x, (n, model.p)) for x in (y0, log_wwbar, swap, sign))
+        log_a = np.broadcast_to(log_a, (n,))
     ts = check_times(ts)
     if isinstance(max_steps, bool) or not isinstance(max_steps, (int, np.integer)) or max_steps < 1:
         raise ValueError(f"max_steps must be a positive integer; got {max_steps!r}.")
@@ -422,25 +575,25 @@ def simulate_flow(
     rank = min(model.p, 16) if jacobian_rank is None else int(jacobian_rank)
     if not 1 <= rank <= model.p:
         raise ValueError(f"jacobian_rank must lie in [1, p={model.p}]; got {jacobian_rank!r}.")
-    y0 = log_a[..., None] + np.log(un + vn)
     out = _solve(
-        model, jnp.asarray(y0), jnp.asarray(log_c), jnp.asarray(log_a), jnp.asarray(ts), rtol, atol,
+        model, jnp.asarray(y0), jnp.asarray(log_wwbar), jnp.asarray(log_a), jnp.asarray(ts), rtol, atol,
         solver=_default_solver(rank, atol + rtol), max_steps=int(max_steps), batched=batched,
     )
-    log_w, u_n, v_n, loss, result, stats = jax.tree_util.tree_map(np.asarray, out)
+    log_w, log_wbar, u_n, v_n, loss, result, stats = jax.tree_util.tree_map(np.asarray, out)
     _raise_on_failure(result, log_w, ts, log_a, max_steps)
-    u = sign * np.where(swap, v_n, u_n)
-    v = sign * np.where(swap, u_n, v_n)
-    la_b = log_a[..., None, None]
+    u, v = _unnormalise(u_n, v_n, swap[..., None, :], sign[..., None, :])
     return FlowResult(
         ts=ts,
         u=u,
         v=v,
         beta=u * v,
-        b=log_w / la_b,
+        b=log_w / log_a[..., None, None],
         log_w=log_w,
+        log_wbar=log_wbar,
+        swap=np.array(swap),
+        sign=np.array(sign),
         loss=loss,
-        log_alpha=log_a,
+        log_alpha=np.array(log_a),
         alpha=np.exp(log_a),
         num_steps=stats[0],
         num_accepted_steps=stats[1],

@@ -12,9 +12,9 @@ import pytest
 
 import theory
 
-from gradflow import models
+from gradflow import models, perturb_and_continue, simulate_flow
 from gradflow._greedy import greedy_limit
-from gradflow._compare import Comparison, _detect, _directions, compare_limits, fit_rate
+from gradflow._compare import Comparison, _detect, compare_limits, fit_rate
 
 BETA_STAR = np.array([1.6, 0.0, -1.0, 0.55])
 ALPHAS = (1e-3, 1e-8, 1e-24)
@@ -95,14 +95,42 @@ def test_bad_input(task):
         compare_limits(task.model, alphas=[1e-2], u0=task.u0, v0=task.v0, threshold=1.5)
 
 
-def test_restart_directions_keep_asleep_weights_apart():
-    log_alpha = math.log(1e-32)
-    u = np.array([3e-20, 0.4, -2e-7])
-    v = np.array([3e-20, -0.1, -2e-7 * (1 - 1e-9)])  # |u| = |v| in float64, then a resolvable gap
-    u0, v0 = _directions(u, v, log_alpha, larger_u=np.array([False, True, True]))
-    assert np.all(np.abs(u0) != np.abs(v0))
-    assert abs(u0[0]) < abs(v0[0])  # the side of u² − v² at the flow's start is kept
-    np.testing.assert_allclose(u0 * v0 * 1e-64, u * v, rtol=1e-11)
-    np.testing.assert_allclose(u0[1:], u[1:] * 1e32, rtol=1e-12)
-    with pytest.raises(ValueError, match="1e-300"):
-        _directions(u, v, -1000.0, larger_u=np.ones(3, bool))
+# ---------------------------------------------------------------------------------------------
+# Perturb and continue. On the orthonormal task the coordinates are uncoupled (g_i = β*_i − β_i), so a
+# coordinate that is not perturbed must follow the unperturbed flow exactly, whatever the others do.
+
+PTS = np.linspace(0.0, 2.5, 51)  # stages at τ = 0.625 (i = 0), 1.0 (i = 2), 1.82 (i = 3)
+SCALES = (math.log(1e-8), -2000.0)  # -2000: far below float64 (α ≈ 1e-869)
+
+
+@pytest.fixture(scope="module")
+def flows(task):
+    return {la: simulate_flow(task.model, u0=task.u0, v0=task.v0, ts=PTS, log_alpha=la) for la in SCALES}
+
+
+@pytest.mark.parametrize("log_alpha", SCALES)
+def test_zero_noise_continues_the_flow(task, flows, log_alpha):
+    """std = 0 restarts from the exact states: the reference flow again. The late start is padded
+    (NaN-padded in the result) to the same number of times, so both runs share one compilation."""
+    pert = perturb_and_continue(task.model, flows[log_alpha], starts=[16, 40], std=0.0, span=1.2, kind="plateau")
+    assert pert.ts.shape == (2, 25) and pert.beta.shape == (2, 25, 4)
+    np.testing.assert_array_equal(pert.ts[0], PTS[16:41])
+    np.testing.assert_array_equal(pert.ts[1, :11], PTS[40:])
+    assert np.all(np.isnan(pert.ts[1, 11:])) and np.all(np.isnan(pert.beta[1, 11:]))
+    np.testing.assert_allclose(pert.beta[0], pert.reference_beta[0], rtol=0, atol=1e-7)
+    np.testing.assert_allclose(pert.beta[1, :11], pert.reference_beta[1, :11], rtol=0, atol=1e-7)
+    assert np.all(pert.initial_deviation <= 1e-14) and np.all(pert.final_deviation <= 1e-7)
+
+
+@pytest.mark.parametrize("log_alpha, threshold", [(SCALES[0], 0.1), (SCALES[1], 1e-5)])
+def test_unperturbed_coordinates_follow_the_flow(task, flows, log_alpha, threshold):
+    """Perturbed at τ = 0.8, after the first stage: only the awake coordinate 0 is above the threshold.
+    The others keep their exact (log w, log w̄) and wake at the reference times (coordinate 2 through
+    w̄, i.e. through the conserved u² − v², at τ = 1), while coordinate 0 returns to its plateau."""
+    pert = perturb_and_continue(task.model, flows[log_alpha], starts=[16], std=0.05, span=1.2, kind="plateau",
+                                threshold=threshold)
+    np.testing.assert_array_equal(pert.perturbed, [[True, False, False, False]])
+    beta, ref = pert.beta[0], pert.reference_beta[0]
+    np.testing.assert_allclose(beta[:, 1:], ref[:, 1:], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(ref[-1, 2:], BETA_STAR[2:], atol=0.05)  # both woke within the window
+    assert abs(beta[0, 0] - ref[0, 0]) > 1e-3 and abs(beta[-1, 0] - ref[-1, 0]) < 1e-6

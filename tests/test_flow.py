@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import theory
 import gradflow
-from gradflow import FlowResult, models, simulate_flow
+from gradflow import FlowResult, FlowState, models, simulate_flow
 from gradflow._flow import _Args, _default_solver, _vector_field, normalise_init
 
 # One orthonormal diagonal linear task for the exactness tests: its stages are at τ = 1/|β*_i|
@@ -98,6 +98,117 @@ def test_batched_equals_separate(batched):
 
 
 # ---------------------------------------------------------------------------------------------
+# Restarts from an exact state.
+
+
+def test_restart_from_state_continues_the_flow(batched):
+    """All scales (α = 1e-2 ... 1e-300, log α = −1e4) restarted at τ = 1.2 from ``state_at`` (one batched
+    call, one scale per state): the same log w as the uninterrupted flow, to solver tolerance."""
+    k = 12
+    state = batched.state_at(k)
+    assert isinstance(state, FlowState) and state.log_w.shape == (len(LOG_ALPHAS), LIN.model.p)
+    rest = simulate_flow(LIN.model, start=state, log_alpha=LOG_ALPHAS, ts=TS[k:] - TS[k])
+    np.testing.assert_allclose(rest.log_w, batched.log_w[:, k:], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(rest.log_wbar, batched.log_wbar[:, k:], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(rest.beta, batched.beta[:, k:], rtol=0, atol=1e-7)
+    np.testing.assert_array_equal(rest.log_w[:, 0], batched.log_w[:, k])  # the start itself, bit for bit
+    np.testing.assert_allclose(rest.b, batched.b[:, k:], rtol=0, atol=1e-6 / 18)  # b = log w / log α, α unchanged
+
+
+def test_state_holds_the_weights(batched):
+    state = batched.state_at(-1)
+    np.testing.assert_array_equal(state.log_w, batched.log_w[:, -1])
+    # w w̄ = u² − v² is conserved: log w + log w̄ = 2 log α + log(u0n² − v0n²) at every time
+    _, _, log_c, _, _ = normalise_init(LIN.u0, LIN.v0, LIN.model.p)
+    conserved = np.broadcast_to((2 * LOG_ALPHAS[:, None] + log_c)[:, None], batched.log_w.shape)
+    np.testing.assert_allclose(batched.log_w + batched.log_wbar, conserved, rtol=1e-15)
+    for k in range(3):  # representable scales: the state's weights are the flow's
+        one = FlowState(log_w=state.log_w[k], log_wbar=state.log_wbar[k], swap=state.swap[k], sign=state.sign[k])
+        np.testing.assert_allclose(one.u, batched.u[k, -1], rtol=1e-13, atol=1e-300)
+        np.testing.assert_allclose(one.v, batched.v[k, -1], rtol=1e-13, atol=1e-300)
+    with pytest.raises(IndexError, match="41 recorded times"):
+        batched.state_at(41)
+
+
+def _state(u, v):
+    """A state of float64 weights (u, v) with |u| ≠ |v|: the normalisation of ``normalise_init``."""
+    un, vn, _, swap, sign = normalise_init(u, v, len(u))
+    return FlowState(log_w=np.log(un + vn), log_wbar=np.log(un - vn), swap=swap, sign=sign)
+
+
+def test_perturbed_state_is_the_state_of_the_perturbed_weights():
+    """θ + (du, dv) in every orientation: the new frame flips the sign where w' < 0 and swaps u, v
+    where w' w̄' < 0; log w, log w̄ are those of the perturbed weights."""
+    u = np.array([0.5, -0.3, 0.2, 0.7, -0.1, 0.4])
+    v = np.array([0.1, 0.2, -0.6, -0.2, -0.5, 0.3])
+    du = np.array([0.0, -0.5, 0.9, -1.1, 0.3, 0.0])
+    dv = np.array([0.0, 0.4, 0.1, 0.0, 0.2, -0.05])
+    state = _state(u, v)
+    new = state.perturbed(du, dv)
+    np.testing.assert_allclose(new.u, u + du, rtol=1e-14)
+    np.testing.assert_allclose(new.v, v + dv, rtol=1e-14)
+    ref = _state(u + du, v + dv)
+    np.testing.assert_allclose(new.log_w, ref.log_w, rtol=0, atol=1e-14)
+    np.testing.assert_allclose(new.log_wbar, ref.log_wbar, rtol=0, atol=1e-14)
+    np.testing.assert_array_equal(new.swap, ref.swap)
+    np.testing.assert_array_equal(new.sign, ref.sign)
+    assert not np.array_equal(new.swap, state.swap) and not np.array_equal(new.sign, state.sign)
+    assert new.log_w[0] == state.log_w[0] and new.log_wbar[0] == state.log_wbar[0]  # untouched: bit for bit
+    one = FlowState(log_w=np.array([0.0, 0.0]), log_wbar=np.array([-1.0, -1.0]), swap=np.zeros(2, bool), sign=np.ones(2))
+    with pytest.raises(ValueError, match=r"\|u_i\| = \|v_i\| at coordinates \[1\]"):
+        one.perturbed(np.array([0.0, -1.0]), 0.0)  # w' = w + du = 0: u + du = −v
+
+
+def test_perturbed_state_below_float64_range():
+    """w̄ = e^{−2000} (0 in float64), so u = v in float64: a shift of one weight gives w̄' from the shift
+    alone, and the untouched coordinate keeps log w̄ = −2000 exactly."""
+    state = FlowState(log_w=np.array([0.1, -0.2]), log_wbar=np.array([-2000.0, -2000.0]),
+                      swap=np.array([False, True]), sign=np.array([1.0, -1.0]))
+    u, v = state.u, state.v
+    assert u[1] == v[1] == -0.5 * np.exp(-0.2)
+    # coordinate 1 is swapped and negated: dv = 0.01 lowers u_n, so w̄' = w̄ − 0.01 < 0 and u, v swap back
+    new = state.perturbed(np.array([0.0, 0.0]), np.array([0.0, 0.01]))
+    assert new.log_w[0] == 0.1 and new.log_wbar[0] == -2000.0
+    assert new.log_wbar[1] == pytest.approx(np.log(0.01), abs=1e-15) and not new.swap[1] and new.sign[1] == -1.0
+    assert new.u[1] == pytest.approx(u[1], rel=1e-15) and new.v[1] == pytest.approx(v[1] + 0.01, rel=1e-15)
+    # du = 1 makes w' = w − 1 < 0 and w̄' = w̄ + 1 = 1: the sign flips as well
+    flipped = state.perturbed(np.array([0.0, 1.0]), np.array([0.0, 0.0]))
+    assert flipped.log_wbar[1] == 0.0 and not flipped.swap[1] and flipped.sign[1] == 1.0
+    assert flipped.log_w[1] == pytest.approx(np.log(1 - np.exp(-0.2)), abs=1e-15)
+    assert flipped.u[1] == pytest.approx(u[1] + 1, rel=1e-15) and flipped.v[1] == pytest.approx(v[1], rel=1e-15)
+
+
+_START = FlowState(log_w=np.zeros(8), log_wbar=np.full(8, -3.0), swap=np.zeros(8, bool), sign=np.ones(8))
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(u0=LIN.u0), "either u0 and v0 .* or start"),
+        (dict(start=None), "give the initialisation directions"),
+        (dict(start=FlowState(np.zeros(3), np.zeros(3), np.zeros(3, bool), np.ones(3))), r"shape \(p,\) or \(B, p\) with p = 8"),
+        (dict(start=FlowState(np.zeros(8), np.zeros(7), np.zeros(8, bool), np.ones(8))), "log_wbar must have the shape"),
+        (dict(start=FlowState(np.r_[np.nan, np.zeros(7)], np.zeros(8), np.zeros(8, bool), np.ones(8))), "log_w contains NaN"),
+        (dict(start=FlowState(np.zeros(8), np.r_[np.zeros(5), -np.inf, 0, 0], np.zeros(8, bool), np.ones(8))),
+         r"log_wbar is -inf at coordinates \[5\].*Assumption 4.2"),
+        (dict(start=FlowState(np.zeros(8), np.zeros(8), np.zeros(8), np.ones(8))), "swap must be a boolean"),
+        (dict(start=FlowState(np.zeros(8), np.zeros(8), np.zeros(8, bool), np.full(8, 0.5))), r"sign must hold only \+1.0"),
+        (dict(start=FlowState(np.zeros((3, 8)), np.zeros((3, 8)), np.zeros(8, bool), np.ones(8)), alpha=[1e-3, 1e-4]),
+         "batch of 3 start states and 2 scales"),
+    ],
+)
+def test_bad_start_raises(kwargs, match):
+    base = dict(start=_START, ts=TS, alpha=1e-4)
+    with pytest.raises(ValueError, match=match):
+        simulate_flow(LIN.model, **{**base, **kwargs})
+
+
+def test_start_type_checked():
+    with pytest.raises(TypeError, match="FlowState"):
+        simulate_flow(LIN.model, start=(np.zeros(8), np.zeros(8)), ts=TS, alpha=1e-4)
+
+
+# ---------------------------------------------------------------------------------------------
 # Properties over random small models.
 
 _SMALL_LINEAR = lambda seed: models.diagonal_linear(n=12, p=4, seed=seed).model
@@ -155,7 +266,7 @@ def test_overshooting_step_is_rejected_not_nan(solver):
     la, tau = -2000.0, 0.5
     un, vn, log_c, _, _ = normalise_init(LIN.u0, LIN.v0, LIN.model.p)
     with jax.enable_x64(True):
-        args = _Args(model=LIN.model, log_alpha=jnp.asarray(la), log_c=jnp.asarray(log_c))
+        args = _Args(model=LIN.model, log_wwbar=jnp.asarray(2 * la + log_c))
         y0 = jnp.asarray(la + np.log(un + vn))
         t1 = tau * -la
         overshoot = y0 + t1 * _vector_field(0.0, y0, args)
