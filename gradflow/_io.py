@@ -91,6 +91,12 @@ def _decode(spec: Any, arrays) -> Any:
     cls: Any = importlib.import_module(module)
     for part in qualname.split("."):
         cls = getattr(cls, part)
+    expected = {f.name for f in dataclasses.fields(cls)}
+    if set(spec["fields"]) != expected:
+        raise ValueError(
+            f"the stored {qualname} has fields {sorted(spec['fields'])} but this version of gradflow expects "
+            f"{sorted(expected)}: it was written by another version; recompute it."
+        )
     obj = object.__new__(cls)
     for name, field_spec in spec["fields"].items():
         object.__setattr__(obj, name, _decode(field_spec, arrays))

@@ -1,12 +1,13 @@
 """The demo on its reduced configuration: every file, and a re-run that recomputes nothing."""
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
 
 from gradflow._demo import QUICK, DemoConfig, run_demo
-from gradflow._io import ResultStore, config_hash, load_result, save_result
+from gradflow._io import _HEADER, ResultStore, config_hash, load_result, save_result
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +43,23 @@ def test_store_reuses_by_config(tmp_path):
     assert config_hash({"a": 1.0}) != config_hash({"a": 1.0 + 1e-15})
     ResultStore(tmp_path, force=True).get("r", {"a": 1.0}, make)
     assert len(calls) == 3
+
+
+def test_result_from_another_version_is_recomputed(tmp_path):
+    """A stored result whose fields differ from the class's (written by an older gradflow) is not half-loaded."""
+    store = ResultStore(tmp_path)
+    path = store.path("r", {"a": 1})
+    save_result(path, _Inner(np.zeros(2), "x"))
+    with np.load(path) as data:
+        arrays = dict(data)
+    header = json.loads(str(arrays[_HEADER]))
+    del header["fields"]["name"]  # as if the class had gained the field `name` since
+    arrays[_HEADER] = np.asarray(json.dumps(header))
+    np.savez(path, **arrays)
+    with pytest.raises(ValueError, match="another version"):
+        load_result(path)
+    store.get("r", {"a": 1}, lambda: _Inner(np.ones(2), "new"))
+    assert [w.split(" ")[0] for _, w, _ in store.log] == ["unreadable", "computed"] and load_result(path).name == "new"
 
 
 def test_config_validation():
