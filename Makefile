@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-all docs bench clean
+.PHONY: demo test test-all docs bench gpu clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,10 @@ docs: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_flow.py
+
+# On a GPU machine whose $(PYTHON) has JAX with CUDA (see docs/networks.md, "On a GPU"): every GPU part in turn.
+gpu:
+	PYTHONPATH=. $(PYTHON) benchmarks/gpu_session.py all --out runs/gpu_output --budget 86400
 
 clean:
 	rm -rf $(VENV) site demo_output .pytest_cache .hypothesis

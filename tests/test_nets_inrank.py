@@ -192,38 +192,6 @@ def test_cli_registers_inrank():
     assert args.remat is False and args.resume
 
 
-def _load_benchmark(name):
-    import importlib.util
-    import pathlib
-
-    path = pathlib.Path(__file__).resolve().parent.parent / "benchmarks" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name, config, unit, n_rows",
-                         [("bench_vit", "tiny", "images/s", 1), ("bench_gpt", "gpt2-tiny", "tokens/s", 3)])
-def test_benchmark_smoke(tmp_path, name, config, unit, n_rows):
-    bench = _load_benchmark(name)
-    out = tmp_path / "benchmarks.md"
-    section = bench.main(["--config", config, "--steps", "2", "--warmup", "1", "--no-torch", "--record", str(out)])
-    assert out.read_text().strip() == section.strip()
-    assert unit in section and f"device **{jax.devices()[0].device_kind}**" in section
-    rows = [line for line in section.splitlines() if line.startswith("| JAX")]
-    assert len(rows) == n_rows
-    assert all(float(line.split("|")[2]) > 0 for line in rows)
-
-
-def test_flop_formula():
-    bench = _load_benchmark("bench_vit")
-    # one layer, one head: 6·P·T + 12·L·T²·H·d_head
-    assert bench.transformer_flops(p_matmul=10, tokens=3, n_layers=1, n_heads=1, d_head=2) == 6 * 10 * 3 + 12 * 9 * 2
-    assert bench.device_info()[1] is None or bench.device_info()[1] > 1e13
-
-
 def _params_equal(a, b):
     la, lb = (jax.tree_util.tree_leaves(eqx.filter(m, eqx.is_array)) for m in (a, b))
     return len(la) == len(lb) and all(np.array_equal(x, y) for x, y in zip(la, lb))
@@ -274,7 +242,8 @@ def test_resume_reproduces_uninterrupted_run(tmp_path, monkeypatch):
     # a finished run resumes to itself; a different run refuses the checkpoint
     again = run("split", resume=True)
     assert _params_equal(again.model, full.model) and again.metrics == full.metrics and again.n_traces == 0
-    with pytest.raises(ValueError, match="cannot resume .* mode 'inrank-efficient', this run has 'inrank'"):
+    with pytest.raises(ValueError, match="cannot resume .*: mode is 'inrank-efficient' in the checkpoint, 'inrank' in "
+                                         "this run"):
         run("split", resume=True, mode="inrank")
     with pytest.raises(ValueError, match="needs the run folder"):
         _inrank.train_inrank(GPT(TINY, key=jax.random.PRNGKey(0)), recipe, data, resume=True)

@@ -101,6 +101,37 @@ def test_float32_master_weights_under_x64_with_bf16_compute():
     assert all(math.isfinite(l) for l in _losses(result.metrics))
 
 
+def test_gpu_default_bf16_compute_keeps_float32_master_weights(monkeypatch):
+    """The GPU default path, forced on the CPU: ``default_compute_dtype`` is bf16, one step runs the forward and
+    backward pass in bf16 (its loss differs from float32's by rounding) and the parameters and Adam moments stay
+    float32."""
+    from gradflow.nets import default_compute_dtype
+
+    recipe = dataclasses.replace(RECIPE.with_duration(1, "steps"), log_every=1, n_spectra=0)
+    f32 = train(_vit(), recipe, DIGITS, seed=0, progress=False)
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    assert default_compute_dtype() == jnp.bfloat16
+    bf16 = train(_vit(), recipe, DIGITS, seed=0, progress=False)  # compute_dtype=None: the default
+    assert {l.dtype for l in jax.tree_util.tree_leaves(eqx.filter(bf16.model, eqx.is_array))} == {jnp.dtype("float32")}
+    loss32, loss16 = _losses(f32.metrics)[0], _losses(bf16.metrics)[0]
+    assert math.isfinite(loss16) and loss16 != loss32 and abs(loss16 - loss32) < 0.05
+    assert not _params_equal(f32.model, bf16.model)
+
+
+def test_resume_refuses_a_different_run(tmp_path):
+    train(_vit(), RECIPE, DIGITS, seed=3, out=tmp_path, progress=False, stop_after=10)
+    with pytest.raises(ValueError, match=r"cannot resume from .*: .*config\.lr is 0\.003 in the checkpoint, 0\.001 "
+                                         r"in this run.*another output folder \(--out\)"):
+        train(_vit(), dataclasses.replace(RECIPE, lr=1e-3), DIGITS, seed=3, out=tmp_path, progress=False, resume=True)
+    with pytest.raises(ValueError, match=r"seed is 3 in the checkpoint, 4 in this run"):
+        train(_vit(), RECIPE, DIGITS, seed=4, out=tmp_path, progress=False, resume=True)
+    with pytest.raises(ValueError, match=r"init_weights is '\w+' in the checkpoint, '\w+' in this run"):
+        train(_vit(0.5), RECIPE, DIGITS, seed=3, out=tmp_path, progress=False, resume=True)
+    with pytest.raises(ValueError, match=r"data\.train is 1438 in the checkpoint, 1000 in this run"):
+        fewer = dataclasses.replace(DIGITS, train_x=DIGITS.train_x[:1000], train_y=DIGITS.train_y[:1000])
+        train(_vit(), RECIPE, fewer, seed=3, out=tmp_path, progress=False, resume=True)
+
+
 def test_gpt_trains_with_accumulation():
     text = load_text(None)
     cfg = dataclasses.replace(gpt_config("gpt2-tiny"), vocab_size=text.vocab_size)

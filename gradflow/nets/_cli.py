@@ -46,6 +46,8 @@ def add_subcommands(subparsers) -> None:
         p.add_argument("--micro-batch", type=int, default=None,
                        help="micro-batch for gradient accumulation (default: the recipe's, if it divides the batch)")
         p.add_argument("--lr", type=float, default=None, help="override the recipe's peak learning rate")
+        p.add_argument("--checkpoint-every", type=int, default=None,
+                       help="steps between checkpoints (default: the recipe's; always one at the end)")
         p.add_argument("--compute-dtype", choices=("auto", "float32", "bfloat16"), default="auto",
                        help="forward/backward dtype (auto: bfloat16 on GPU, float32 on CPU)")
         p.add_argument("--remat", action=argparse.BooleanOptionalAction, default=None,
@@ -68,6 +70,8 @@ def _recipe(args):
         cfg = dataclasses.replace(cfg, micro_batch=args.micro_batch)
     if args.lr is not None:
         cfg = dataclasses.replace(cfg, lr=args.lr)
+    if args.checkpoint_every is not None:
+        cfg = dataclasses.replace(cfg, checkpoint_every=args.checkpoint_every)
     if args.steps is not None:
         cfg = cfg.with_duration(args.steps, "steps")
     elif args.epochs is not None:

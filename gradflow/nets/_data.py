@@ -22,6 +22,7 @@ accepts the Python and NumPy types the official files contain.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import io
 import os
 import pickle
@@ -360,8 +361,15 @@ def batch_indices(num_examples: int, *, batch_size: int, seed: int, step: int) -
         raise ValueError(f"step must be >= 0, got {step}")
     per_epoch = num_examples // batch_size
     epoch, pos = divmod(step, per_epoch)
+    return _epoch_order(num_examples, seed, epoch)[pos * batch_size : (pos + 1) * batch_size].copy()
+
+
+@functools.lru_cache(maxsize=4)
+def _epoch_order(num_examples: int, seed: int, epoch: int) -> np.ndarray:
+    """The permutation of an epoch, drawn once per epoch rather than once per step (read-only)."""
     perm = np.random.default_rng([seed, epoch]).permutation(num_examples)
-    return perm[pos * batch_size : (pos + 1) * batch_size]
+    perm.flags.writeable = False
+    return perm
 
 
 def image_batches(

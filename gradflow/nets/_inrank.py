@@ -31,9 +31,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import functools
 import json
-import math
 import pathlib
 import time
 from typing import Optional
@@ -42,7 +40,6 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from . import _runs
 from ._configs import TrainConfig
@@ -355,40 +352,9 @@ def _trainable(model):
 
 
 def _lm_loss(model, arrays, idx, compute_dtype):
-    from ._train import _example_losses
+    from ._train import _mean_loss
 
-    loss, _ = _example_losses(model, arrays, idx, compute_dtype, "token")
-    return loss.mean()
-
-
-def _make_step(optimizer, compute_dtype, counter: list):
-    def step(arrays, params, static, opt_state, idx, lr):
-        counter[0] += 1  # runs when traced
-
-        def micro(carry, micro_idx):
-            loss, g = jax.value_and_grad(lambda p: _lm_loss(eqx.combine(p, static), arrays, micro_idx,
-                                                              compute_dtype))(params)
-            return (carry[0] + loss, jax.tree_util.tree_map(jnp.add, carry[1], g)), None
-
-        zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
-        (loss, grads), _ = jax.lax.scan(micro, (F32(0), zeros), idx)
-        n = F32(idx.shape[0])
-        grads = jax.tree_util.tree_map(lambda g: g / n, grads)
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        return optax.apply_updates(params, jax.tree_util.tree_map(lambda u: -lr * u, updates)), opt_state, loss / n
-
-    return eqx.filter_jit(step)
-
-
-@functools.lru_cache(maxsize=16)
-def _compiled(optimizer_fields: tuple, compute_dtype):
-    """Jitted step and evaluation shared by the runs with the same optimiser settings (the modes of a comparison,
-    the sessions of a resumed run), and the list counting the step's traces."""
-    from ._train import _make_eval, make_optimizer
-
-    traces = [0]
-    optimizer = make_optimizer(TrainConfig(**dict(optimizer_fields)))
-    return _make_step(optimizer, compute_dtype, traces), _make_eval(compute_dtype, "token"), traces
+    return _mean_loss(model, arrays, idx, compute_dtype=compute_dtype, kind="token")
 
 
 @eqx.filter_jit
@@ -421,13 +387,6 @@ def _checkpoint_like(model, phase: str, ranks: Optional[dict], inrank: InRankCon
     return eqx.filter_eval_shape(build)
 
 
-def _check_resumable(meta: dict, ckpt, expected: dict) -> None:
-    for key, value in expected.items():
-        if meta.get(key) != value:
-            raise ValueError(f"cannot resume from {ckpt}: it was written with {key} {meta.get(key)!r}, this run "
-                             f"has {value!r}; start afresh (no resume) or use another output folder")
-
-
 def train_inrank(model, config: TrainConfig, data: TextDataset, *, mode: str = "inrank-efficient",
                  inrank: InRankConfig = InRankConfig(), seed: int = 0, out=None, resume: bool = False,
                  compute_dtype=None, stop_after: Optional[int] = None) -> InRankResult:
@@ -435,9 +394,10 @@ def train_inrank(model, config: TrainConfig, data: TextDataset, *, mode: str = "
 
     ``"full"`` (every weight trained, the baseline), ``"inrank"`` (Algorithm 2 throughout) or
     ``"inrank-efficient"`` (Algorithm 3: InRank for ``inrank.efficient_after`` steps, default one epoch, then
-    fixed rank). All modes use the same step, optimiser and schedule (``_train.make_optimizer``,
-    ``_train.learning_rate_schedule``), data order
-    (``_data.batch_indices``) and evaluation (the ``valid`` stream), so they compare like for like.
+    fixed rank). All modes use ``train``'s step, optimiser and schedule (``_train.make_step``, ``make_optimizer``,
+    ``learning_rate_schedule``), data order (``_data.batch_indices``) and evaluation (the ``valid`` stream), so
+    they compare like for like; as in ``train``, losses are checked for finiteness at each sync point (logging,
+    rank check, evaluation, checkpoint), never after every step.
 
     With ``out``: ``metrics.jsonl`` and ``ranks.jsonl`` (one record per rank check) are written as produced, and a
     checkpoint goes to ``out/checkpoint`` every ``config.checkpoint_every`` steps and at the end: the model (with
@@ -449,8 +409,8 @@ def train_inrank(model, config: TrainConfig, data: TextDataset, *, mode: str = "
     total, with a checkpoint, as an interruption would (the schedule, logging and evaluation still follow the
     full recipe).
     """
-    from ._train import (_OPTIMIZER_FIELDS, _evaluate, _token_arrays, default_compute_dtype,
-                         learning_rate_schedule, make_optimizer, step_counts)
+    from ._train import (StepLog, _evaluate, _token_arrays, compiled_for, data_description, default_compute_dtype,
+                         learning_rate_schedule, make_optimizer, recipe_description, split_model, step_counts)
 
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -460,7 +420,7 @@ def train_inrank(model, config: TrainConfig, data: TextDataset, *, mode: str = "
         raise ValueError("resume=True needs the run folder `out`")
     compute_dtype = default_compute_dtype() if compute_dtype is None else jnp.dtype(compute_dtype)
     train_stream, valid_stream, context = _token_arrays(data, model)
-    arrays, eval_arrays = (train_stream, context), (valid_stream, context)
+    arrays, eval_arrays = train_stream, valid_stream
     n_train, n_valid = (data.train.size - 1) // context, (data.valid.size - 1) // context
     per_epoch, total, warmup, last = step_counts(config, n_train, stop_after)
     switch = (inrank.efficient_after or per_epoch) if mode == "inrank-efficient" else None
@@ -471,9 +431,9 @@ def train_inrank(model, config: TrainConfig, data: TextDataset, *, mode: str = "
 
     key = jax.random.PRNGKey(seed)
     optimizer, schedule = make_optimizer(config), learning_rate_schedule(config, total, warmup)
-    # what a checkpoint must match to be resumed (the InRank settings fix the shapes of U, V)
-    run_id = {"mode": mode, "seed": seed, "data": data.name, "n_train": n_train, "batch_size": config.batch_size,
-              "inrank": None if mode == "full" else dataclasses.asdict(inrank)}
+    description = _runs.describe(mode=mode, seed=seed, config=recipe_description(config), model=model.config,
+                                 data=data_description(data), compute_dtype=compute_dtype,
+                                 inrank=None if mode == "full" else inrank, init_weights=_runs.fingerprint(model))
     metrics, rank_log, logs = [], [], {}
     start, losses, phase = 0, [], "full" if mode == "full" else "inrank"
     timing = {"seconds": 0.0, "steps": 0, "rank_checks": []}  # steps after each phase's first (compiling) one
@@ -483,7 +443,7 @@ def train_inrank(model, config: TrainConfig, data: TextDataset, *, mode: str = "
         logs = {name: _runs.MetricsLog(ckpt.parent / f"{name}.jsonl") for name in ("metrics", "ranks")}
     if resume and _runs.has_checkpoint(ckpt):
         meta = _runs.checkpoint_meta(ckpt)
-        _check_resumable(meta, ckpt, run_id)
+        _runs.check_resumable(ckpt, meta, description)
         like = _checkpoint_like(model, meta["phase"], meta["ranks"], inrank, optimizer)
         (model, opt_state), meta = _runs.load_checkpoint(ckpt, like)
         start, losses, phase, timing = meta["step"], meta["log_window"], meta["phase"], meta["timing"]
@@ -495,13 +455,19 @@ def train_inrank(model, config: TrainConfig, data: TextDataset, *, mode: str = "
             _runs.clear_checkpoint(ckpt)
             for log in logs.values():
                 log.path.unlink(missing_ok=True)
+        # the step donates the trained arrays: train a copy, so that the caller's `model` stays valid
+        model = jax.tree_util.tree_map(lambda a: jnp.array(a, copy=True) if eqx.is_array(a) else a, model)
         if mode != "full":
             grads = _mlp_gradients(model, arrays, batch(0)[0], compute_dtype)  # first micro-batch
             model = to_inrank(model, grads, config=inrank)
         opt_state = optimizer.init(eqx.filter(model, _trainable(model)))
-    params, static = eqx.partition(model, _trainable(model))
-    step_fn, eval_fn, traces = _compiled(tuple((f, getattr(config, f)) for f in _OPTIMIZER_FIELDS), compute_dtype)
+    params, frozen, static = split_model(model, _trainable(model))
+    step_fn, eval_fn, traces = compiled_for(config, compute_dtype, "token")
     traces_before = traces[0]
+    steps = StepLog(config, schedule)
+
+    def current():
+        return eqx.combine(params, frozen, static)
 
     def record(kind, rec):
         (metrics if kind == "metrics" else rank_log).append(rec)
@@ -509,45 +475,51 @@ def train_inrank(model, config: TrainConfig, data: TextDataset, *, mode: str = "
             logs[kind].append(rec)
 
     def checkpoint(step):
-        current = eqx.combine(params, static)
-        _runs.save_checkpoint(ckpt, (current, opt_state), {
-            **run_id, "step": step, "phase": phase, "ranks": mlp_ranks(current), "total_steps": total,
-            "config": dataclasses.asdict(config), "log_window": losses, "timing": timing})
+        _runs.save_checkpoint(ckpt, (current(), opt_state), {
+            **description, "step": step, "phase": phase, "ranks": mlp_ranks(current()), "total_steps": total,
+            "log_window": losses, "timing": timing})
 
-    first_of_phase = True
+    def sync(timed=True):
+        losses.extend(loss for _, loss, _ in steps.sync(timed))
+        seconds, n = steps.take_timing()
+        timing["seconds"] += seconds
+        timing["steps"] += n
+
+    first_of_phase = start + 1
     for step in range(start + 1, last + 1):
-        t0 = time.perf_counter()
-        params, opt_state, loss = step_fn(arrays, params, static, opt_state, batch(step - 1),
-                                          jnp.float32(schedule(step - 1)))
-        loss = float(loss)
-        if not first_of_phase:
-            timing["seconds"] += time.perf_counter() - t0
-            timing["steps"] += 1
-        first_of_phase = False
-        if not math.isfinite(loss):
-            raise FloatingPointError(f"loss is {loss} at step {step} ({mode})")
-        losses.append(loss)
-        if phase == "inrank" and step % inrank.check_every == 0:
+        params, opt_state, loss, gnorm = step_fn(params, opt_state, frozen, static, arrays, batch(step - 1),
+                                                 jnp.float32(schedule(step - 1)))
+        steps.add(step, loss, gnorm)
+        is_check = phase == "inrank" and step % inrank.check_every == 0
+        is_switch = switch is not None and step == switch
+        is_log = step % config.log_every == 0 or step == total
+        is_eval = step % config.eval_every == 0 or step == total
+        is_ckpt = ckpt is not None and (step % config.checkpoint_every == 0 or step == last)
+        if not (step == first_of_phase or is_check or is_switch or is_log or is_eval or is_ckpt):
+            continue
+        sync(timed=step != first_of_phase)  # a phase's first step compiles: not timed
+        if is_check:
             t0 = time.perf_counter()
-            model, info = update_ranks(eqx.combine(params, static), jax.random.fold_in(key, step), config=inrank)
-            params, static = eqx.partition(model, _trainable(model))
+            model, info = update_ranks(current(), jax.random.fold_in(key, step), config=inrank)
+            params, frozen, static = split_model(model, _trainable(model))
             timing["rank_checks"].append(time.perf_counter() - t0)
             record("ranks", {"step": step, "phase": phase, **info})
-        if switch is not None and step == switch:
-            model = to_low_rank(eqx.combine(params, static))
-            phase, first_of_phase = "fixed-rank", True
-            params, static = eqx.partition(model, _trainable(model))
+        if is_switch:
+            model = to_low_rank(current())
+            phase, first_of_phase = "fixed-rank", step + 1
+            params, frozen, static = split_model(model, _trainable(model))
             opt_state = optimizer.init(params)
             record("ranks", {"step": step, "phase": phase, **{n: {"rank": r} for n, r in mlp_ranks(model).items()}})
-        if step % config.log_every == 0 or step == total:
+        if is_log:
             record("metrics", {"step": step, "loss": float(np.mean(losses)), "phase": phase})
             losses = []
-        if step % config.eval_every == 0 or step == total:
-            ev = _evaluate(eval_fn, eval_arrays, eqx.combine(params, static), n_valid, config.eval_batch_size, "token")
+        if is_eval:
+            ev = _evaluate(eval_fn, eval_arrays, current(), n_valid, config.eval_batch_size, "token")
             record("metrics", {"step": step, **ev, "tokenizer": data.tokenizer_name})
-        if ckpt is not None and (step % config.checkpoint_every == 0 or step == last):
+        if is_ckpt:
             checkpoint(step)
-    model = eqx.combine(params, static)
+        steps.restart()
+    model = current()
     evaluation = next((m for m in reversed(metrics) if "eval_loss" in m), {})
     checks = timing["rank_checks"]
     return InRankResult(model=model, mode=mode, metrics=metrics, ranks=rank_log, evaluation=evaluation,
@@ -619,6 +591,7 @@ def add_subcommand(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=None, help="train for this many optimiser steps")
     p.add_argument("--batch-size", type=int, default=None)
     p.add_argument("--lr", type=float, default=None)
+    p.add_argument("--checkpoint-every", type=int, default=None, help="steps between checkpoints (default: the recipe's)")
     p.add_argument("--init-rank", type=int, default=2)
     p.add_argument("--buffer", type=int, default=100)
     p.add_argument("--threshold", type=float, default=0.9)
@@ -652,6 +625,8 @@ def _run_cli(args) -> None:
         recipe = dataclasses.replace(recipe, batch_size=args.batch_size, micro_batch=None)
     if args.lr is not None:
         recipe = dataclasses.replace(recipe, lr=args.lr)
+    if args.checkpoint_every is not None:
+        recipe = dataclasses.replace(recipe, checkpoint_every=args.checkpoint_every)
     if args.steps is not None:
         recipe = recipe.with_duration(args.steps, "steps")
     inrank = InRankConfig(init_rank=args.init_rank, buffer=args.buffer, threshold=args.threshold,

@@ -4,7 +4,7 @@ Layout of a run folder::
 
     metrics.jsonl           one JSON object per line, appended as produced
     checkpoint/state.eqx    latest params + optimiser state (equinox serialisation)
-    checkpoint/meta.json    step, seed, configs of that checkpoint
+    checkpoint/meta.json    step and the run's description (configs, seed, data; see ``check_resumable``)
     checkpoint/init.eqx     the initial params (reference for the perturbation spectra)
     spectra/init.npz        spectra of W_K W_Qᵀ, W_V W_Oᵀ at initialisation
     spectra/step_XXXXXXXX.npz  spectra of the perturbations at that step
@@ -15,11 +15,14 @@ and ``checkpoint/`` (model with its masks, optimiser state; phase, ranks and ste
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import os
 import pathlib
 
 import equinox as eqx
+import jax
 import numpy as np
 
 from ._spectra import HeadSpectra
@@ -53,6 +56,50 @@ class MetricsLog:
 def read_metrics(path) -> list[dict]:
     """All records of a metrics.jsonl file."""
     return [json.loads(line) for line in pathlib.Path(path).read_text().splitlines() if line]
+
+
+def describe(**fields) -> dict:
+    """A run description (what a checkpoint must match to be resumed) as JSON values: tuples become lists,
+    dataclasses dicts, dtypes their names."""
+
+    def default(v):
+        if dataclasses.is_dataclass(v):
+            return dataclasses.asdict(v)
+        if isinstance(v, np.dtype) or (isinstance(v, type) and issubclass(v, np.generic)):
+            return np.dtype(v).name
+        raise TypeError(f"cannot describe {v!r} in a run description")
+
+    return json.loads(json.dumps(fields, default=default))
+
+
+def fingerprint(tree) -> str:
+    """A short hash of the array leaves of ``tree`` (shapes, dtypes and bytes): identifies initial weights."""
+    h = hashlib.blake2b(digest_size=8)
+    for leaf in jax.tree_util.tree_leaves(eqx.filter(tree, eqx.is_array)):
+        a = np.asarray(leaf)
+        h.update(f"{a.shape}{a.dtype}".encode())
+        h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()
+
+
+def _differences(stored, current, prefix: str = "") -> list[str]:
+    if isinstance(stored, dict) and isinstance(current, dict):
+        return [d for k in sorted(set(stored) | set(current), key=str)
+                for d in _differences(stored.get(k), current.get(k), f"{prefix}{k}.")]
+    if stored == current:
+        return []
+    return [f"{prefix[:-1]} is {stored!r} in the checkpoint, {current!r} in this run"]
+
+
+def check_resumable(folder, meta: dict, description: dict) -> None:
+    """Refuse to resume from the checkpoint in ``folder`` unless its ``meta`` records the run ``description``
+    (from :func:`describe`: configs, seed, init scale, mode, data set...): the error names every differing field,
+    nested fields with dots (``config.lr``)."""
+    diffs = _differences({k: meta.get(k) for k in description}, description)
+    if diffs:
+        raise ValueError(f"cannot resume from {folder}: it was written by a different run: {'; '.join(diffs)}. "
+                         "Resume with the options the run was started with, or start a fresh run in another output "
+                         "folder (--out), or without resume (which overwrites this one).")
 
 
 def save_checkpoint(folder, tree, meta: dict) -> None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import math
 import pathlib
 
@@ -28,7 +27,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._runs import MetricsLog, has_checkpoint, load_checkpoint, read_metrics, save_checkpoint
+from ._runs import (MetricsLog, check_resumable, checkpoint_meta, describe, has_checkpoint, load_checkpoint,
+                    read_metrics, save_checkpoint)
 from ._spectra import product_singular_values
 
 __all__ = [
@@ -132,6 +132,9 @@ def _loss(head: AttentionHead, x, y) -> jax.Array:
 
 @eqx.filter_jit
 def _gd_chunk(head, x, y, lr, n_steps):
+    """``n_steps`` GD steps. ``n_steps`` is traced: every chunk length runs the same compiled loop body, so a
+    resumed run repeats the uninterrupted one bit for bit."""
+
     def body(_, h):
         g = jax.grad(_loss)(h, x, y)
         return jax.tree_util.tree_map(lambda p, gp: p - lr * gp, h, g)
@@ -158,9 +161,10 @@ def train_toy_attention(
 ) -> ToyAttentionResult:
     """Full-batch GD on the toy task from ``init_scale``·N(0, 1) weights for ``steps`` steps.
 
-    Records every ``record_every`` steps. With ``out``, each record is appended to
+    Records at the multiples of ``record_every`` and at the last step. With ``out``, each record is appended to
     ``out/metrics.jsonl`` as it is made and the weights are checkpointed in ``out/checkpoint``;
-    ``resume=True`` continues from that checkpoint. The result is also saved as ``out/result.npz``.
+    ``resume=True`` continues from that checkpoint, bit for bit as the uninterrupted run (``steps`` may grow),
+    and refuses one written with other settings. The result is also saved as ``out/result.npz``.
     """
     if not 0 < init_scale < 1:
         raise ValueError(f"init_scale must lie in (0, 1), got {init_scale}")
@@ -169,17 +173,15 @@ def train_toy_attention(
     x, y, _ = toy_attention_data(config, seed=seed)
     head = _init_student(config, init_scale, seed)
     log_inv = math.log(1.0 / init_scale)
-    meta = {"init_scale": init_scale, "lr": lr, "seed": seed, "config": dataclasses.asdict(config)}
+    description = describe(init_scale=init_scale, lr=lr, seed=seed, record_every=record_every, config=config)
     step, log = 0, None
     if out is not None:
         out = pathlib.Path(out)
         out.mkdir(parents=True, exist_ok=True)
         log = MetricsLog(out / "metrics.jsonl")
         if resume and has_checkpoint(out / "checkpoint"):
+            check_resumable(out / "checkpoint", checkpoint_meta(out / "checkpoint"), description)
             head, saved = load_checkpoint(out / "checkpoint", head)
-            for k in ("init_scale", "lr", "seed", "config"):
-                if not _json_equal(saved[k], meta[k]):
-                    raise ValueError(f"cannot resume {out}: it was run with {k}={saved[k]!r}, not {meta[k]!r}")
             step = saved["step"]
             log.truncate_after(step)
         elif log.path.exists():
@@ -198,15 +200,15 @@ def train_toy_attention(
         records = [record(head, 0)]
     lr32 = F32(lr)
     while step < steps:
-        n = min(record_every, steps - step)
-        head = _gd_chunk(head, x, y, lr32, n)
+        n = min(record_every - step % record_every, steps - step)  # records at multiples of record_every
+        head = _gd_chunk(head, x, y, lr32, jnp.int32(n))
         step += n
         rec = record(head, step)
         if not np.isfinite(rec["loss"]):
             raise FloatingPointError(f"loss is {rec['loss']} at step {step}: lr={lr} is too large")
         records.append(rec)
         if out is not None:
-            save_checkpoint(out / "checkpoint", head, {**meta, "step": step})
+            save_checkpoint(out / "checkpoint", head, {**description, "step": step})
     result = ToyAttentionResult(
         step=np.array([r["step"] for r in records]),
         time=np.array([r["time"] for r in records]),
@@ -220,11 +222,6 @@ def train_toy_attention(
         np.savez(out / "result.npz", step=result.step, time=result.time, rescaled_time=result.rescaled_time,
                  loss=result.loss, sv_kq=result.sv_kq, sv_vo=result.sv_vo, init_scale=init_scale, lr=lr)
     return result
-
-
-def _json_equal(a, b) -> bool:
-    """Equality of two values after a JSON round trip (tuples become lists)."""
-    return json.loads(json.dumps(a)) == json.loads(json.dumps(b))
 
 
 def plot_toy_attention(results: list[ToyAttentionResult], path) -> None:

@@ -13,7 +13,7 @@ import functools
 import math
 import pathlib
 import time
-from typing import Optional, Union
+from typing import Callable, NamedTuple, Optional, Union
 
 import equinox as eqx
 import jax
@@ -95,7 +95,8 @@ def _n_examples(data, context: Optional[int], split: str) -> int:
 
 
 def _example_losses(model, arrays, idx, compute_dtype, kind):
-    """Per-example loss (float32) and per-example count of correct predictions / tokens."""
+    """Per-example loss (float32) and per-example count of correct predictions / tokens. ``arrays``: images
+    ``((x, y), (mean, std, scale))``, or the token stream, read in windows of ``model.config.context + 1``."""
     m = cast_floating(model, compute_dtype)
     if kind == "image":
         (x, y), (mean, std, scale) = arrays
@@ -104,7 +105,7 @@ def _example_losses(model, arrays, idx, compute_dtype, kind):
         labels = y[idx]
         loss = optax.softmax_cross_entropy_with_integer_labels(logits, labels)
         return loss, (jnp.argmax(logits, -1) == labels).astype(jnp.float32)
-    stream, context = arrays
+    stream, context = arrays, model.config.context
     windows = jax.vmap(lambda i: jax.lax.dynamic_slice(stream, (i * context,), (context + 1,)))(idx)
     logits = jax.vmap(m)(windows[:, :-1])
     loss = optax.softmax_cross_entropy_with_integer_labels(logits, windows[:, 1:]).mean(-1)
@@ -160,28 +161,90 @@ def learning_rate_schedule(config: TrainConfig, total_steps: int, warmup_steps: 
     return lr
 
 
-def _make_step(optimizer, compute_dtype, kind):
-    def step(arrays, state: TrainState, idx, lr):
-        params, static = eqx.partition(state.params, eqx.is_inexact_array)
+def split_model(model, trainable=eqx.is_inexact_array):
+    """``(params, frozen, static)`` with ``eqx.combine(params, frozen, static)`` the model: the arrays selected by
+    ``trainable`` (a filter or a filter spec), the other arrays (used but not trained, e.g. InRank's ``W_0``) and
+    the non-array rest (hashable: a static argument of the step)."""
+    params, rest = eqx.partition(model, trainable)
+    frozen, static = eqx.partition(rest, eqx.is_array)
+    return params, frozen, static
+
+
+def _mean_loss(model, arrays, idx, *, compute_dtype, kind):
+    return _example_losses(model, arrays, idx, compute_dtype, kind)[0].mean()
+
+
+def make_step(optimizer: optax.GradientTransformation, loss_fn, traces: Optional[list] = None):
+    """The jitted optimiser step of every training loop here, on a model split by :func:`split_model`::
+
+        step(params, opt_state, frozen, static, arrays, idx, lr) -> (params, opt_state, loss, grad_norm)
+
+    ``idx`` holds one micro-batch per row: the loss ``L`` and gradient ``g`` are the means over the rows of
+    ``loss_fn(model, arrays, idx[i])`` and its gradient in ``params`` (accumulated by ``lax.scan``), then
+    ``params ← params − lr · optimizer.update(g)``. ``params`` and ``opt_state`` are donated (updated in place);
+    ``L`` and ``‖g‖₂`` stay on the device, so that the host never waits for a step before queueing the next.
+    ``traces[0]``, if given, counts the compilations.
+    """
+
+    def step(params, opt_state, frozen, static, arrays, idx, lr):
+        if traces is not None:
+            traces[0] += 1  # runs only while tracing
 
         def micro(carry, micro_idx):
-            def loss_fn(p):
-                loss, _ = _example_losses(eqx.combine(p, static), arrays, micro_idx, compute_dtype, kind)
-                return loss.mean()
+            value = jax.value_and_grad(lambda p: loss_fn(eqx.combine(p, frozen, static), arrays, micro_idx))(params)
+            return jax.tree_util.tree_map(jnp.add, carry, value), None
 
-            loss, grads = jax.value_and_grad(loss_fn)(params)
-            acc_loss, acc_grads = carry
-            return (acc_loss + loss, jax.tree_util.tree_map(jnp.add, acc_grads, grads)), None
-
-        zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
-        (loss, grads), _ = jax.lax.scan(micro, (jnp.float32(0), zeros), idx)
+        zeros = (jnp.float32(0), jax.tree_util.tree_map(jnp.zeros_like, params))
+        (loss, grads), _ = jax.lax.scan(micro, zeros, idx)
         n = jnp.float32(idx.shape[0])
         loss, grads = loss / n, jax.tree_util.tree_map(lambda g: g / n, grads)
-        updates, opt_state = optimizer.update(grads, state.opt_state, params)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
         params = optax.apply_updates(params, jax.tree_util.tree_map(lambda u: -lr * u, updates))
-        return TrainState(eqx.combine(params, static), opt_state), loss, optax.tree.norm(grads)
+        return params, opt_state, loss, optax.tree.norm(grads)
 
-    return eqx.filter_jit(step, donate="all-except-first")
+    # plain jax.jit: eqx.filter_jit waits for every call to finish
+    return jax.jit(step, donate_argnums=(0, 1), static_argnums=3)
+
+
+class StepLog:
+    """Losses and gradient norms of the steps run since the last sync point, still on the device, and the wall
+    time of the steps alone.
+
+    ``add`` queues a step's results; ``sync`` waits for the device, fetches the queued results in one transfer,
+    books the time since the last ``restart`` to the queued steps (``timed=False``: to none, e.g. for a compiling
+    step) and returns them as ``(step, loss, grad_norm)`` floats, raising ``NonFiniteLossError`` at the first
+    non-finite loss. Work between ``sync`` and ``restart`` (evaluation, checkpoints, spectra, rank checks) is not
+    timed; ``take_timing`` returns and resets ``(seconds, steps)``.
+    """
+
+    def __init__(self, config: TrainConfig, schedule):
+        self._config, self._schedule = config, schedule
+        self._pending: list = []
+        self._seconds, self._steps, self._t0 = 0.0, 0, time.perf_counter()
+
+    def add(self, step: int, loss, grad_norm) -> None:
+        self._pending.append((step, loss, grad_norm))
+
+    def sync(self, timed: bool = True) -> list[tuple[int, float, float]]:
+        values = jax.device_get([(loss, g) for _, loss, g in self._pending])
+        if timed:
+            self._seconds += time.perf_counter() - self._t0
+            self._steps += len(self._pending)
+        done = [(step, float(loss), float(g)) for (step, _, _), (loss, g) in zip(self._pending, values)]
+        self._pending = []
+        for step, loss, _ in done:
+            if not math.isfinite(loss):
+                raise NonFiniteLossError(
+                    f"loss is {loss} at step {step} (learning rate {self._schedule(step - 1):.3g}); stopping. "
+                    f"Try a lower learning rate (TrainConfig.lr={self._config.lr:g}) or gradient clipping.")
+        return done
+
+    def restart(self) -> None:
+        self._t0 = time.perf_counter()
+
+    def take_timing(self) -> tuple[float, int]:
+        timing, (self._seconds, self._steps) = (self._seconds, self._steps), (0.0, 0)
+        return timing
 
 
 def _make_eval(compute_dtype, kind):
@@ -193,12 +256,25 @@ def _make_eval(compute_dtype, kind):
     return evaluate
 
 
+class Compiled(NamedTuple):
+    step: Callable
+    evaluate: Callable
+    traces: list
+
+
 @functools.lru_cache(maxsize=16)
-def _compiled(optimizer_fields: tuple, compute_dtype, kind: str):
-    """Jitted step and evaluation, shared by all runs with the same optimiser settings (several init scales,
-    run lengths, learning rates)."""
-    config = TrainConfig(**dict(optimizer_fields))
-    return _make_step(make_optimizer(config), compute_dtype, kind), _make_eval(compute_dtype, kind)
+def compiled(optimizer_fields: tuple, compute_dtype, kind: str) -> Compiled:
+    """Jitted step (:func:`make_step` on the mean example loss) and evaluation, shared by all runs with the same
+    optimiser settings (several init scales, run lengths, learning rates, the modes of an InRank comparison);
+    ``traces[0]`` counts the step's compilations."""
+    traces = [0]
+    loss_fn = functools.partial(_mean_loss, compute_dtype=compute_dtype, kind=kind)
+    optimizer = make_optimizer(TrainConfig(**dict(optimizer_fields)))
+    return Compiled(make_step(optimizer, loss_fn, traces), _make_eval(compute_dtype, kind), traces)
+
+
+def compiled_for(config: TrainConfig, compute_dtype, kind: str) -> Compiled:
+    return compiled(tuple((f, getattr(config, f)) for f in _OPTIMIZER_FIELDS), jnp.dtype(compute_dtype), kind)
 
 
 _OPTIMIZER_FIELDS = ("optimizer", "b1", "b2", "eps", "weight_decay", "grad_clip")
@@ -244,11 +320,14 @@ def train(model: eqx.Module, config: TrainConfig, data: Union[ImageDataset, Text
     initialisation is fixed by the key the model was built with. With ``out``, metrics go to
     ``out/metrics.jsonl`` as produced, checkpoints to ``out/checkpoint`` every ``config.checkpoint_every``
     steps and at the end, and the attention spectra (``config.n_spectra`` log-spaced steps) to ``out/spectra``.
-    ``resume=True`` continues from the checkpoint in ``out`` and reproduces the uninterrupted run.
-    ``stop_after`` ends the run after that many optimiser steps in total, with a checkpoint, as an interruption
-    would (the schedule still spans the full recipe). Training-loss records are means over windows ending at
-    multiples of ``config.log_every``. Raises ``NonFiniteLossError`` naming the first step whose loss is not
-    finite.
+    ``resume=True`` continues from the checkpoint in ``out`` and reproduces the uninterrupted run bit for bit;
+    it refuses a checkpoint of a different run (recipe, seed, model, data, compute dtype, initial weights:
+    ``_runs.check_resumable``). ``stop_after`` ends the run after that many optimiser steps in total, with a
+    checkpoint, as an interruption would (the schedule still spans the full recipe). Training-loss records are
+    means over windows ending at multiples of ``config.log_every``, with the throughput of the steps alone
+    (``img_per_s`` / ``tok_per_s``; not the first, compiling, step of a session). Losses stay on the device until
+    the next log, evaluation, spectra or checkpoint step (no per-step host synchronisation); raises
+    ``NonFiniteLossError`` naming the first step whose loss is not finite.
     """
     if isinstance(data, ImageDataset) != isinstance(getattr(model, "config", None), ViTConfig) or not isinstance(
             data, (ImageDataset, TextDataset)):
@@ -262,30 +341,35 @@ def train(model: eqx.Module, config: TrainConfig, data: Union[ImageDataset, Text
         context = None
     else:
         train_stream, valid_stream, context = _token_arrays(data, model)
-        train_arrays, test_arrays = (train_stream, context), (valid_stream, context)
+        train_arrays, test_arrays = train_stream, valid_stream
     n_train, n_test = _n_examples(data, context, "train"), _n_examples(data, context, "test")
     per_epoch, total_steps, warmup_steps, last_step = step_counts(config, n_train, stop_after)
 
     optimizer = make_optimizer(config)
     init_model = model
-    # The step donates its state: train a copy so that `model` (the initialisation) stays valid.
-    state = TrainState(jax.tree_util.tree_map(lambda a: jnp.array(a, copy=True) if eqx.is_array(a) else a, model),
-                       optimizer.init(eqx.filter(model, eqx.is_inexact_array)))
+    # the step donates `params`: train a copy, so that `model` (the initialisation) stays valid
+    params, frozen, static = split_model(model)
+    params = jax.tree_util.tree_map(lambda a: jnp.array(a, copy=True), params)
+    opt_state = optimizer.init(params)
     start = 0
     out = pathlib.Path(out) if out is not None else None
     metrics: list[dict] = []
     window: list[float] = []  # checked losses since the last metrics record (saved with checkpoints)
-    last_grad_norm: list = [None]
+    last_grad_norm = None
+    description = _runs.describe(seed=seed, config=recipe_description(config), model=model.config,
+                                 data=data_description(data), compute_dtype=compute_dtype,
+                                 init_weights=_runs.fingerprint(model))
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         log = _runs.MetricsLog(out / "metrics.jsonl")
         ckpt, spectra_dir = out / "checkpoint", out / "spectra"
         if resume and _runs.has_checkpoint(ckpt):
-            state, meta = _runs.load_checkpoint(ckpt, state)
+            _runs.check_resumable(ckpt, _runs.checkpoint_meta(ckpt), description)
+            state, meta = _runs.load_checkpoint(ckpt, TrainState(model, opt_state))
+            params, frozen, static = split_model(state.params)
+            opt_state = state.opt_state
             init_model = _runs.load_tree(ckpt / "init.eqx", model)
-            start, window, last_grad_norm = meta["step"], meta["log_window"], [meta["grad_norm"]]
-            if meta["seed"] != seed:
-                raise ValueError(f"checkpoint in {ckpt} was written with seed {meta['seed']}, not {seed}")
+            start, window, last_grad_norm = meta["step"], meta["log_window"], meta["grad_norm"]
             log.truncate_after(start)
             _runs.prune_spectra_after(spectra_dir, start)
             metrics = _runs.read_metrics(log.path)
@@ -300,6 +384,9 @@ def train(model: eqx.Module, config: TrainConfig, data: Union[ImageDataset, Text
     elif resume:
         raise ValueError("resume=True needs the run folder `out`")
 
+    def current():
+        return eqx.combine(params, frozen, static)
+
     def record(rec: dict) -> None:
         rec = {k: (float(v) if isinstance(v, (np.floating, float)) else v) for k, v in rec.items()}
         metrics.append(rec)
@@ -308,64 +395,73 @@ def train(model: eqx.Module, config: TrainConfig, data: Union[ImageDataset, Text
 
     def checkpoint(step: int) -> None:
         if out is not None:
-            _runs.save_checkpoint(ckpt, state, {"step": step, "seed": seed, "total_steps": total_steps,
-                                                "config": dataclasses.asdict(config), "log_window": window,
-                                                "grad_norm": last_grad_norm[0]})
+            _runs.save_checkpoint(ckpt, TrainState(current(), opt_state),
+                                  {**description, "step": step, "total_steps": total_steps, "log_window": window,
+                                   "grad_norm": last_grad_norm})
 
-    step_fn, eval_fn = _compiled(tuple((f, getattr(config, f)) for f in _OPTIMIZER_FIELDS), compute_dtype, kind)
+    step_fn, eval_fn, _ = compiled_for(config, compute_dtype, kind)
     schedule = learning_rate_schedule(config, total_steps, warmup_steps)
     measure_at = set(spectra_steps(total_steps, config.n_spectra)) if out is not None else set()
     examples_per_step = config.batch_size * (context or 1)
     unit_name = "tok/s" if kind == "token" else "img/s"
-    pending: list = []  # (step, loss, grad norm) on device, not yet checked
-    t0 = time.perf_counter()
+    steps = StepLog(config, schedule)
     bar = tqdm(total=total_steps, initial=start, disable=not progress, desc="train", dynamic_ncols=True)
 
-    def check() -> None:
-        """Fetch the losses not yet checked; stop at the first that is not finite."""
-        nonlocal pending
-        for step, loss, gnorm in pending:
-            loss = float(loss)
-            if not math.isfinite(loss):
-                raise NonFiniteLossError(
-                    f"loss is {loss} at step {step} (learning rate {schedule(step - 1):.3g}); stopping. "
-                    f"Try a lower learning rate (TrainConfig.lr={config.lr:g}) or gradient clipping.")
+    def sync(timed: bool = True) -> None:
+        """Wait for the queued steps and take their losses (stopping at the first that is not finite)."""
+        nonlocal last_grad_norm
+        for _, loss, last_grad_norm in steps.sync(timed):
             window.append(loss)
-            last_grad_norm[0] = float(gnorm)
-        pending = []
 
     def log_window(step: int) -> None:
         """One record with the mean loss since the previous record (windows end at multiples of log_every)."""
-        nonlocal window, t0
-        rate = examples_per_step * len(window) / (time.perf_counter() - t0)
+        nonlocal window
+        seconds, n = steps.take_timing()
+        rate = {unit_name: examples_per_step * n / seconds} if n else {}  # none if only a compiling step ran
         mean = float(np.mean(window))
-        record({"step": step, "loss": mean, "grad_norm": last_grad_norm[0], "lr": schedule(step - 1),
-                unit_name.replace("/", "_per_"): rate})
-        bar.set_postfix(loss=f"{mean:.4f}", **{unit_name: f"{rate:.0f}"})
-        window, t0 = [], time.perf_counter()
+        record({"step": step, "loss": mean, "grad_norm": last_grad_norm, "lr": schedule(step - 1),
+                **{k.replace("/", "_per_"): v for k, v in rate.items()}})
+        bar.set_postfix(loss=f"{mean:.4f}", **{k: f"{v:.0f}" for k, v in rate.items()})
+        window = []
 
     for step in range(start + 1, last_step + 1):
         idx = batch_indices(n_train, batch_size=config.batch_size, seed=seed, step=step - 1)
         idx = idx.astype(np.int32).reshape(config.n_micro, -1)
-        state, loss, gnorm = step_fn(train_arrays, state, jnp.asarray(idx), jnp.float32(schedule(step - 1)))
-        pending.append((step, loss, gnorm))
+        params, opt_state, loss, gnorm = step_fn(params, opt_state, frozen, static, train_arrays, jnp.asarray(idx),
+                                                 jnp.float32(schedule(step - 1)))
+        steps.add(step, loss, gnorm)
         bar.update(1)
         is_log = step % config.log_every == 0 or step == total_steps
         is_eval = step % config.eval_every == 0 or step == total_steps
         is_ckpt = step % config.checkpoint_every == 0 or step == last_step
-        if is_log or is_eval or is_ckpt or step in measure_at:
-            check()
-        if is_log:
-            log_window(step)
-        if step in measure_at:
-            _runs.save_spectra(spectra_dir, _runs.spectra_name(step), perturbation_spectra(state.params, init_model),
-                               step)
-        if is_eval:
-            record({"step": step, **_evaluate(eval_fn, test_arrays, state.params, n_test,
-                                              config.eval_batch_size, kind)})
-        if is_ckpt:
-            checkpoint(step)
+        if step == start + 1 or is_log or is_eval or is_ckpt or step in measure_at:
+            sync(timed=step > start + 1)  # the first step of a session compiles: not timed
+            if is_log:
+                log_window(step)
+            if step in measure_at:
+                _runs.save_spectra(spectra_dir, _runs.spectra_name(step), perturbation_spectra(current(), init_model),
+                                   step)
+            if is_eval:
+                record({"step": step, **_evaluate(eval_fn, test_arrays, current(), n_test, config.eval_batch_size,
+                                                  kind)})
+            if is_ckpt:
+                checkpoint(step)
+            steps.restart()
     bar.close()
     evaluation = next((m for m in reversed(metrics) if "eval_loss" in m), {})
-    return TrainResult(model=state.params, init_model=init_model, metrics=metrics, evaluation=evaluation,
+    return TrainResult(model=current(), init_model=init_model, metrics=metrics, evaluation=evaluation,
                        steps=max(last_step, start), out=out)
+
+
+def recipe_description(config: TrainConfig) -> dict:
+    """The recipe in a run description: every field but ``checkpoint_every``, which a resumed run may change."""
+    return {k: v for k, v in dataclasses.asdict(config).items() if k != "checkpoint_every"}
+
+
+def data_description(data) -> dict:
+    """What identifies a data set in a run description: its name and sizes."""
+    if isinstance(data, ImageDataset):
+        return {"name": data.name, "train": int(data.train_x.shape[0]), "test": int(data.test_x.shape[0]),
+                "image_shape": list(data.image_shape), "classes": int(data.num_classes)}
+    return {"name": data.name, "tokenizer": data.tokenizer_name, "train_tokens": int(data.train.size),
+            "valid_tokens": int(data.valid.size)}
