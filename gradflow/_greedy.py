@@ -22,10 +22,11 @@ per size class), integrated with Diffrax's ``Kvaerno5`` (an L-stable ESDIRK meth
 from ε, of duration ~log(1/ε)/|g_{i_k}|, and the relaxation onto θ^{k+1} run at very different
 rates; a chord root finder reuses one Jacobian per step) with a PID controller until a
 ``diffrax.Event`` finds it nearly steady, then polished by Newton's method on ``g_S(β_S) = 0``. The
-trajectory only has to pick the basin; the last digits come from Newton. The ε → 0 limit is taken
-by running the flow from every ε of
-``GreedyTolerances.epsilons`` (in one batched solve) and checking that the endpoints agree; the
-smallest ε gives θ^{k+1} and the discrepancy is reported. This is honest because, when θ^{k+1} is
+trajectory only has to pick the basin; the last digits come from Newton, which also puts a leaving
+coordinate whose root lies on the boundary ``β_j = 0`` exactly there. The ε → 0 limit is taken by
+running the flow from every ε of ``GreedyTolerances.epsilons`` (one compiled call per stage, flow and
+Newton together) and checking that the endpoints agree; the smallest ε gives θ^{k+1} and the
+discrepancy is reported. This is honest because, when θ^{k+1} is
 a strict local minimum (Assumption 4.3), the endpoint is locally constant in ε: the start is
 ``O(ε²)`` off the unstable manifold of θ^k along ``e_{i_k}`` (the coupling to ``y_{i_k}`` is
 quadratic), so every small enough ε lands in the same basin, and a disagreement means that the
@@ -42,6 +43,7 @@ import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import lineax as lx
 import numpy as np
 import optimistix as optx
 
@@ -84,7 +86,10 @@ class GreedyTolerances:
             below every other threshold. ``1e-10`` is about 10⁶ above float64 rounding of g.
         support: at the end of phase (B) a coordinate with ``|u_i| ≤ support · ‖u‖_∞`` that is shrinking
             (``s_i g_i < 0``) is leaving (paper Lemma D.4) and is dropped (set to exactly 0 before the
-            polish); its weight ``≤ 1e-8 ‖β‖`` no longer moves the others.
+            polish); its weight ``≤ 1e-8 ‖β‖`` no longer moves the others. The polish also drops a
+            shrinking coordinate of any size whose Newton step would cross 0 (the root on the support
+            lies on the boundary ``β_i = 0``): one that leaves with ``g_i → 0`` decays only like
+            ``t^{−1/2}`` and is often still above this threshold when the flow is steady.
         epsilons: the ε of eq. (11), relative to the natural size of the new coordinate,
             ``sqrt(|g_{i_k}| / |∂g_{i_k}/∂β_{i_k}|)`` at θ^k (the size at which it would be stationary
             alone; ``max(‖u^k‖_∞, 1)`` if that curvature is 0). The flow is run from each of them; the
@@ -111,8 +116,9 @@ class GreedyTolerances:
             the larger of ``‖u^k‖_∞`` and the natural size of the new coordinate). Loose on purpose: the endpoint is an attractor, so the
             trajectory only has to stay in its basin (the ε and perturbation checks test exactly
             that); its last digits come from the Newton polish.
-        max_steps: the most solver steps one phase (B) may take before it is declared not to converge.
-        newton_steps: the most Newton steps of the polish.
+        max_steps: the most solver steps one phase (B) may take before it is declared not to converge
+            (a typical stage takes 15–35).
+        newton_steps: the most Newton steps of the polish (from ``steady`` it needs 1–3).
     """
 
     g_zero: float = 1e-6
@@ -247,34 +253,110 @@ class GreedyPath(eqx.Module):
 
 
 # ----------------------------------------------------------------------------------------------
-# Phase (B): the flow on the support, batched over starts.
+# Phase (B): the flow on the support from each start, then Newton's method, in one compiled call.
+
+# Why a row of phase (B) did not give a stationary point (``_phase_b``'s status; 0: it did).
+_STATUS = {
+    1: "the flow took max_steps = {max_steps} solver steps without becoming steady",
+    2: "the flow reached t1 (or its solver failed) without becoming steady",
+    3: "Newton's method did not converge, or moved a coordinate that is not leaving out of its sign orthant",
+}
+
+
+class _ColumnLU(lx.LU):
+    """LU factorisation of a Jacobian built one column (one JVP) at a time.
+
+    ``lx.LU`` materialises the Jacobian with one batched JVP over all columns; batching turns each
+    small matrix product of g (one per sample) into a batched one, which XLA's CPU backend runs 2–3×
+    slower than the same products one column after the other.
+    """
+
+    def init(self, operator, options):
+        structure = operator.in_structure()
+        columns = jax.lax.map(operator.mv, jnp.eye(operator.in_size(), dtype=structure.dtype))
+        return super().init(lx.MatrixLinearOperator(columns.T), options)
 
 
 def _reduced_g(model: DiagonalModel, index, mask, signs, y):
     return model.g(embed(model.p, index, mask, signs, y))[index]
 
 
-@eqx.filter_jit
-def _phase_b(model, starts, index, mask, signs, thresholds, max_steps):
-    """Integrate ``dy/dt = s ⊙ y ⊙ g(s ⊙ y²)`` from each row of ``starts`` until it is nearly steady.
+def _newton(model, index, mask, signs, y, shrinking, stationary, steps):
+    """Newton's method on ``g_S(β_S) = 0`` in β from magnitudes ``y`` on the support ``S = mask``.
 
-    ``thresholds = (steady, support, rtol, atol, root_tol, t1)``: the solve stops when every support
-    coordinate has ``|g_i| ≤ steady`` or is leaving (``y_i ≤ support · max y`` and shrinking,
-    ``s_i g_i < 0``). Returns the endpoints and whether each solve stopped on that event.
+    ``∂g/∂β = −H`` (H the β-Hessian of L on S), so ``β ← β + H⁻¹ g``; g and H come from one
+    linearisation of g, the columns of H one JVP each (in sequence, see :class:`_ColumnLU`).
+
+    A step that would move a coordinate out of its sign orthant (``s_j β_j ≤ 0``) is not taken. If
+    that coordinate is leaving (``shrinking``: ``s_j g_j < 0`` where the flow stopped), the root on S
+    lies on or beyond the boundary ``β_j = 0``, so the flow's limit has ``β_j = 0``: j is dropped from
+    S and the iteration goes on from the same point. (A leaving coordinate whose gradient vanishes at
+    the limit decays only like ``t^{−1/2}``, not exponentially, and can still be above the ``support``
+    threshold when the flow is steady.) Any other such step fails. Stops at ``max_S |g| ≤ stationary``
+    or after ``steps`` steps.
+
+    Returns ``(y, converged, residuals)``: ``residuals[n]`` is ``max_S |g|`` before step n (NaN after
+    the last one).
     """
-    steady, support, rtol, atol, root_tol, t1 = thresholds
+    size = y.size
+
+    def g_of_beta(beta):
+        return model.g(jnp.zeros(model.p, dtype=beta.dtype).at[index].add(beta))[index]
+
+    def body(state):
+        n, y, keep, _, _, residuals = state
+        beta = jnp.where(keep, signs * y * y, 0.0)
+        g, g_lin = jax.linearize(g_of_beta, beta)
+        g = jnp.where(keep, g, 0.0)
+        hess = -jax.lax.map(g_lin, jnp.eye(size, dtype=y.dtype)).T
+        hess = jnp.where(keep[:, None] & keep[None, :], hess, jnp.eye(size, dtype=y.dtype))
+        gmax = jnp.max(jnp.abs(g))
+        converged = gmax <= stationary
+        beta_next = beta + jnp.linalg.solve(hess, g)
+        out = keep & ~(signs * beta_next > 0)
+        failed = ~converged & (jnp.any(out & ~shrinking) | ~jnp.all(jnp.isfinite(beta_next)))
+        step = ~converged & ~failed & ~jnp.any(out)
+        keep = keep & ~(~converged & ~failed & out)
+        y = jnp.where(keep, jnp.where(step, jnp.sqrt(jnp.maximum(signs * beta_next, 0.0)), y), 0.0)
+        return n + 1, y, keep, converged, failed, residuals.at[n].set(gmax)
+
+    def cond(state):
+        n, _, _, converged, failed, _ = state
+        return (n < steps) & ~converged & ~failed
+
+    init = (0, jnp.where(mask, y, 0.0), mask, False, False, jnp.full(steps, jnp.nan, dtype=y.dtype))
+    _, y, _, converged, _, residuals = jax.lax.while_loop(cond, body, init)
+    return y, converged, residuals
+
+
+@eqx.filter_jit
+def _phase_b(model, starts, index, mask, signs, thresholds, max_steps, newton_steps):
+    """Phase (B) from each row of ``starts``: the flow ``dy/dt = s ⊙ y ⊙ g(s ⊙ y²)`` until nearly
+    steady, then Newton's method (:func:`_newton`) from its endpoint.
+
+    ``thresholds = (steady, support, rtol, atol, root_tol, t1, stationary)``: the flow stops when
+    every support coordinate has ``|g_i| ≤ steady`` or is leaving (``y_i ≤ support · max y`` and
+    shrinking, ``s_i g_i < 0``); coordinates with ``y_i ≤ support · max y`` are set to 0 before and
+    after Newton's method (the path's definition of the support). The rows run one after the other
+    (``lax.map``): each stops at its own step count, and batching them would make every small matrix
+    product of g a slower batched one. Returns the polished endpoints, a status per row (0:
+    stationary, else a key of ``_STATUS``), the flow's step counts and the Newton residuals.
+    """
+    steady, support, rtol, atol, root_tol, t1, stationary = thresholds
 
     def field(t, y, args):
         return jnp.where(mask, signs * y * _reduced_g(model, index, mask, signs, y), 0.0)
 
+    def leaving(y, g):
+        return (y <= support * jnp.max(y)) & (signs * g < 0)
+
     def is_steady(t, y, args, **kwargs):
         g = _reduced_g(model, index, mask, signs, y)
-        leaving = (y <= support * jnp.max(y)) & (signs * g < 0)
-        return jnp.all(~mask | (jnp.abs(g) <= steady) | leaving)
+        return jnp.all(~mask | (jnp.abs(g) <= steady) | leaving(y, g))
 
     # Chord: one Jacobian per step (Kvaerno5 evaluates it at the second stage and reuses it), the
     # stage equations then cost one evaluation of g per iteration.
-    solver = diffrax.Kvaerno5(root_finder=optx.Chord(rtol=1e-8, atol=root_tol))
+    solver = diffrax.Kvaerno5(root_finder=optx.Chord(rtol=1e-8, atol=root_tol, linear_solver=_ColumnLU()))
 
     def one(y0):
         sol = diffrax.diffeqsolve(
@@ -290,34 +372,16 @@ def _phase_b(model, starts, index, mask, signs, thresholds, max_steps):
             max_steps=max_steps,
             throw=False,
         )
-        return sol.ys[-1], sol.event_mask
+        y = sol.ys[-1]
+        g = _reduced_g(model, index, mask, signs, y)
+        keep = mask & (y > support * jnp.max(y))
+        y, converged, residuals = _newton(model, index, keep, signs, y, signs * g < 0, stationary, newton_steps)
+        y = jnp.where(y > support * jnp.max(y), y, 0.0)  # a root on the boundary may come out as β_j ≈ +0
+        flow_status = jnp.where(sol.result == diffrax.RESULTS.max_steps_reached, 1, 2)
+        status = jnp.where(sol.event_mask, jnp.where(converged, 0, 3), flow_status)
+        return y, status, sol.stats["num_steps"], residuals
 
-    return jax.vmap(one)(starts)
-
-
-@eqx.filter_jit
-def _newton_step(model, index, mask, signs, y):
-    """One Newton step for ``g_S(β_S) = 0`` in β on the support; returns (y_next, max|g| before the step).
-
-    ``∂g/∂β = −H`` (the β-Hessian of L), so ``β ← β + H⁻¹ g``; padded slots are held fixed.
-    """
-    def g_of_beta(beta_red):
-        beta = jnp.zeros(model.p, dtype=beta_red.dtype).at[index].add(jnp.where(mask, beta_red, 0.0))
-        return model.g(beta)[index]
-
-    beta_red = jnp.where(mask, signs * y * y, 0.0)
-    g = jnp.where(mask, g_of_beta(beta_red), 0.0)
-    hess = -jax.jacfwd(g_of_beta)(beta_red)
-    hess = jnp.where(mask[:, None] & mask[None, :], hess, jnp.eye(y.size))
-    beta_next = beta_red + jnp.linalg.solve(hess, g)
-    y_next = jnp.where(mask, jnp.sqrt(jnp.maximum(signs * beta_next, 0.0)), 0.0)
-    ok = jnp.all(~mask | (signs * beta_next > 0))
-    return y_next, jnp.max(jnp.abs(g)), ok
-
-
-@eqx.filter_jit
-def _newton_batch(model, index, masks, signs, ys):
-    return jax.vmap(lambda m, y: _newton_step(model, index, m, signs, y))(masks, ys)
+    return jax.lax.map(one, starts)
 
 
 @eqx.filter_jit
@@ -411,6 +475,8 @@ def greedy_limit(
         check_initialisation(u0, v0, tol.init_degenerate, model.names)
         v_major = np.abs(v0) > np.abs(u0)
         orient = np.where(v_major, np.sign(v0), np.sign(u0))
+    # The data go to the device once, not with every compiled call.
+    model = jax.tree_util.tree_map(lambda x: jnp.asarray(x) if eqx.is_array(x) else x, model)
     return _Run(model, tol, check_assumptions, np.random.default_rng([seed, 4]), progress, orient, v_major).path(max_stages)
 
 
@@ -502,11 +568,11 @@ class _Run:
             new_signs = signs.copy()
             new_signs[i] = np.sign(g[i])
             outcome = self._phase_b(k, y, new_signs, support, i, g[i])
-            if outcome is None:
+            if isinstance(outcome, str):
                 final_delta = delta
                 end_reason = f"assumption failed: phase (B) of stage {k} (activating {model.names[i]}) did not reach a stationary point"
                 self.records["ok"][k][2] = False
-                self.warn(f"Assumption 4.4 fails: {end_reason} within {tol.max_steps} steps.")
+                self.warn(f"Assumption 4.4 fails: {end_reason}: {outcome}.")
                 break
             y_next, disc, spread = outcome
             support_next = y_next > tol.support * np.max(y_next)
@@ -550,12 +616,13 @@ class _Run:
         return self._finish(final_delta, end_reason)
 
     def _phase_b(self, k, y, signs, support, i, g_i):
-        """Phase (B) from every ε (and the perturbed starts); None if a run does not converge.
+        """Phase (B) from every ε (and the perturbed starts).
 
         Each run is integrated until nearly steady (``tolerances.steady``), its leaving coordinates
         are dropped, and its endpoint is polished by Newton's method on ``g_S(β_S) = 0`` to
         ``tolerances.stationary`` (the flow has already chosen the basin; Newton only removes the
-        last digits of the slow exponential approach). Returns ``(y^{k+1}, ε discrepancy, spread)``.
+        last digits of the slow approach). Returns ``(y^{k+1}, ε discrepancy, spread)``, or a string
+        saying why a run from an ε did not reach a stationary point.
         """
         model, tol, p = self.model, self.tol, self.p
         coords = np.flatnonzero(support | (np.arange(p) == i))
@@ -573,15 +640,18 @@ class _Run:
             starts = np.concatenate([starts, perturbed_starts(starts[0], red.mask, n_pert, tol.perturbation, self.rng)])
         t1 = 1e6 * (math.log(1.0 / tol.epsilons[-1]) + 1.0) / abs(g_i)
         thresholds = (
-            tol.steady * abs(g_i), tol.support, tol.ode_rtol, tol.ode_atol * scale, tol.ode_atol * scale * self.G, t1
+            tol.steady * abs(g_i), tol.support, tol.ode_rtol, tol.ode_atol * scale, tol.ode_atol * scale * self.G, t1,
+            tol.stationary * self.G,
         )
-        ends, done = _phase_b(
-            model, jnp.asarray(starts), red.index, red.mask, red.signs, jnp.asarray(thresholds), tol.max_steps
+        ends, status, _, _ = _phase_b(
+            model, jnp.asarray(starts), red.index, red.mask, red.signs, jnp.asarray(thresholds), tol.max_steps,
+            tol.newton_steps,
         )
-        ends, done = self._polish(np.asarray(ends), np.asarray(done), red)
+        ends, status = np.asarray(ends), np.asarray(status)
         n_eps = len(tol.epsilons)
-        if not np.all(done[:n_eps]):
-            return None
+        for eps, code in zip(tol.epsilons, status[:n_eps]):
+            if code:
+                return f"from ε = {eps:g}, " + _STATUS[int(code)].format(max_steps=tol.max_steps)
         ref, prev = ends[n_eps - 1], ends[n_eps - 2]
         norm = float(np.max(ref))
         same = np.array_equal(ref > 0, prev > 0)
@@ -589,26 +659,10 @@ class _Run:
         spread = float("nan")
         if n_pert:
             pert = ends[n_eps:]
-            spread = float(np.max(np.abs(pert - ref)) / norm) if np.all(done[n_eps:]) else float("inf")
+            spread = float(np.max(np.abs(pert - ref)) / norm) if np.all(status[n_eps:] == 0) else float("inf")
         y_next = np.zeros(p)
         y_next[red.index[red.mask]] = ref[red.mask]
         return y_next, disc, spread
-
-    def _polish(self, ends, done, red):
-        """Drop leaving coordinates (``y ≤ support · max y``) and Newton-polish each endpoint."""
-        tol = self.tol
-        keep = red.mask & (ends > tol.support * np.max(ends, axis=1, keepdims=True))
-        y = np.where(keep, ends, 0.0)
-        converged = np.zeros(len(y), dtype=bool)
-        for _ in range(tol.newton_steps):
-            y_new, gmax, ok = _newton_batch(self.model, red.index, keep, red.signs, jnp.asarray(y))
-            y_new, gmax, ok = np.asarray(y_new), np.asarray(gmax), np.asarray(ok)
-            converged = gmax <= tol.stationary * self.G
-            moving = ~converged & ok & done
-            if not np.any(moving):
-                break
-            y = np.where(moving[:, None], y_new, y)
-        return y, done & converged
 
     def _finish(self, final_delta, end_reason) -> GreedyPath:
         rec, p = self.records, self.p

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import warnings
 
+import equinox as eqx
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -22,6 +25,7 @@ from gradflow import (
     models,
     simulate_flow,
 )
+from gradflow import _greedy
 
 N, P = 40, 4
 
@@ -181,6 +185,70 @@ def test_correlated_design_matches_flow_at_small_alpha():
     np.testing.assert_allclose(flow.u, path.u[stages], atol=1e-6)
     # b = log w / log α: O(1) weights give |b − b_limit| ≈ |log|u|| / log(1/α) ≈ 1e-3 at log α = −2000.
     np.testing.assert_allclose(flow.b, path.b_at(taus), atol=5e-3)
+
+
+def test_leaving_with_zero_gradient_is_reported_and_the_path_goes_on():
+    """With β*_3 = 0 the design above ends at zero loss: once x1 and x2 are in, x3 leaves with g_3 = 0, so it
+    decays only like t^{−1/2} and is still above the support threshold when the flow is steady. Newton's
+    method then puts β_3 on the boundary 0 (it is dropped, not a failure), every ε and perturbed start
+    agrees, and only Assumption 4.2's last clause (g ≠ 0 for a leaving coordinate) is reported."""
+    beta_star = np.array([1.0, 0.95, 0.0, 0.0])
+    with pytest.warns(AssumptionWarning, match=r"4.2 fails at stage 3: β\[2\] left the support") as record:
+        path = greedy_limit(_linear(beta_star, cov=CORRELATED_COV))
+    assert len(record) == 1 and path.end_reason == "T = inf"
+    np.testing.assert_array_equal(path.coordinate, [2, 0, 1])
+    np.testing.assert_array_equal(path.support[3], [True, True, False, False])
+    np.testing.assert_allclose(path.beta[-1], beta_star, rtol=1e-9, atol=1e-12)
+    assert abs(path.g[3, 2]) == 0.0 and path.loss[-1] < 1e-20
+    np.testing.assert_array_equal(path.assumptions_ok, [[True] * 3] * 3 + [[False, True, True]])
+    assert np.all(path.epsilon_discrepancy <= 1e-9) and np.all(path.perturbation_spread <= 1e-9)
+    _check_invariants(path)
+
+
+# ----------------------------------------------------------------------------------------------
+# The Newton polish of phase (B).
+
+
+def _polish(model, support, beta_start, steps=20):
+    """Run phase (B)'s Newton polish on ``support`` from ``beta_start`` (no coordinate counts as leaving)."""
+    coords = np.flatnonzero(support)
+    red = _greedy._reduce(coords, np.sign(beta_start), model.p)
+    y = np.where(red.mask, np.sqrt(np.abs(beta_start[red.index])), 0.0)
+    with jax.enable_x64(True):
+        model = jax.tree_util.tree_map(lambda x: jnp.asarray(x) if eqx.is_array(x) else x, model)
+        stationary = 1e-12 * np.max(np.abs(np.asarray(model.g(jnp.zeros(model.p)))))
+        run = eqx.filter_jit(_greedy._newton)
+        y, converged, residuals = run(model, red.index, red.mask, red.signs, y, np.zeros_like(red.mask), stationary, steps)
+    beta = np.zeros(model.p)
+    beta[coords] = (red.signs * np.asarray(y) ** 2)[red.mask]
+    return beta, bool(converged), np.asarray(residuals), stationary
+
+
+def test_newton_polish_is_exact_in_one_step_for_an_orthonormal_design():
+    """g(β) = β* − β is linear, so Newton's method lands on the stationary point of each stage (known from the
+    theory oracle) in one step and stops at the next residual."""
+    beta_star = np.array([0.5, -3.0, 0.0, 1.25])
+    model = models.diagonal_linear(n=N, p=P, orthonormal=True, beta_star=beta_star, seed=3).model
+    order = theory.greedy_orthonormal_stages(beta_star).order
+    for k in range(1, order.size + 1):
+        support = np.isin(np.arange(P), order[:k])
+        start = np.where(support, beta_star * (1 + 0.2 * np.random.default_rng(k).standard_normal(P)), 0.0)
+        beta, converged, residuals, stationary = _polish(model, support, start)
+        assert converged and residuals[1] <= stationary and np.isnan(residuals[2])
+        np.testing.assert_allclose(beta, np.where(support, beta_star, 0.0), rtol=1e-12)
+
+
+def test_newton_polish_converges_quadratically_on_the_attention_head():
+    task = models.diagonal_attention(n=200, tokens=4, dim=3, teacher_nonzero=(2, 2), seed=1)
+    path = _quiet(task.model, check_assumptions=False)
+    support, target = path.support[-1], path.beta[-1]
+    beta, converged, residuals, stationary = _polish(task.model, support, target * (1 + 0.01 * np.cos(np.arange(target.size))))
+    r = residuals[~np.isnan(residuals)]
+    assert converged and 3 <= r.size <= 6 and r[-1] <= stationary
+    # Quadratic convergence: each residual is at most about the square of the previous one (in units of r_0),
+    # down to the rounding floor.
+    assert np.all((r[1:] <= 10 * r[:-1] ** 2 / r[0]) | (r[1:] <= 1e3 * stationary))
+    np.testing.assert_allclose(beta, target, rtol=1e-9, atol=1e-12)
 
 
 def _window_times(path: GreedyPath, *, margin: float, b_margin: float, per_window: int = 3):

@@ -38,6 +38,18 @@ def test_loss_at_teacher_is_zero(task):
     assert evaluate_loss(task.model, np.zeros(task.model.p)) > 1e-3
 
 
+def test_attention_head_is_eq_1():
+    """``softmax(X diag(β_KQ) Xᵀ) X diag(β_VO)`` (paper eq. 1, diagonal weights, no 1/√d), checked in NumPy."""
+    rng = np.random.default_rng(0)
+    X, kq, vo = rng.standard_normal((5, 3)), rng.standard_normal(3), rng.standard_normal(3)
+    scores = X @ np.diag(kq) @ X.T
+    attn = np.exp(scores - scores.max(axis=1, keepdims=True))
+    attn /= attn.sum(axis=1, keepdims=True)
+    with jax.enable_x64(True):
+        out = np.asarray(models.attention_head(jnp.asarray(X), jnp.asarray(kq), jnp.asarray(vo)))
+    np.testing.assert_allclose(out, attn @ X @ np.diag(vo), rtol=1e-13)
+
+
 def test_g_against_finite_differences(task):
     """g = −∇_β L (SPEC §1 sign convention), checked by central differences in float64."""
     m = task.model

@@ -15,9 +15,13 @@ from ._task import Task, check_positive_int, gaussian_init, sparse_gaussian
 
 
 def attention_head(X, beta_kq, beta_vo):
-    """One diagonal attention head on tokens ``X ∈ R^{T×d}`` (paper eq. 1 with diagonal weights)."""
+    """One diagonal attention head on tokens ``X ∈ R^{T×d}`` (paper eq. 1 with diagonal weights).
+
+    ``softmax(X diag(β_KQ) Xᵀ) X diag(β_VO)``, with ``diag(β_VO)`` applied after the product: the same
+    value, but then ``∂/∂β_VO`` needs no extra matrix product, which makes g about 1.5× cheaper.
+    """
     scores = (X * beta_kq) @ X.T
-    return jax.nn.softmax(scores, axis=-1) @ (X * beta_vo)
+    return (jax.nn.softmax(scores, axis=-1) @ X) * beta_vo
 
 
 def _attention_h(X, beta):
