@@ -57,7 +57,11 @@ class DemoConfig:
         log_alphas: the initialisation scales ``log α`` of the flows.
         tau_max: the last rescaled time (None: ``1.25 T_K`` of the greedy path).
         num_times: recorded times per flow (window edges and stage times are added).
-        max_stages: cap on the greedy stages (None: until the path ends).
+        max_stages: cap on the greedy stages (None: until the path ends). The default, 5, is the range of
+            the paper's Figures 6–8 (τ ≤ 1.25 T_5 ≈ 3.75 on the toy). The toy's path goes on to two more
+            stages, at T_6 ≈ 89.6 and T_7 ≈ 120.9 (``gradflow greedy`` computes the whole path): on a linear
+            τ axis they would squeeze the first five into a few percent of the width, and flows to
+            τ ≈ 150 cost several times more.
         check_assumptions: run the greedy path's Hessian and perturbed-phase-(B) checks (4.3, 4.4).
         perturb: run the perturb-and-continue checks (Figures 9–10) on the smallest α's flow.
         num_perturb: perturbation start times per figure.
@@ -75,7 +79,7 @@ class DemoConfig:
     log_alphas: tuple[float, ...] = tuple(math.log(a) for a in PAPER_ALPHAS)
     tau_max: float | None = None
     num_times: int = 400
-    max_stages: int | None = None
+    max_stages: int | None = 5
     check_assumptions: bool = True
     perturb: bool = True
     num_perturb: int = 5
