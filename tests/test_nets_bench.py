@@ -13,7 +13,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # what the GPU machine has (/opt/torch/.venv: jax, equinox, optax, diffrax, matplotlib (+ Pillow), sympy,
 # scikit-learn (+ scipy), timm, transformers (+ tqdm), torch), plus diffrax's optimistix
-GPU_MACHINE = {"numpy", "scipy", "jax", "equinox", "optax", "diffrax", "optimistix", "matplotlib", "PIL", "sympy",
+GPU_MACHINE = {"numpy", "scipy", "jax", "equinox", "optax", "diffrax", "optimistix", "lineax", "matplotlib", "PIL", "sympy",
                "sklearn", "tqdm", "torch", "timm", "transformers"}
 
 
