@@ -62,21 +62,9 @@ def add_subcommands(subparsers) -> None:
 
 
 def _recipe(args):
-    cfg = train_config(args.train_config or _DEFAULT_RECIPE.get(args.config, "tiny"))
-    if args.batch_size is not None:
-        keep = cfg.micro_batch is not None and args.batch_size % cfg.micro_batch == 0
-        cfg = dataclasses.replace(cfg, batch_size=args.batch_size, micro_batch=cfg.micro_batch if keep else None)
-    if args.micro_batch is not None:
-        cfg = dataclasses.replace(cfg, micro_batch=args.micro_batch)
-    if args.lr is not None:
-        cfg = dataclasses.replace(cfg, lr=args.lr)
-    if args.checkpoint_every is not None:
-        cfg = dataclasses.replace(cfg, checkpoint_every=args.checkpoint_every)
-    if args.steps is not None:
-        cfg = cfg.with_duration(args.steps, "steps")
-    elif args.epochs is not None:
-        cfg = cfg.with_duration(args.epochs, "epochs")
-    return cfg
+    recipe = train_config(args.train_config or _DEFAULT_RECIPE.get(args.config, "tiny"))
+    return recipe.with_overrides(batch_size=args.batch_size, micro_batch=args.micro_batch, lr=args.lr,
+                                 checkpoint_every=args.checkpoint_every, steps=args.steps, epochs=args.epochs)
 
 
 def _model_and_data(args):

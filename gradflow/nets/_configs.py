@@ -104,6 +104,27 @@ class TrainConfig:
         warmup = round(total * self.warmup / self.total)
         return dataclasses.replace(self, total=total, unit=unit, warmup=warmup)
 
+    def with_overrides(self, *, batch_size: int | None = None, micro_batch: int | None = None, lr: float | None = None,
+                       checkpoint_every: int | None = None, steps: int | None = None,
+                       epochs: int | None = None) -> "TrainConfig":
+        """The recipe with the command line's overrides (``None``: keep the recipe's).
+
+        A new ``batch_size`` keeps the recipe's ``micro_batch`` only if it divides the new batch; ``steps``
+        wins over ``epochs``; the warm-up keeps its fraction of the run (:meth:`with_duration`).
+        """
+        cfg = self
+        if batch_size is not None:
+            keep = cfg.micro_batch is not None and batch_size % cfg.micro_batch == 0
+            cfg = dataclasses.replace(cfg, batch_size=batch_size, micro_batch=cfg.micro_batch if keep else None)
+        changes = {k: v for k, v in (("micro_batch", micro_batch), ("lr", lr), ("checkpoint_every", checkpoint_every))
+                   if v is not None}
+        cfg = dataclasses.replace(cfg, **changes)
+        if steps is not None:
+            return cfg.with_duration(steps, "steps")
+        if epochs is not None:
+            return cfg.with_duration(epochs, "epochs")
+        return cfg
+
 
 VIT_CONFIGS = {
     # Paper §5 / appendix B.1 (CIFAR-10/100); n_classes is set from the data.

@@ -621,14 +621,8 @@ def _run_cli(args) -> None:
     if args.remat is not None:
         cfg = dataclasses.replace(cfg, remat=args.remat)
     recipe = train_config(args.train_config or ("tiny" if args.config == "gpt2-tiny" else "gpt2-wikitext103"))
-    if args.batch_size is not None:
-        recipe = dataclasses.replace(recipe, batch_size=args.batch_size, micro_batch=None)
-    if args.lr is not None:
-        recipe = dataclasses.replace(recipe, lr=args.lr)
-    if args.checkpoint_every is not None:
-        recipe = dataclasses.replace(recipe, checkpoint_every=args.checkpoint_every)
-    if args.steps is not None:
-        recipe = recipe.with_duration(args.steps, "steps")
+    recipe = recipe.with_overrides(batch_size=args.batch_size, lr=args.lr, checkpoint_every=args.checkpoint_every,
+                                   steps=args.steps)
     inrank = InRankConfig(init_rank=args.init_rank, buffer=args.buffer, threshold=args.threshold,
                           check_every=args.check_every, eps=args.eps, max_rank=args.max_rank,
                           efficient_after=args.efficient_after)
