@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-all docs bench gpu clean
+.PHONY: demo test test-all lint docs bench gpu clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -15,8 +15,12 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/gradflow demo --out demo_output
 
-test: $(STAMP)
+test: $(STAMP) lint
 	$(PY) -m pytest -m "not slow" -q
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 test-all: $(STAMP)
 	$(PY) -m pytest -q

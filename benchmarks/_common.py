@@ -82,8 +82,9 @@ def attention_flops(*, tokens: int, n_layers: int, n_heads: int, d_head: int) ->
 
 def transformer_flops(*, p_matmul: int, tokens: int, n_layers: int, n_heads: int, d_head: int) -> float:
     """``6·N·T + 12·L·H·T²·d_head``: one sequence through ``N`` trained matmul weights and ``L`` layers."""
-    return matmul_flops(p_matmul, tokens) + attention_flops(tokens=tokens, n_layers=n_layers, n_heads=n_heads,
-                                                            d_head=d_head)
+    return matmul_flops(p_matmul, tokens) + attention_flops(
+        tokens=tokens, n_layers=n_layers, n_heads=n_heads, d_head=d_head
+    )
 
 
 def compute_dtype(option: str):
@@ -100,11 +101,20 @@ def parser(doc: str, *, config: str, configs: str, steps: int, warmup: int) -> a
     p.add_argument("--batch-size", type=int, default=None, help="examples per step (default: see the docstring)")
     p.add_argument("--steps", type=int, default=steps, help="timed steps")
     p.add_argument("--warmup", type=int, default=warmup, help="untimed steps first (compilation)")
-    p.add_argument("--dtype", choices=("auto", "bfloat16", "float32"), default="auto",
-                   help="compute dtype (auto: bf16 on GPU/TPU, float32 on CPU)")
+    p.add_argument(
+        "--dtype",
+        choices=("auto", "bfloat16", "float32"),
+        default="auto",
+        help="compute dtype (auto: bf16 on GPU/TPU, float32 on CPU)",
+    )
     p.add_argument("--no-torch", action="store_true", help="skip the PyTorch comparison")
-    p.add_argument("--record", nargs="?", const=str(ROOT / "docs" / "benchmarks.md"), default=None,
-                   help="append the table to docs/benchmarks.md (or the given file)")
+    p.add_argument(
+        "--record",
+        nargs="?",
+        const=str(ROOT / "docs" / "benchmarks.md"),
+        default=None,
+        help="append the table to docs/benchmarks.md (or the given file)",
+    )
     p.add_argument("--json", default=None, help="also write the rows to this JSON file")
     return p
 
@@ -125,14 +135,32 @@ def time_steps(run_step, wait, n_steps: int, n_warmup: int) -> float:
 def row(name: str, step_s: float, items_per_step: int, flops: float, mem: int | None) -> dict:
     """One measurement, also printed at once (a run cut short keeps the rows it measured in its log)."""
     peak = device_info()[1]
-    r = {"name": name, "step_s": step_s, "per_s": items_per_step / step_s, "flops": flops,
-         "mfu": None if peak is None else flops / step_s / peak, "mem_mb": None if mem is None else mem / 2**20}
+    r = {
+        "name": name,
+        "step_s": step_s,
+        "per_s": items_per_step / step_s,
+        "flops": flops,
+        "mfu": None if peak is None else flops / step_s / peak,
+        "mem_mb": None if mem is None else mem / 2**20,
+    }
     print(f"measured: {json.dumps(r)}", flush=True)
     return r
 
 
-def bench_jax(name: str, model, arrays, *, kind: str, config, dtype, trainable, items_per_step: int, flops: float,
-              n_steps: int, n_warmup: int) -> dict:
+def bench_jax(
+    name: str,
+    model,
+    arrays,
+    *,
+    kind: str,
+    config,
+    dtype,
+    trainable,
+    items_per_step: int,
+    flops: float,
+    n_steps: int,
+    n_warmup: int,
+) -> dict:
     """Time gradflow's training step (``_train.make_step`` with ``config``'s optimiser) on ``model``'s
     ``trainable`` leaves, a batch of ``config.batch_size`` examples of ``arrays`` (as ``nets.train`` holds them)."""
     from gradflow.nets._train import compiled_for, make_optimizer, split_model
@@ -145,8 +173,11 @@ def bench_jax(name: str, model, arrays, *, kind: str, config, dtype, trainable, 
     step = compiled_for(config, dtype, kind).step
     compiled = step.lower(params, opt_state, frozen, static, arrays, idx, lr).compile()  # called without `static`
     ma = compiled.memory_analysis()
-    mem = None if ma is None else (ma.argument_size_in_bytes + ma.temp_size_in_bytes + ma.output_size_in_bytes
-                                   - ma.alias_size_in_bytes)
+    mem = (
+        None
+        if ma is None
+        else (ma.argument_size_in_bytes + ma.temp_size_in_bytes + ma.output_size_in_bytes - ma.alias_size_in_bytes)
+    )
     state = [params, opt_state, None]
 
     def run():
@@ -156,8 +187,19 @@ def bench_jax(name: str, model, arrays, *, kind: str, config, dtype, trainable, 
     return row(f"JAX gradflow {name} ({jnp.dtype(dtype).name})", sec, items_per_step, flops, mem)
 
 
-def bench_torch(name: str, build, batch, loss_fn, make_optimizer, *, n_steps: int, n_warmup: int,
-                items_per_step: int, flops: float, clip: float | None = None) -> dict:
+def bench_torch(
+    name: str,
+    build,
+    batch,
+    loss_fn,
+    make_optimizer,
+    *,
+    n_steps: int,
+    n_warmup: int,
+    items_per_step: int,
+    flops: float,
+    clip: float | None = None,
+) -> dict:
     """Time a PyTorch training step of the model ``build()``: ``loss_fn(model, batch)`` under bf16 autocast (CUDA),
     backward, optional gradient clipping, a step of ``make_optimizer(params, fused)``. The model is
     ``torch.compile``d; if that fails, eager. Its GPU memory is released afterwards (for the JAX rows)."""
@@ -211,11 +253,25 @@ def results_table(rows: list[dict], unit: str) -> str:
     for r in rows:
         mfu = "n/a" if r["mfu"] is None else f"{100 * r['mfu']:.1f}%"
         mem = "n/a" if r["mem_mb"] is None else f"{r['mem_mb']:.1f}"
-        lines.append(_cells([r["name"], f"{r['per_s']:.4g}", f"{1e3 * r['step_s']:.2f}",
-                             f"{r['flops'] / r['step_s'] / 1e12:.3g}", mfu, mem, f"{r['per_s'] / base:.2f}×"]))
-    lines += ["", "Step memory: JAX rows, XLA's compiled step (arguments + temporaries + non-donated outputs); "
-                  "PyTorch rows, `torch.cuda.max_memory_allocated()` over its run. Device peak over the whole "
-                  f"process (`memory_stats()`): {_mb(peak_memory_bytes())}."]
+        lines.append(
+            _cells(
+                [
+                    r["name"],
+                    f"{r['per_s']:.4g}",
+                    f"{1e3 * r['step_s']:.2f}",
+                    f"{r['flops'] / r['step_s'] / 1e12:.3g}",
+                    mfu,
+                    mem,
+                    f"{r['per_s'] / base:.2f}×",
+                ]
+            )
+        )
+    lines += [
+        "",
+        "Step memory: JAX rows, XLA's compiled step (arguments + temporaries + non-donated outputs); "
+        "PyTorch rows, `torch.cuda.max_memory_allocated()` over its run. Device peak over the whole "
+        f"process (`memory_stats()`): {_mb(peak_memory_bytes())}.",
+    ]
     return "\n".join(lines)
 
 
@@ -231,8 +287,10 @@ def header(title: str, argv) -> str:
     kind, peak = device_info()
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     peak_s = "unknown (no MFU)" if peak is None else f"{peak / 1e12:.0f} TFLOP/s dense bf16"
-    return (f"## {title}\n\n{stamp}; device **{kind}** ({jax.default_backend()}, peak {peak_s}); "
-            f"jax {jax.__version__}, equinox {eqx.__version__}{_torch_version()}; `{' '.join(argv) or 'defaults'}`\n")
+    return (
+        f"## {title}\n\n{stamp}; device **{kind}** ({jax.default_backend()}, peak {peak_s}); "
+        f"jax {jax.__version__}, equinox {eqx.__version__}{_torch_version()}; `{' '.join(argv) or 'defaults'}`\n"
+    )
 
 
 def _torch_version() -> str:
@@ -253,8 +311,19 @@ def finish(args, argv, title: str, rows: list[dict], unit: str, notes: list[str]
         with open(path, "a") as f:
             f.write(section.rstrip() + "\n\n")
     if args.json:
-        pathlib.Path(args.json).write_text(json.dumps({"title": title, "device": device_info()[0], "unit": unit,
-                                                       "argv": list(argv), "rows": rows, "notes": notes}, indent=1))
+        pathlib.Path(args.json).write_text(
+            json.dumps(
+                {
+                    "title": title,
+                    "device": device_info()[0],
+                    "unit": unit,
+                    "argv": list(argv),
+                    "rows": rows,
+                    "notes": notes,
+                },
+                indent=1,
+            )
+        )
     return section
 
 

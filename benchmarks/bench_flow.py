@@ -145,8 +145,15 @@ def run_tsit5(task, alpha, cap, segment_steps=300):
     @eqx.filter_jit
     def segment(y0, t0, t1, dt0):
         return dfx.diffeqsolve(
-            term, dfx.Tsit5(), t0, t1, dt0, y0, saveat=dfx.SaveAt(t1=True),
-            stepsize_controller=dfx.PIDController(rtol=1e-8, atol=1e-8 * alpha), max_steps=segment_steps,
+            term,
+            dfx.Tsit5(),
+            t0,
+            t1,
+            dt0,
+            y0,
+            saveat=dfx.SaveAt(t1=True),
+            stepsize_controller=dfx.PIDController(rtol=1e-8, atol=1e-8 * alpha),
+            max_steps=segment_steps,
             throw=False,
         )
 
@@ -202,8 +209,22 @@ def main(argv=None):
     rows = []
     for alpha in ALPHAS:
         flow, flow_s = run_flow(task, alpha)
-        print(f"α={alpha:g}: simulate_flow {flow_s:.1f} s, {int(flow.num_steps)} steps, loss {flow.loss[-1]:.3g}", flush=True)
-        rows.append(("simulate_flow", alpha, "ok", flow_s, f"{int(flow.num_steps)} steps", f"{flow.loss[-1]:.3g}", "0 (reference)", ""))
+        print(
+            f"α={alpha:g}: simulate_flow {flow_s:.1f} s, {int(flow.num_steps)} steps, loss {flow.loss[-1]:.3g}",
+            flush=True,
+        )
+        rows.append(
+            (
+                "simulate_flow",
+                alpha,
+                "ok",
+                flow_s,
+                f"{int(flow.num_steps)} steps",
+                f"{flow.loss[-1]:.3g}",
+                "0 (reference)",
+                "",
+            )
+        )
         gd = run_gd(task, alpha, flow, cap)
         note = (
             f"lr={gd['lr']:.3g}; 1e-3 needs lr ≲ {gd['lr_needed']:.2g}: ≳ {gd['time_needed']:.3g} s "
@@ -211,7 +232,18 @@ def main(argv=None):
             if "err" in gd
             else f"lr={gd['lr']:.3g}"
         )
-        rows.append(("GD (largest lr in cap)", alpha, gd["status"], gd["time"], f"{gd['steps']} steps", f"{gd.get('loss', float('nan')):.3g}", f"{gd.get('err', float('nan')):.2g}", note))
+        rows.append(
+            (
+                "GD (largest lr in cap)",
+                alpha,
+                gd["status"],
+                gd["time"],
+                f"{gd['steps']} steps",
+                f"{gd.get('loss', float('nan')):.3g}",
+                f"{gd.get('err', float('nan')):.2g}",
+                note,
+            )
+        )
         print(f"  GD: {gd['status']} {gd['time']:.1f} s; {note}", flush=True)
         for name, runner in (
             ("SciPy Radau (plain u, v)", lambda: run_scipy(task, alpha, "Radau", cap)),
@@ -221,7 +253,18 @@ def main(argv=None):
             r = runner()
             err = f"{beta_error(r['theta'], flow, p):.2g}" if "theta" in r else ""
             count = f"{r['steps']} {'f-evals' if 'SciPy' in name else 'steps'}"
-            rows.append((name, alpha, r["status"], r["time"], count, "", err, f"{r['time'] / flow_s:.3g}× flow" if r["status"] == "ok" else ""))
+            rows.append(
+                (
+                    name,
+                    alpha,
+                    r["status"],
+                    r["time"],
+                    count,
+                    "",
+                    err,
+                    f"{r['time'] / flow_s:.3g}× flow" if r["status"] == "ok" else "",
+                )
+            )
             print(f"  {name}: {r['status']} {r['time']:.1f} s {count} {err}", flush=True)
 
     table = render(rows, task, n, cap, compile_s) + "\n" + scaling_table()

@@ -34,7 +34,6 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import _common as C  # noqa: E402
-
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
@@ -54,8 +53,11 @@ def gpt_flops(model, batch: int) -> float:
             frozen += lin.w0.size if isinstance(lin, InRankLinear) else 0
         else:
             trained += lin.weight.size
-    return batch * (C.matmul_flops(trained, c.context) + C.matmul_flops(frozen, c.context, trained=False)
-                    + C.attention_flops(tokens=c.context, n_layers=c.n_layers, n_heads=c.n_heads, d_head=c.d_head))
+    return batch * (
+        C.matmul_flops(trained, c.context)
+        + C.matmul_flops(frozen, c.context, trained=False)
+        + C.attention_flops(tokens=c.context, n_layers=c.n_layers, n_heads=c.n_heads, d_head=c.d_head)
+    )
 
 
 def jax_rows(cfg, recipe, dtype, args) -> list[dict]:
@@ -68,9 +70,19 @@ def jax_rows(cfg, recipe, dtype, args) -> list[dict]:
     remat = f"remat {'on' if cfg.remat else 'off'}"
 
     def bench(name, model):
-        return C.bench_jax(f"{name}, {remat}", model, stream, kind="token", config=recipe, dtype=dtype,
-                           trainable=_trainable(model), items_per_step=b * cfg.context, flops=gpt_flops(model, b),
-                           n_steps=args.steps, n_warmup=args.warmup)
+        return C.bench_jax(
+            f"{name}, {remat}",
+            model,
+            stream,
+            kind="token",
+            config=recipe,
+            dtype=dtype,
+            trainable=_trainable(model),
+            items_per_step=b * cfg.context,
+            flops=gpt_flops(model, b),
+            n_steps=args.steps,
+            n_warmup=args.warmup,
+        )
 
     model = GPT(cfg, key=jax.random.key(0))
     rows = [bench("GPT full rank", model)]
@@ -88,31 +100,61 @@ def bench_torch(cfg, recipe, args) -> dict:
     from transformers import GPT2Config, GPT2LMHeadModel
 
     def build():
-        return GPT2LMHeadModel(GPT2Config(vocab_size=cfg.vocab_size, n_positions=cfg.context, n_embd=cfg.d_emb,
-                                          n_layer=cfg.n_layers, n_head=cfg.n_heads, n_inner=cfg.d_mlp,
-                                          resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0))
+        return GPT2LMHeadModel(
+            GPT2Config(
+                vocab_size=cfg.vocab_size,
+                n_positions=cfg.context,
+                n_embd=cfg.d_emb,
+                n_layer=cfg.n_layers,
+                n_head=cfg.n_heads,
+                n_inner=cfg.d_mlp,
+                resid_pdrop=0.0,
+                embd_pdrop=0.0,
+                attn_pdrop=0.0,
+            )
+        )
 
     b = recipe.batch_size
     tokens = torch.randint(0, cfg.vocab_size, (b, cfg.context))
     d_head = cfg.d_emb // cfg.n_heads
     p = cfg.n_layers * (4 * cfg.d_emb * cfg.d_emb + 2 * cfg.d_emb * cfg.d_mlp) + cfg.vocab_size * cfg.d_emb
-    flops = b * C.transformer_flops(p_matmul=p, tokens=cfg.context, n_layers=cfg.n_layers, n_heads=cfg.n_heads,
-                                    d_head=d_head)
+    flops = b * C.transformer_flops(
+        p_matmul=p, tokens=cfg.context, n_layers=cfg.n_layers, n_heads=cfg.n_heads, d_head=d_head
+    )
     return C.bench_torch(
-        "HF GPT2LMHeadModel", build, (tokens,), lambda m, x: m(input_ids=x[0], labels=x[0]).loss,
-        lambda params, fused: torch.optim.AdamW(params, lr=recipe.lr, betas=(recipe.b1, recipe.b2), eps=recipe.eps,
-                                                weight_decay=recipe.weight_decay, fused=fused),
-        n_steps=args.steps, n_warmup=args.warmup, items_per_step=b * cfg.context, flops=flops, clip=recipe.grad_clip)
+        "HF GPT2LMHeadModel",
+        build,
+        (tokens,),
+        lambda m, x: m(input_ids=x[0], labels=x[0]).loss,
+        lambda params, fused: torch.optim.AdamW(
+            params,
+            lr=recipe.lr,
+            betas=(recipe.b1, recipe.b2),
+            eps=recipe.eps,
+            weight_decay=recipe.weight_decay,
+            fused=fused,
+        ),
+        n_steps=args.steps,
+        n_warmup=args.warmup,
+        items_per_step=b * cfg.context,
+        flops=flops,
+        clip=recipe.grad_clip,
+    )
 
 
 def main(argv=None) -> str:
     from gradflow.nets import gpt_config, train_config
 
     argv = sys.argv[1:] if argv is None else list(argv)
-    p = C.parser(__doc__, config="gpt2-small", configs="gpt2-small, gpt2-medium, gpt2-large, gpt2-tiny", steps=10,
-                 warmup=2)
-    p.add_argument("--remat", choices=("on", "off", "both"), default="both",
-                   help="recompute block activations in the backward pass: on, off, or both side by side")
+    p = C.parser(
+        __doc__, config="gpt2-small", configs="gpt2-small, gpt2-medium, gpt2-large, gpt2-tiny", steps=10, warmup=2
+    )
+    p.add_argument(
+        "--remat",
+        choices=("on", "off", "both"),
+        default="both",
+        help="recompute block activations in the backward pass: on, off, or both side by side",
+    )
     p.add_argument("--rank", type=int, default=None, help="InRank-Efficient rank (default 256; 4 for gpt2-tiny)")
     p.add_argument("--buffer", type=int, default=None, help="InRank buffer b (default 100; 4 for gpt2-tiny)")
     args = p.parse_args(argv)
@@ -127,10 +169,15 @@ def main(argv=None) -> str:
         torch_rows = [] if missing else [bench_torch(cfg, recipe, args)]
         notes += [missing] if missing else []
     dtype = C.compute_dtype(args.dtype)
-    rows = [r for remat in {"on": (True,), "off": (False,), "both": (True, False)}[args.remat]
-            for r in jax_rows(dataclasses.replace(cfg, remat=remat), recipe, dtype, args)]
-    title = (f"GPT training throughput: {cfg.n_layers} layers × {cfg.d_emb}, context {cfg.context}, batch {batch}, "
-             f"remat {args.remat}")
+    rows = [
+        r
+        for remat in {"on": (True,), "off": (False,), "both": (True, False)}[args.remat]
+        for r in jax_rows(dataclasses.replace(cfg, remat=remat), recipe, dtype, args)
+    ]
+    title = (
+        f"GPT training throughput: {cfg.n_layers} layers × {cfg.d_emb}, context {cfg.context}, batch {batch}, "
+        f"remat {args.remat}"
+    )
     return C.finish(args, argv, title, rows + torch_rows, "tokens/s", notes)
 
 

@@ -26,7 +26,6 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import _common as C  # noqa: E402
-
 import equinox as eqx  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
@@ -36,9 +35,12 @@ def vit_flops(cfg, d_head: int) -> float:
     """Training FLOPs of one image (module docstring)."""
     tokens = cfg.n_patches + (cfg.pool == "cls")
     p_blocks = cfg.n_layers * (4 * cfg.d_emb * cfg.n_heads * d_head + 2 * cfg.d_emb * cfg.d_mlp)
-    return (C.matmul_flops(cfg.patch**2 * cfg.channels * cfg.d_emb, cfg.n_patches)
-            + C.matmul_flops(p_blocks, tokens) + C.matmul_flops(cfg.d_emb * cfg.n_classes, 1)
-            + C.attention_flops(tokens=tokens, n_layers=cfg.n_layers, n_heads=cfg.n_heads, d_head=d_head))
+    return (
+        C.matmul_flops(cfg.patch**2 * cfg.channels * cfg.d_emb, cfg.n_patches)
+        + C.matmul_flops(p_blocks, tokens)
+        + C.matmul_flops(cfg.d_emb * cfg.n_classes, 1)
+        + C.attention_flops(tokens=tokens, n_layers=cfg.n_layers, n_heads=cfg.n_heads, d_head=d_head)
+    )
 
 
 def bench_jax(cfg, recipe, dtype, args) -> dict:
@@ -49,9 +51,19 @@ def bench_jax(cfg, recipe, dtype, args) -> dict:
     x = jax.random.randint(kx, (b, cfg.image_size, cfg.image_size, cfg.channels), 0, 256, jnp.int32).astype(jnp.uint8)
     y = jax.random.randint(ky, (b,), 0, cfg.n_classes, jnp.int32)
     stats = (jnp.zeros(cfg.channels, jnp.float32), jnp.ones(cfg.channels, jnp.float32), jnp.float32(255.0))
-    return C.bench_jax("ViT", ViT(cfg, key=jax.random.key(0)), ((x, y), stats), kind="image", config=recipe,
-                       dtype=dtype, trainable=eqx.is_inexact_array, items_per_step=b,
-                       flops=b * vit_flops(cfg, cfg.d_head), n_steps=args.steps, n_warmup=args.warmup)
+    return C.bench_jax(
+        "ViT",
+        ViT(cfg, key=jax.random.key(0)),
+        ((x, y), stats),
+        kind="image",
+        config=recipe,
+        dtype=dtype,
+        trainable=eqx.is_inexact_array,
+        items_per_step=b,
+        flops=b * vit_flops(cfg, cfg.d_head),
+        n_steps=args.steps,
+        n_warmup=args.warmup,
+    )
 
 
 def bench_torch(cfg, recipe, args) -> dict:
@@ -62,10 +74,19 @@ def bench_torch(cfg, recipe, args) -> dict:
     d_head = cfg.d_head if matched else cfg.d_emb // cfg.n_heads
 
     def build():
-        m = VisionTransformer(img_size=cfg.image_size, patch_size=cfg.patch, in_chans=cfg.channels,
-                              num_classes=cfg.n_classes, embed_dim=cfg.d_emb, depth=cfg.n_layers,
-                              num_heads=cfg.n_heads, mlp_ratio=cfg.d_mlp / cfg.d_emb, qkv_bias=True,
-                              class_token=cfg.pool == "cls", global_pool="token" if cfg.pool == "cls" else "avg")
+        m = VisionTransformer(
+            img_size=cfg.image_size,
+            patch_size=cfg.patch,
+            in_chans=cfg.channels,
+            num_classes=cfg.n_classes,
+            embed_dim=cfg.d_emb,
+            depth=cfg.n_layers,
+            num_heads=cfg.n_heads,
+            mlp_ratio=cfg.d_mlp / cfg.d_emb,
+            qkv_bias=True,
+            class_token=cfg.pool == "cls",
+            global_pool="token" if cfg.pool == "cls" else "avg",
+        )
         if matched:
             for block in m.blocks:
                 block.attn = Attention(cfg.d_emb, num_heads=cfg.n_heads, attn_head_dim=cfg.d_head, qkv_bias=True)
@@ -73,18 +94,26 @@ def bench_torch(cfg, recipe, args) -> dict:
 
     b = recipe.batch_size
     batch = (torch.randn(b, cfg.channels, cfg.image_size, cfg.image_size), torch.randint(0, cfg.n_classes, (b,)))
-    return C.bench_torch(f"timm VisionTransformer, head dim {d_head}", build, batch,
-                         lambda m, xy: torch.nn.functional.cross_entropy(m(xy[0]), xy[1]),
-                         lambda params, fused: torch.optim.Adam(params, lr=recipe.lr, fused=fused),
-                         n_steps=args.steps, n_warmup=args.warmup, items_per_step=b, flops=b * vit_flops(cfg, d_head))
+    return C.bench_torch(
+        f"timm VisionTransformer, head dim {d_head}",
+        build,
+        batch,
+        lambda m, xy: torch.nn.functional.cross_entropy(m(xy[0]), xy[1]),
+        lambda params, fused: torch.optim.Adam(params, lr=recipe.lr, fused=fused),
+        n_steps=args.steps,
+        n_warmup=args.warmup,
+        items_per_step=b,
+        flops=b * vit_flops(cfg, d_head),
+    )
 
 
 def main(argv=None) -> str:
     from gradflow.nets import train_config, vit_config
 
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = C.parser(__doc__, config="paper", configs="paper (CIFAR size), vit-base-16, tiny", steps=20,
-                    warmup=3).parse_args(argv)
+    args = C.parser(
+        __doc__, config="paper", configs="paper (CIFAR size), vit-base-16, tiny", steps=20, warmup=3
+    ).parse_args(argv)
     cfg = vit_config(args.config)
     batch = args.batch_size or (8 if args.config == "tiny" else 512)
     recipe = dataclasses.replace(train_config("vit-cifar"), batch_size=batch, micro_batch=None)

@@ -50,31 +50,67 @@ def commands(part: str, work: pathlib.Path, smoke: bool) -> list[list[str]]:
     gradflow, py = [sys.executable, "-m", "gradflow"], sys.executable
     if part == "vit":
         size = ["--config", "tiny", "--steps", "4"] if smoke else ["--config", "paper", "--checkpoint-every", "250"]
-        return [gradflow + ["vit", *size, "--init-scale", "1", "0.1", "--out", str(work / part), "--resume",
-                            "--no-progress"]]
+        return [
+            gradflow
+            + ["vit", *size, "--init-scale", "1", "0.1", "--out", str(work / part), "--resume", "--no-progress"]
+        ]
     if part in ("bench-vit", "bench-gpt"):
         script = HERE / f"bench_{part[6:]}.py"
-        size = (["--config", "tiny" if part == "bench-vit" else "gpt2-tiny", "--steps", "2", "--warmup", "1"]
-                if smoke else [])
+        size = (
+            ["--config", "tiny" if part == "bench-vit" else "gpt2-tiny", "--steps", "2", "--warmup", "1"]
+            if smoke
+            else []
+        )
         return [[py, str(script), *size, "--json", str(work / f"{part}.json"), "--record", str(work / f"{part}.md")]]
-    size = (["--config", "gpt2-tiny", "--steps", "6", "--batch-size", "8", "--buffer", "4", "--check-every", "2",
-             "--efficient-after", "4"] if smoke else
-            ["--config", "gpt2-small", "--steps", "1000", "--batch-size", "16", "--efficient-after", "250",
-             "--checkpoint-every", "250"])
-    return [gradflow + ["inrank", *size, "--modes", "full", "inrank-efficient", "--out", str(work / part),
-                        "--resume"]]
+    size = (
+        [
+            "--config",
+            "gpt2-tiny",
+            "--steps",
+            "6",
+            "--batch-size",
+            "8",
+            "--buffer",
+            "4",
+            "--check-every",
+            "2",
+            "--efficient-after",
+            "4",
+        ]
+        if smoke
+        else [
+            "--config",
+            "gpt2-small",
+            "--steps",
+            "1000",
+            "--batch-size",
+            "16",
+            "--efficient-after",
+            "250",
+            "--checkpoint-every",
+            "250",
+        ]
+    )
+    return [gradflow + ["inrank", *size, "--modes", "full", "inrank-efficient", "--out", str(work / part), "--resume"]]
 
 
 def results(part: str, work: pathlib.Path) -> list[pathlib.Path]:
     """The result files of ``part`` (what its ``.md`` shows; also the mark of a finished bench part)."""
-    return {"vit": [work / "vit" / "report.md"], "bench-vit": [work / "bench-vit.md"],
-            "bench-gpt": [work / "bench-gpt.md"], "inrank": [work / "inrank" / "comparison.md"]}[part]
+    return {
+        "vit": [work / "vit" / "report.md"],
+        "bench-vit": [work / "bench-vit.md"],
+        "bench-gpt": [work / "bench-gpt.md"],
+        "inrank": [work / "inrank" / "comparison.md"],
+    }[part]
 
 
 def run(command: list[str], log: pathlib.Path, deadline: float) -> str:
     """Run ``command`` with its output appended to ``log``; interrupt it (SIGINT, then kill) at ``deadline``."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
-           "PYTHONUNBUFFERED": "1"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
+        "PYTHONUNBUFFERED": "1",
+    }
     with open(log, "a") as f:
         f.write(f"\n$ {shlex.join(command)}\n")
         f.flush()
@@ -94,8 +130,12 @@ def run(command: list[str], log: pathlib.Path, deadline: float) -> str:
 
 def gpu_name() -> str:
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=30)
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return "no GPU (nvidia-smi not found)"
     return out.stdout.strip() or "no GPU (nvidia-smi printed nothing)"
@@ -106,8 +146,13 @@ def run_part(part: str, *, out: pathlib.Path, work: pathlib.Path, smoke: bool, d
     command ended well."""
     log = work / f"{part}.log"
     done = all(p.exists() for p in results(part, work))
-    lines = [f"# gpu_session: {part}{' (smoke)' if smoke else ''}", "", f"- GPU: {gpu_name()}",
-             f"- python: {sys.executable} {sys.version.split()[0]}", f"- work folder: {work}"]
+    lines = [
+        f"# gpu_session: {part}{' (smoke)' if smoke else ''}",
+        "",
+        f"- GPU: {gpu_name()}",
+        f"- python: {sys.executable} {sys.version.split()[0]}",
+        f"- work folder: {work}",
+    ]
     ok = True
     for command in commands(part, work, smoke):
         t0 = time.monotonic()
@@ -140,8 +185,12 @@ def main(argv=None) -> int:
     p.add_argument("--out", required=True, help="folder for the results (on a lent GPU machine: $OUT)")
     p.add_argument("--work", default=str(ROOT / "runs" / "gpu_session"), help="folder for the runs and checkpoints")
     p.add_argument("--smoke", action="store_true", help="tiny configs: the same code paths in minutes on a CPU")
-    p.add_argument("--budget", type=float, default=540.0,
-                   help="seconds for the whole call (all its parts) before the running command is interrupted")
+    p.add_argument(
+        "--budget",
+        type=float,
+        default=540.0,
+        help="seconds for the whole call (all its parts) before the running command is interrupted",
+    )
     args = p.parse_args(argv)
     out, work = pathlib.Path(args.out), pathlib.Path(args.work) / ("smoke" if args.smoke else "full")
     out.mkdir(parents=True, exist_ok=True)

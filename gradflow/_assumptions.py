@@ -96,7 +96,9 @@ def hessian_min_eig(hessian: np.ndarray, mask: np.ndarray) -> float:
     return float(np.linalg.eigvalsh(0.5 * (block + block.T))[0])
 
 
-def perturbed_starts(start: np.ndarray, mask: np.ndarray, count: int, size: float, rng: np.random.Generator) -> np.ndarray:
+def perturbed_starts(
+    start: np.ndarray, mask: np.ndarray, count: int, size: float, rng: np.random.Generator
+) -> np.ndarray:
     """``count`` random multiplicative perturbations ``y ⊙ (1 + size·z)`` of phase (B)'s start (Assumption 4.4).
 
     ``z`` is standard normal clipped to ``[−3, 3]`` (so for ``size < 1/3`` every perturbed start keeps the

@@ -60,17 +60,26 @@ def _number(convert, ok, expected: str, out_of_range: str = ""):
 
 
 _positive_int = _number(int, lambda x: x >= 1, "a positive integer")
-_alpha = _number(float, lambda x: 0.0 < x < 1.0, "a number in (0, 1)",
-                 "alpha must lie in (0, 1), got {!r} (use --log-alpha for values below float64's range)")
-_log_alpha = _number(float, lambda x: math.isfinite(x) and x < 0, "a negative number",
-                     "log alpha must be finite and negative, got {!r}")
+_alpha = _number(
+    float,
+    lambda x: 0.0 < x < 1.0,
+    "a number in (0, 1)",
+    "alpha must lie in (0, 1), got {!r} (use --log-alpha for values below float64's range)",
+)
+_log_alpha = _number(
+    float, lambda x: math.isfinite(x) and x < 0, "a negative number", "log alpha must be finite and negative, got {!r}"
+)
 _positive_float = _number(float, lambda x: math.isfinite(x) and x > 0, "a positive number")
 _non_negative_float = _number(float, lambda x: math.isfinite(x) and x >= 0, "a non-negative number")
 
 
 def _add_model_options(p: argparse.ArgumentParser, *, alphas: bool = True, tau_default: str = "") -> None:
-    p.add_argument("--model", choices=sorted(MODELS), default="diagonal_attention",
-                   help="built-in task (default: diagonal_attention, the paper's toy task)")
+    p.add_argument(
+        "--model",
+        choices=sorted(MODELS),
+        default="diagonal_attention",
+        help="built-in task (default: diagonal_attention, the paper's toy task)",
+    )
     sizes = p.add_argument_group("model sizes (each model takes its own; defaults are the model's)")
     sizes.add_argument("--n", type=_positive_int, help="samples")
     sizes.add_argument("--p", type=_positive_int, help="coordinates (diagonal_linear)")
@@ -81,16 +90,31 @@ def _add_model_options(p: argparse.ArgumentParser, *, alphas: bool = True, tau_d
     p.add_argument("--seed", type=int, default=0, help="data, teacher and initialisation seed (default 0)")
     if alphas:
         group = p.add_mutually_exclusive_group()
-        group.add_argument("--alpha", type=_alpha, nargs="+", metavar="A",
-                           help="initialisation scales in (0, 1) (default: the paper's 0.1 ... 1e-32)")
-        group.add_argument("--log-alpha", type=_log_alpha, nargs="+", metavar="L",
-                           help="natural logs of the scales (e.g. -10000 for α far below float64's range)")
+        group.add_argument(
+            "--alpha",
+            type=_alpha,
+            nargs="+",
+            metavar="A",
+            help="initialisation scales in (0, 1) (default: the paper's 0.1 ... 1e-32)",
+        )
+        group.add_argument(
+            "--log-alpha",
+            type=_log_alpha,
+            nargs="+",
+            metavar="L",
+            help="natural logs of the scales (e.g. -10000 for α far below float64's range)",
+        )
         p.add_argument("--tau-max", type=_positive_float, help=f"last rescaled time (default: {tau_default})")
         p.add_argument("--num-times", type=_positive_int, default=500, help="recorded times (default 500)")
-        p.add_argument("--atol", type=_positive_float, default=1e-8,
-                       help="flow tolerance: local error of log w per step (default 1e-8)")
-        p.add_argument("--rtol", type=_non_negative_float, default=0.0,
-                       help="flow tolerance relative to |log w| (default 0)")
+        p.add_argument(
+            "--atol",
+            type=_positive_float,
+            default=1e-8,
+            help="flow tolerance: local error of log w per step (default 1e-8)",
+        )
+        p.add_argument(
+            "--rtol", type=_non_negative_float, default=0.0, help="flow tolerance relative to |log w| (default 0)"
+        )
 
 
 def _model_options(args) -> tuple[tuple[str, object], ...]:
@@ -114,13 +138,16 @@ def build_parser(*, networks: bool = True) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gradflow",
         description="Incremental learning with diagonal weights: the exact rescaled gradient flow, "
-                    "its greedy limit (Algorithm 1 of 'Transformers learn through gradual rank increase') "
-                    "and their comparison.",
+        "its greedy limit (Algorithm 1 of 'Transformers learn through gradual rank increase') "
+        "and their comparison.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    p = sub.add_parser("demo", help="the paper's toy task: flows at α = 0.1 ... 1e-32, greedy limit, "
-                                    "Figures 6–10, comparison table and report")
+    p = sub.add_parser(
+        "demo",
+        help="the paper's toy task: flows at α = 0.1 ... 1e-32, greedy limit, "
+        "Figures 6–10, comparison table and report",
+    )
     p.add_argument("--out", default="demo_output", help="output folder (default demo_output)")
     p.add_argument("--force", action="store_true", help="recompute everything (default: reuse finished parts)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -165,8 +192,10 @@ def _run_pipeline(config, args) -> int:
     comp = result.comparison
     print(markdown_table(*stage_time_rows(comp)))
     print("worst distance over the stage windows, per α:")
-    rows = [[format_alpha(la)] + [comp.worst(q)[a] for q in ("beta", "b", "loss", "time")]
-            for a, la in enumerate(comp.log_alpha)]
+    rows = [
+        [format_alpha(la)] + [comp.worst(q)[a] for q in ("beta", "b", "loss", "time")]
+        for a, la in enumerate(comp.log_alpha)
+    ]
     rows.append(["fitted r"] + [comp.summary()[q] for q in ("beta", "b", "loss", "time")])
     print(markdown_table(["α", "β", "b", "loss", "stage time"], rows))
     _print_outputs(result, args.out)
@@ -178,9 +207,17 @@ def _cmd_demo(args) -> int:
 
 
 def _cmd_compare(args) -> int:
-    config = DemoConfig(model=args.model, model_options=_model_options(args), log_alphas=_log_alphas(args),
-                        tau_max=args.tau_max, num_times=args.num_times, max_stages=args.max_stages,
-                        perturb=args.perturb, rtol=args.rtol, atol=args.atol)
+    config = DemoConfig(
+        model=args.model,
+        model_options=_model_options(args),
+        log_alphas=_log_alphas(args),
+        tau_max=args.tau_max,
+        num_times=args.num_times,
+        max_stages=args.max_stages,
+        perturb=args.perturb,
+        rtol=args.rtol,
+        atol=args.atol,
+    )
     return _run_pipeline(config, args)
 
 
@@ -201,12 +238,15 @@ def _cmd_flow(args) -> int:
         name = f"flow_alpha={format_alpha(la)}"
         save_result(out / "results" / f"{name}.npz", flow)
         flows.append(flow)
-        print(f"α = {format_alpha(la):>10}: final loss {float(flow.loss[-1]):.6g}, "
-              f"{int(flow.num_steps)} solver steps, {time.perf_counter() - t0:.1f} s → {out / 'results' / name}.npz")
+        print(
+            f"α = {format_alpha(la):>10}: final loss {float(flow.loss[-1]):.6g}, "
+            f"{int(flow.num_steps)} solver steps, {time.perf_counter() - t0:.1f} s → {out / 'results' / name}.npz"
+        )
     save_figure(plot_loss(flows, title=f"Loss of {task.name}"), out / "figures" / "loss.png")
     for part, idx in coordinate_groups(task.model.names).items():
-        save_figure(plot_coordinates(flows, task.model.names, idx, title=f"β ({part})"),
-                    out / "figures" / f"beta_{part}.png")
+        save_figure(
+            plot_coordinates(flows, task.model.names, idx, title=f"β ({part})"), out / "figures" / f"beta_{part}.png"
+        )
     print(f"figures: {out / 'figures'}")
     return 0
 

@@ -71,7 +71,7 @@ class Comparison(eqx.Module):
     time_rate: np.ndarray
     threshold: float
     delta: float
-    gd: "Comparison | None" = None
+    gd: Comparison | None = None
 
     @property
     def alpha(self) -> np.ndarray:
@@ -167,7 +167,9 @@ def default_horizon(stage_times) -> float:
     return 1.25 * last if last > 0 else 1.0
 
 
-def default_times(stage_times, *, num: int = 1000, horizon: float | None = None, delta: float | None = None) -> np.ndarray:
+def default_times(
+    stage_times, *, num: int = 1000, horizon: float | None = None, delta: float | None = None
+) -> np.ndarray:
     """An even grid on ``[0, horizon]`` with every window edge and stage time added."""
     stage_times = np.asarray(stage_times, dtype=np.float64)
     horizon = default_horizon(stage_times) if horizon is None else float(horizon)
@@ -240,12 +242,16 @@ def _as_runs(results, log_alphas=None) -> list[tuple[float, np.ndarray, np.ndarr
 
 def _check_options(delta, threshold) -> None:
     if not 0.0 < threshold < 1.0:
-        raise ValueError(f"threshold must lie strictly between 0 and 1 (a fraction of each loss drop); got {threshold!r}.")
+        raise ValueError(
+            f"threshold must lie strictly between 0 and 1 (a fraction of each loss drop); got {threshold!r}."
+        )
     if delta is not None and not delta >= 0:
         raise ValueError(f"delta must be a non-negative rescaled time; got {delta!r}.")
 
 
-def _compare_runs(path, runs, *, method: str = "flow", delta: float | None = None, threshold: float = 0.5) -> Comparison:
+def _compare_runs(
+    path, runs, *, method: str = "flow", delta: float | None = None, threshold: float = 0.5
+) -> Comparison:
     """Compare runs given as ``(log α, ts, β, b, loss)`` tuples with the greedy ``path``."""
     _check_options(delta, threshold)
     times = np.asarray(path.times, dtype=np.float64)
@@ -263,10 +269,22 @@ def _compare_runs(path, runs, *, method: str = "flow", delta: float | None = Non
     err = np.abs(detected - times[1:])
     rate = lambda d: np.array([fit_rate(log_alpha, d[:, k])[0] for k in range(d.shape[1])])  # noqa: E731
     return Comparison(
-        method=method, log_alpha=log_alpha, stage_times=times, window_start=starts, window_end=ends,
-        beta_distance=dbeta, b_distance=db, loss_distance=dloss, detected_times=detected, time_error=err,
-        beta_rate=rate(dbeta), b_rate=rate(db), loss_rate=rate(dloss), time_rate=rate(err),
-        threshold=float(threshold), delta=delta,
+        method=method,
+        log_alpha=log_alpha,
+        stage_times=times,
+        window_start=starts,
+        window_end=ends,
+        beta_distance=dbeta,
+        b_distance=db,
+        loss_distance=dloss,
+        detected_times=detected,
+        time_error=err,
+        beta_rate=rate(dbeta),
+        b_rate=rate(db),
+        loss_rate=rate(dloss),
+        time_rate=rate(err),
+        threshold=float(threshold),
+        delta=delta,
     )
 
 
@@ -435,9 +453,15 @@ def perturb_and_continue(
     """
     log_alpha, ts, u, v, beta = _single(flow)
     starts = np.asarray(starts)
-    if starts.ndim != 1 or starts.size == 0 or starts.dtype.kind not in "iu" or np.any((starts < 0) | (starts >= ts.size)):
-        raise ValueError(f"starts must be a non-empty 1-D array of recorded-time indices in [0, {ts.size}); "
-                         f"got {starts!r}.")
+    if (
+        starts.ndim != 1
+        or starts.size == 0
+        or starts.dtype.kind not in "iu"
+        or np.any((starts < 0) | (starts >= ts.size))
+    ):
+        raise ValueError(
+            f"starts must be a non-empty 1-D array of recorded-time indices in [0, {ts.size}); got {starts!r}."
+        )
     rng = np.random.default_rng(seed)
     # every run gets as many times as the flow's longest window of length span holds: the same shapes
     # for every start and every call on this flow (one compilation of the solver)
@@ -465,7 +489,15 @@ def perturb_and_continue(
         n_last[j] = idx.size - 1
     dev = np.max(np.abs(out_beta - ref_beta), axis=-1)
     return Perturbation(
-        kind=kind, std=float(std), threshold=float(threshold), log_alpha=log_alpha, start_times=ts[starts],
-        ts=out_ts, beta=out_beta, reference_beta=ref_beta, perturbed=perturbed,
-        initial_deviation=dev[:, 0], final_deviation=dev[np.arange(P), n_last],
+        kind=kind,
+        std=float(std),
+        threshold=float(threshold),
+        log_alpha=log_alpha,
+        start_times=ts[starts],
+        ts=out_ts,
+        beta=out_beta,
+        reference_beta=ref_beta,
+        perturbed=perturbed,
+        initial_deviation=dev[:, 0],
+        final_deviation=dev[np.arange(P), n_last],
     )

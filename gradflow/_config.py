@@ -11,7 +11,8 @@ they run in float32 with bf16 compute, with explicit dtypes.
 from __future__ import annotations
 
 import functools
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 import jax
 

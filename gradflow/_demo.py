@@ -139,8 +139,9 @@ def _flow_name(log_alpha: float) -> str:
     return f"flow_alpha={format_alpha(log_alpha)}"
 
 
-def run_demo(config: DemoConfig = DemoConfig(), *, out: str | Path = "demo_output", force: bool = False,
-             progress: bool = True) -> DemoResult:
+def run_demo(
+    config: DemoConfig = DemoConfig(), *, out: str | Path = "demo_output", force: bool = False, progress: bool = True
+) -> DemoResult:
     """Run ``config`` into the folder ``out`` (see the module docstring), reusing finished parts."""
     start = time.perf_counter()
     out = Path(out)
@@ -168,12 +169,24 @@ def run_demo(config: DemoConfig = DemoConfig(), *, out: str | Path = "demo_outpu
     tol = dict(rtol=config.rtol, atol=config.atol)
     flow_key = dict(base, ts=ts, **tol)
     flows = [
-        step(_flow_name(la), dict(flow_key, log_alpha=la),
-             lambda la=la: simulate_flow(model, u0=u0, v0=v0, ts=ts, log_alpha=la, **tol))
+        step(
+            _flow_name(la),
+            dict(flow_key, log_alpha=la),
+            lambda la=la: simulate_flow(model, u0=u0, v0=v0, ts=ts, log_alpha=la, **tol),
+        )
         for la in config.log_alphas
     ]
-    comparison = compare_limits(model, log_alphas=np.array(config.log_alphas), u0=u0, v0=v0, path=path, delta=delta,
-                                ts=ts, threshold=config.threshold, flows=flows)
+    comparison = compare_limits(
+        model,
+        log_alphas=np.array(config.log_alphas),
+        u0=u0,
+        v0=v0,
+        path=path,
+        delta=delta,
+        ts=ts,
+        threshold=config.threshold,
+        flows=flows,
+    )
     perturbations = {}
     if config.perturb:
         perturbations = _perturbations(config, model, flows, ts, flow_key, step)
@@ -202,10 +215,19 @@ def _perturbations(config, model, flows, ts, flow_key, step) -> dict[str, Pertur
         if starts.size == 0:  # no weight crosses the threshold: nothing to perturb at
             continue
         out[kind] = step(
-            f"perturb_{kind}", dict(key, kind=kind, std=std, starts=starts),
+            f"perturb_{kind}",
+            dict(key, kind=kind, std=std, starts=starts),
             lambda kind=kind, starts=starts, std=std: perturb_and_continue(
-                model, flow, starts=starts, std=std, span=span, kind=kind, threshold=config.negligible,
-                seed=config.seed, flow_options=dict(rtol=config.rtol, atol=config.atol)),
+                model,
+                flow,
+                starts=starts,
+                std=std,
+                span=span,
+                kind=kind,
+                threshold=config.negligible,
+                seed=config.seed,
+                flow_options=dict(rtol=config.rtol, atol=config.atol),
+            ),
         )
     return out
 
@@ -234,8 +256,14 @@ def _write_outputs(config, out, store, task, path, flows, comparison, perturbati
     names = task.model.names
     groups = coordinate_groups(names)
     figs = out / "figures"
-    targets = [out / "comparison.csv", out / "comparison.json", out / "report.md", figs / "loss.png",
-               figs / "log_weights.png", figs / "convergence.png"]
+    targets = [
+        out / "comparison.csv",
+        out / "comparison.json",
+        out / "report.md",
+        figs / "loss.png",
+        figs / "log_weights.png",
+        figs / "convergence.png",
+    ]
     targets += [figs / f"beta_{part}.png" for part in groups]
     targets += [figs / f"perturb_{kind}.png" for kind in perturbations]
     key = dict(config=dataclasses.asdict(config), results=sorted(p.name for _, _, p in store.log))
@@ -247,21 +275,38 @@ def _write_outputs(config, out, store, task, path, flows, comparison, perturbati
     save_figure(plot_loss(flows, path, title=f"Loss of {task.name} (Figure 6)"), figs / "loss.png")
     for part, idx in groups.items():
         title = {"KQ": "Entries of diag(w_K) diag(w_Q) (Figure 7)", "VO": "Entries of diag(w_V) diag(w_O) (Figure 8)"}
-        save_figure(plot_coordinates(flows, names, idx, path=path, title=title.get(part, "Entries of β = u ⊙ v"),
-                                     label_mask=mask), figs / f"beta_{part}.png")
+        save_figure(
+            plot_coordinates(
+                flows, names, idx, path=path, title=title.get(part, "Entries of β = u ⊙ v"), label_mask=mask
+            ),
+            figs / f"beta_{part}.png",
+        )
     shown = np.flatnonzero(mask)
-    save_figure(plot_coordinates(flows, names, shown, path=path, title="Log-scale weights b = log w / log α",
-                                 label_mask=mask, quantity="b"), figs / "log_weights.png")
+    save_figure(
+        plot_coordinates(
+            flows, names, shown, path=path, title="Log-scale weights b = log w / log α", label_mask=mask, quantity="b"
+        ),
+        figs / "log_weights.png",
+    )
     save_figure(plot_convergence(comparison), figs / "convergence.png")
     a = int(np.argmin(config.log_alphas))
-    titles = {"plateau": "Perturbation at random times (Assumption 4.3, Figure 9)",
-              "stage": "Perturbation at stage starts (Assumption 4.4, Figure 10)"}
+    titles = {
+        "plateau": "Perturbation at random times (Assumption 4.3, Figure 9)",
+        "stage": "Perturbation at stage starts (Assumption 4.4, Figure 10)",
+    }
     for kind, pert in perturbations.items():
         save_figure(plot_perturbation(pert, flows[a], names, groups, title=titles[kind]), figs / f"perturb_{kind}.png")
     (out / "report.md").write_text(
-        demo_report(config=config, task=task, path=path, comparison=comparison, perturbations=perturbations,
-                    timings=timings, figures=[t.relative_to(out) for t in targets if t.suffix == ".png"],
-                    key=config_hash(key))
+        demo_report(
+            config=config,
+            task=task,
+            path=path,
+            comparison=comparison,
+            perturbations=perturbations,
+            timings=timings,
+            figures=[t.relative_to(out) for t in targets if t.suffix == ".png"],
+            key=config_hash(key),
+        )
     )
     store.mark("outputs", key, targets)
     return targets

@@ -20,7 +20,7 @@ of order one, so the ``jacobian_rank`` largest of those columns give it to worki
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import diffrax as dfx
 import equinox as eqx
@@ -32,7 +32,6 @@ import optimistix as optx
 
 from ._config import float64
 from ._model import DiagonalModel, check_vector
-
 
 
 class FlowState(eqx.Module):
@@ -550,7 +549,9 @@ def simulate_flow(
     log_a, batched = check_scales(alpha, log_alpha)
     if start is None:
         if u0 is None or v0 is None:
-            raise ValueError("give the initialisation directions u0 and v0 (θ(0) = α (u0, v0)), or start (a FlowState).")
+            raise ValueError(
+                "give the initialisation directions u0 and v0 (θ(0) = α (u0, v0)), or start (a FlowState)."
+            )
         un, vn, log_c, swap, sign = normalise_init(u0, v0, model.p)
         y0 = log_a[..., None] + np.log(un + vn)
         log_wwbar = 2.0 * log_a[..., None] + log_c
@@ -560,8 +561,10 @@ def simulate_flow(
         y0, log_wbar, swap, sign = check_state(start, model.p)
         log_wwbar = y0 + log_wbar
         if y0.ndim == 2 and batched and y0.shape[0] != log_a.shape[0]:
-            raise ValueError(f"got a batch of {y0.shape[0]} start states and {log_a.shape[0]} scales; give one scale "
-                             "per state, or a single scale.")
+            raise ValueError(
+                f"got a batch of {y0.shape[0]} start states and {log_a.shape[0]} scales; give one scale "
+                "per state, or a single scale."
+            )
         batched = batched or y0.ndim == 2
     if batched:
         n = max(np.shape(log_a)[:1] + np.shape(y0)[:-1])
@@ -576,8 +579,16 @@ def simulate_flow(
     if not 1 <= rank <= model.p:
         raise ValueError(f"jacobian_rank must lie in [1, p={model.p}]; got {jacobian_rank!r}.")
     out = _solve(
-        model, jnp.asarray(y0), jnp.asarray(log_wwbar), jnp.asarray(log_a), jnp.asarray(ts), rtol, atol,
-        solver=_default_solver(rank, atol + rtol), max_steps=int(max_steps), batched=batched,
+        model,
+        jnp.asarray(y0),
+        jnp.asarray(log_wwbar),
+        jnp.asarray(log_a),
+        jnp.asarray(ts),
+        rtol,
+        atol,
+        solver=_default_solver(rank, atol + rtol),
+        max_steps=int(max_steps),
+        batched=batched,
     )
     log_w, log_wbar, u_n, v_n, loss, result, stats = jax.tree_util.tree_map(np.asarray, out)
     _raise_on_failure(result, log_w, ts, log_a, max_steps)

@@ -140,8 +140,16 @@ class GreedyTolerances:
 
     def __post_init__(self):
         positive = (
-            "g_zero", "steady", "stationary", "support", "epsilon_agreement", "tie", "hessian", "spread",
-            "ode_rtol", "ode_atol",
+            "g_zero",
+            "steady",
+            "stationary",
+            "support",
+            "epsilon_agreement",
+            "tie",
+            "hessian",
+            "spread",
+            "ode_rtol",
+            "ode_atol",
         )
         for name in positive:
             value = getattr(self, name)
@@ -154,10 +162,14 @@ class GreedyTolerances:
             )
         eps = tuple(float(e) for e in self.epsilons)
         if len(eps) < 2 or any(not (0 < e < 1) for e in eps) or len(set(eps)) != len(eps):
-            raise ValueError(f"GreedyTolerances.epsilons needs at least two distinct values in (0, 1); got {self.epsilons!r}.")
+            raise ValueError(
+                f"GreedyTolerances.epsilons needs at least two distinct values in (0, 1); got {self.epsilons!r}."
+            )
         object.__setattr__(self, "epsilons", tuple(sorted(eps, reverse=True)))
         if not (isinstance(self.perturbations, int) and self.perturbations >= 0):
-            raise ValueError(f"GreedyTolerances.perturbations must be a non-negative integer; got {self.perturbations!r}.")
+            raise ValueError(
+                f"GreedyTolerances.perturbations must be a non-negative integer; got {self.perturbations!r}."
+            )
         if not 0 < self.perturbation < 1 / 3:
             raise ValueError(f"GreedyTolerances.perturbation must lie in (0, 1/3); got {self.perturbation!r}.")
         if not 0 <= self.init_degenerate < 1:
@@ -461,7 +473,9 @@ def greedy_limit(
         raise TypeError(f"model must be a gradflow.DiagonalModel; got {type(model).__name__}.")
     if not isinstance(tolerances, GreedyTolerances):
         raise TypeError(f"tolerances must be a GreedyTolerances; got {type(tolerances).__name__}.")
-    if max_stages is not None and (isinstance(max_stages, bool) or not isinstance(max_stages, (int, np.integer)) or max_stages < 0):
+    if max_stages is not None and (
+        isinstance(max_stages, bool) or not isinstance(max_stages, (int, np.integer)) or max_stages < 0
+    ):
         raise ValueError(f"max_stages must be a non-negative integer or None; got {max_stages!r}.")
     p = model.p
     tol = tolerances
@@ -477,7 +491,9 @@ def greedy_limit(
         orient = np.where(v_major, np.sign(v0), np.sign(u0))
     # The data go to the device once, not with every compiled call.
     model = jax.tree_util.tree_map(lambda x: jnp.asarray(x) if eqx.is_array(x) else x, model)
-    return _Run(model, tol, check_assumptions, np.random.default_rng([seed, 4]), progress, orient, v_major).path(max_stages)
+    return _Run(model, tol, check_assumptions, np.random.default_rng([seed, 4]), progress, orient, v_major).path(
+        max_stages
+    )
 
 
 class _Run:
@@ -525,8 +541,17 @@ class _Run:
         v = signs * u
         rec = self.records
         for name, value in (
-            ("times", T), ("u", u), ("v", v), ("beta", signs * y * y), ("b", b.copy()), ("loss", loss), ("g", g),
-            ("support", support.copy()), ("hessian_min_eig", eig), ("stationarity", stationarity), ("ok", ok),
+            ("times", T),
+            ("u", u),
+            ("v", v),
+            ("beta", signs * y * y),
+            ("b", b.copy()),
+            ("loss", loss),
+            ("g", g),
+            ("support", support.copy()),
+            ("hessian_min_eig", eig),
+            ("stationarity", stationarity),
+            ("ok", ok),
         ):
             rec[name].append(value)
         return g
@@ -603,8 +628,13 @@ class _Run:
                         f"g = {g_raw[j]:.3g} (needs g ≠ 0 of sign opposite to its weight's sign, Lemma D.4)."
                     )
             for name, value in (
-                ("delta", delta), ("coordinate", i), ("sign", bool(g[i] > 0)), ("delta_gap", choice.gap),
-                ("runner_up", choice.runner_up), ("epsilon_discrepancy", disc), ("perturbation_spread", spread),
+                ("delta", delta),
+                ("coordinate", i),
+                ("sign", bool(g[i] > 0)),
+                ("delta_gap", choice.gap),
+                ("runner_up", choice.runner_up),
+                ("epsilon_discrepancy", disc),
+                ("perturbation_spread", spread),
             ):
                 self.records[name].append(value)
             y, signs, support, b = y_next, new_signs, support_next, b_next
@@ -640,11 +670,22 @@ class _Run:
             starts = np.concatenate([starts, perturbed_starts(starts[0], red.mask, n_pert, tol.perturbation, self.rng)])
         t1 = 1e6 * (math.log(1.0 / tol.epsilons[-1]) + 1.0) / abs(g_i)
         thresholds = (
-            tol.steady * abs(g_i), tol.support, tol.ode_rtol, tol.ode_atol * scale, tol.ode_atol * scale * self.G, t1,
+            tol.steady * abs(g_i),
+            tol.support,
+            tol.ode_rtol,
+            tol.ode_atol * scale,
+            tol.ode_atol * scale * self.G,
+            t1,
             tol.stationary * self.G,
         )
         ends, status, _, _ = _phase_b(
-            model, jnp.asarray(starts), red.index, red.mask, red.signs, jnp.asarray(thresholds), tol.max_steps,
+            model,
+            jnp.asarray(starts),
+            red.index,
+            red.mask,
+            red.signs,
+            jnp.asarray(thresholds),
+            tol.max_steps,
             tol.newton_steps,
         )
         ends, status = np.asarray(ends), np.asarray(status)
@@ -697,4 +738,12 @@ class _Run:
 
 
 _STAGE_FIELDS = ("times", "u", "v", "beta", "b", "loss", "g", "support", "hessian_min_eig", "stationarity", "ok")
-_TRANSITION_FIELDS = ("delta", "coordinate", "sign", "delta_gap", "runner_up", "epsilon_discrepancy", "perturbation_spread")
+_TRANSITION_FIELDS = (
+    "delta",
+    "coordinate",
+    "sign",
+    "delta_gap",
+    "runner_up",
+    "epsilon_discrepancy",
+    "perturbation_spread",
+)

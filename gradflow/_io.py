@@ -18,8 +18,9 @@ import importlib
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -53,7 +54,9 @@ def _encode(value: Any, key: str, arrays: dict[str, np.ndarray]) -> Any:
         cls = type(value)
         return {
             "__class__": f"{cls.__module__}:{cls.__qualname__}",
-            "fields": {f.name: _encode(getattr(value, f.name), f"{key}.{f.name}", arrays) for f in dataclasses.fields(value)},
+            "fields": {
+                f.name: _encode(getattr(value, f.name), f"{key}.{f.name}", arrays) for f in dataclasses.fields(value)
+            },
         }
     if isinstance(value, (np.ndarray, np.generic)) or hasattr(value, "__array__"):
         arr = np.asarray(value)

@@ -7,7 +7,7 @@ gradflow is ``g(θ) = −∇_β L`` at ``β = u ⊙ v``, so gradient flow reads 
 
 from __future__ import annotations
 
-from typing import Callable, Sequence, Union
+from collections.abc import Callable, Sequence
 
 import equinox as eqx
 import jax
@@ -17,7 +17,7 @@ import numpy as np
 from ._config import float64
 
 LossFn = Callable[[jax.Array, jax.Array], jax.Array]
-LossSpec = Union[str, LossFn]
+LossSpec = str | LossFn
 
 _LOSSES = ("square", "cross_entropy")
 

@@ -107,8 +107,13 @@ def plot_coordinates(flows, names, idx, *, path=None, title: str, label_mask=Non
     for flow, colour in zip(flows, _alpha_colours([_la(f) for f in flows])):
         values = np.asarray(getattr(flow, quantity))[:, idx]
         for j, i in enumerate(idx):
-            ax.plot(flow.ts, values[:, j], color=colour, lw=1.3 if label_mask[i] else 0.5,
-                    alpha=1.0 if label_mask[i] else 0.5)
+            ax.plot(
+                flow.ts,
+                values[:, j],
+                color=colour,
+                lw=1.3 if label_mask[i] else 0.5,
+                alpha=1.0 if label_mask[i] else 0.5,
+            )
         ax.plot([], [], color=colour, lw=1.4, label=f"α = {format_alpha(_la(flow))}")
     horizon = max(float(f.ts[-1]) for f in flows)
     if path is None:
@@ -164,7 +169,12 @@ def plot_convergence(comparison: Comparison) -> Figure:
     fig = Figure(figsize=(7, 4.2))
     ax = fig.add_subplot()
     x = -comparison.log_alpha
-    labels = {"beta": "sup |β − β^k|", "b": "sup |b − b-line|", "loss": "sup |L − L(θ^k)|", "time": "|T detected − T_k|"}
+    labels = {
+        "beta": "sup |β − β^k|",
+        "b": "sup |b − b-line|",
+        "loss": "sup |L − L(θ^k)|",
+        "time": "|T detected − T_k|",
+    }
     for q, label in labels.items():
         d = comparison.worst(q)
         ok = np.isfinite(d) & (d > 0)

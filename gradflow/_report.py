@@ -51,8 +51,20 @@ def greedy_rows(path, names) -> tuple[list[str], list[list[Any]]]:
     stage ``k``; the Hessian is at ``θ^k``; the flags are those the path records for row ``k``.
     """
     K = np.asarray(path.times).size - 1
-    header = ["k", "T_k", "coordinate i_k", "v sign", "L(θ^k)", "|S_k|", "Δ gap to runner-up", "runner-up",
-              "Hessian min eig", "perturbation spread", "ε discrepancy", "assumptions"]
+    header = [
+        "k",
+        "T_k",
+        "coordinate i_k",
+        "v sign",
+        "L(θ^k)",
+        "|S_k|",
+        "Δ gap to runner-up",
+        "runner-up",
+        "Hessian min eig",
+        "perturbation spread",
+        "ε discrepancy",
+        "assumptions",
+    ]
     support = np.asarray(path.support)
     rows: list[list[Any]] = []
     for k in range(K + 1):
@@ -61,13 +73,27 @@ def greedy_rows(path, names) -> tuple[list[str], list[list[Any]]]:
             row += ["–", "–", float(path.loss[0]), int(support[0].sum()), None, "–"]
         else:
             runner = int(path.runner_up[k - 1])
-            row += [names[int(path.coordinate[k - 1])], "= sign u" if path.sign[k - 1] else "= −sign u",
-                    float(path.loss[k]), int(support[k].sum()), float(path.delta_gap[k - 1]),
-                    names[runner] if runner >= 0 else "–"]
-        row += [float(path.hessian_min_eig[k]), float(path.perturbation_spread[k - 1]) if k else None,
-                float(path.epsilon_discrepancy[k - 1]) if k else None,
-                _flags(path.assumptions_ok[k], ran=(True, not np.isnan(path.hessian_min_eig[k]),
-                                                    k == 0 or not np.isnan(path.perturbation_spread[k - 1])))]
+            row += [
+                names[int(path.coordinate[k - 1])],
+                "= sign u" if path.sign[k - 1] else "= −sign u",
+                float(path.loss[k]),
+                int(support[k].sum()),
+                float(path.delta_gap[k - 1]),
+                names[runner] if runner >= 0 else "–",
+            ]
+        row += [
+            float(path.hessian_min_eig[k]),
+            float(path.perturbation_spread[k - 1]) if k else None,
+            float(path.epsilon_discrepancy[k - 1]) if k else None,
+            _flags(
+                path.assumptions_ok[k],
+                ran=(
+                    True,
+                    not np.isnan(path.hessian_min_eig[k]),
+                    k == 0 or not np.isnan(path.perturbation_spread[k - 1]),
+                ),
+            ),
+        ]
         rows.append(row)
     return header, rows
 
@@ -86,8 +112,10 @@ def greedy_summary(path, names) -> str:
 def stage_time_rows(comparison: Comparison) -> tuple[list[str], list[list[Any]]]:
     """Greedy ``T_k`` against the stage times detected on every run."""
     header = ["k", "greedy T_k"] + [f"α = {format_alpha(la)}" for la in comparison.log_alpha]
-    rows = [[k, float(comparison.stage_times[k])] + list(comparison.detected_times[:, k - 1])
-            for k in range(1, comparison.stage_times.size)]
+    rows = [
+        [k, float(comparison.stage_times[k])] + list(comparison.detected_times[:, k - 1])
+        for k in range(1, comparison.stage_times.size)
+    ]
     return header, rows
 
 
@@ -97,7 +125,9 @@ def distance_rows(comparison: Comparison, quantity: str) -> tuple[list[str], lis
     rates = getattr(comparison, f"{quantity}_rate")
     first = 1 if quantity == "time" else 0
     header = ["α"] + [f"k = {k + first}" for k in range(d.shape[1])] + ["worst"]
-    rows = [[format_alpha(la)] + list(d[a]) + [comparison.worst(quantity)[a]] for a, la in enumerate(comparison.log_alpha)]
+    rows = [
+        [format_alpha(la)] + list(d[a]) + [comparison.worst(quantity)[a]] for a, la in enumerate(comparison.log_alpha)
+    ]
     rows.append(["fitted r"] + list(rates) + [comparison.summary()[quantity]])
     return header, rows
 
@@ -153,31 +183,42 @@ def demo_report(*, config, task, path, comparison: Comparison, perturbations, ti
     horizon = float(comparison.window_end[-1])
     options = ", ".join(f"{k}={v}" for k, v in dict(task.config).items())
     text = f"# gradflow demo: {task.name}\n\n"
-    text += (f"Model `{task.name}` ({options}); p = {task.model.p} coordinates, n = {task.model.n} samples. "
-             f"Flows at α ∈ {{{alphas}}} up to rescaled time τ = {horizon:.4g}, tolerances rtol = {config.rtol:g}, "
-             f"atol = {config.atol:g}; greedy limit with {K} stages. Configuration hash `{key}`.\n\n")
+    text += (
+        f"Model `{task.name}` ({options}); p = {task.model.p} coordinates, n = {task.model.n} samples. "
+        f"Flows at α ∈ {{{alphas}}} up to rescaled time τ = {horizon:.4g}, tolerances rtol = {config.rtol:g}, "
+        f"atol = {config.atol:g}; greedy limit with {K} stages. Configuration hash `{key}`.\n\n"
+    )
     text += "## Greedy limit (Algorithm 1) and the assumption checks\n\n" + greedy_summary(path, names)
     if not config.check_assumptions:
-        text += ("\nThe Hessian (4.3) and perturbed phase-(B) (4.4) checks were not run (`check_assumptions=False`); "
-                 "their flags read ✓ by convention.\n")
-    text += (f"\n## Comparison with the flows\n\nWindows are [T_k + δ, T_{{k+1}} − δ] with δ = {comparison.delta:.4g} "
-             f"(the last window ends at τ = {horizon:.4g}). A stage time is detected on a flow at the first τ where "
-             f"its loss has covered {comparison.threshold:g} of the drop between consecutive greedy plateaus "
-             "L(θ^{k−1}) → L(θ^k). Rates: least-squares fit of log d = c − r log log(1/α), i.e. "
-             "d ≈ C·log(1/α)^(−r); the theory suggests r ≈ 1 for b and the stage times.\n\n")
+        text += (
+            "\nThe Hessian (4.3) and perturbed phase-(B) (4.4) checks were not run (`check_assumptions=False`); "
+            "their flags read ✓ by convention.\n"
+        )
+    text += (
+        f"\n## Comparison with the flows\n\nWindows are [T_k + δ, T_{{k+1}} − δ] with δ = {comparison.delta:.4g} "
+        f"(the last window ends at τ = {horizon:.4g}). A stage time is detected on a flow at the first τ where "
+        f"its loss has covered {comparison.threshold:g} of the drop between consecutive greedy plateaus "
+        "L(θ^{k−1}) → L(θ^k). Rates: least-squares fit of log d = c − r log log(1/α), i.e. "
+        "d ≈ C·log(1/α)^(−r); the theory suggests r ≈ 1 for b and the stage times.\n\n"
+    )
     summary = comparison.summary()
-    text += ("Worst-window fitted exponents r: " + ", ".join(f"{q}: {_fmt(r, '.3g')}" for q, r in summary.items())
-             + ".\n\n")
+    text += (
+        "Worst-window fitted exponents r: " + ", ".join(f"{q}: {_fmt(r, '.3g')}" for q, r in summary.items()) + ".\n\n"
+    )
     text += comparison_summary(comparison)
     if perturbations:
         a = format_alpha(min(comparison.log_alpha))
-        text += (f"\n## Perturb-and-continue checks (paper appendix A) at α = {a}\n\nAt each start time τ_s every "
-                 f"weight u_i, v_i of magnitude above {config.negligible:g} gets N(0, std²) noise and the flow "
-                 "continues; the table gives the largest deviation max_i |β_i − β_i(unperturbed)| right after the "
-                 "perturbation and at the end of the continued run. Random times (Figure 9, Assumption 4.3) and "
-                 "stage starts, where some weight first exceeds the threshold (Figure 10, Assumption 4.4).\n\n")
+        text += (
+            f"\n## Perturb-and-continue checks (paper appendix A) at α = {a}\n\nAt each start time τ_s every "
+            f"weight u_i, v_i of magnitude above {config.negligible:g} gets N(0, std²) noise and the flow "
+            "continues; the table gives the largest deviation max_i |β_i − β_i(unperturbed)| right after the "
+            "perturbation and at the end of the continued run. Random times (Figure 9, Assumption 4.3) and "
+            "stage starts, where some weight first exceeds the threshold (Figure 10, Assumption 4.4).\n\n"
+        )
         text += markdown_table(*perturbation_rows(perturbations, names))
     text += "\n## Figures\n\n" + "".join(f"![{f.stem}]({f.as_posix()})\n\n" for f in figures)
-    text += "## Runtime\n\n" + markdown_table(["step", "seconds", ""], [[k, t, what] for k, (t, what) in timings.items()])
+    text += "## Runtime\n\n" + markdown_table(
+        ["step", "seconds", ""], [[k, t, what] for k, (t, what) in timings.items()]
+    )
     text += f"\nConfiguration: `{dataclasses.asdict(config)}`\n"
     return text

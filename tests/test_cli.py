@@ -40,11 +40,15 @@ def test_option_not_for_model_is_one_line_error(capsys):
     status = main(["greedy", "--model", "diagonal_attention", "--p", "3"])
     err = capsys.readouterr().err
     assert status == 2
-    assert err.strip() == "gradflow: error: --p does not apply to diagonal_attention (it takes --n --tokens --dim --seed)"
+    assert (
+        err.strip() == "gradflow: error: --p does not apply to diagonal_attention (it takes --n --tokens --dim --seed)"
+    )
 
 
 def test_parser_defaults():
-    args = build_parser(networks=False).parse_args(["compare", "--model", "diagonal_linear", "--p", "4", "--alpha", "1e-2", "1e-4"])
+    args = build_parser(networks=False).parse_args(
+        ["compare", "--model", "diagonal_linear", "--p", "4", "--alpha", "1e-2", "1e-4"]
+    )
     assert args.model == "diagonal_linear" and args.p == 4 and args.alpha == [1e-2, 1e-4] and args.log_alpha is None
     args = build_parser(networks=False).parse_args(["demo"])
     assert args.out == "demo_output" and not args.force and not args.quick
@@ -65,8 +69,22 @@ def test_python_dash_m_and_no_network_imports():
 
 
 def test_flow_command(tmp_path, capsys):
-    argv = ["flow", "--model", "diagonal_linear", "--n", "12", "--p", "3", "--alpha", "1e-2", "1e-6",
-            "--num-times", "50", "--out", str(tmp_path)]
+    argv = [
+        "flow",
+        "--model",
+        "diagonal_linear",
+        "--n",
+        "12",
+        "--p",
+        "3",
+        "--alpha",
+        "1e-2",
+        "1e-6",
+        "--num-times",
+        "50",
+        "--out",
+        str(tmp_path),
+    ]
     assert main(argv) == 0
     assert "final loss" in capsys.readouterr().out
     assert (tmp_path / "figures" / "loss.png").stat().st_size > 0
@@ -82,8 +100,23 @@ def test_greedy_command(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_compare_command(tmp_path, capsys):
-    argv = ["compare", "--model", "diagonal_linear", "--n", "12", "--p", "3", "--alpha", "1e-3", "1e-9",
-            "--num-times", "200", "--out", str(tmp_path), "--no-progress"]
+    argv = [
+        "compare",
+        "--model",
+        "diagonal_linear",
+        "--n",
+        "12",
+        "--p",
+        "3",
+        "--alpha",
+        "1e-3",
+        "1e-9",
+        "--num-times",
+        "200",
+        "--out",
+        str(tmp_path),
+        "--no-progress",
+    ]
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "fitted r" in out and "greedy T_k" in out
@@ -96,8 +129,23 @@ def test_compare_command(tmp_path, capsys):
 @pytest.mark.slow
 def test_compare_perturb_below_float64(tmp_path, capsys):
     """``compare --perturb`` at α = e^{−1000} (below 1e-300): the perturbed runs restart from exact log states."""
-    argv = ["compare", "--model", "diagonal_linear", "--n", "12", "--p", "3", "--log-alpha", "-1000",
-            "--num-times", "60", "--perturb", "--out", str(tmp_path), "--no-progress"]
+    argv = [
+        "compare",
+        "--model",
+        "diagonal_linear",
+        "--n",
+        "12",
+        "--p",
+        "3",
+        "--log-alpha",
+        "-1000",
+        "--num-times",
+        "60",
+        "--perturb",
+        "--out",
+        str(tmp_path),
+        "--no-progress",
+    ]
     assert main(argv) == 0
     capsys.readouterr()
     assert "Perturb-and-continue checks (paper appendix A) at α = 5.08e-435" in (tmp_path / "report.md").read_text()

@@ -11,10 +11,9 @@ import numpy as np
 import pytest
 
 import theory
-
 from gradflow import models, perturb_and_continue, simulate_flow
-from gradflow._greedy import greedy_limit
 from gradflow._compare import Comparison, _detect, compare_limits, fit_rate
+from gradflow._greedy import greedy_limit
 
 BETA_STAR = np.array([1.6, 0.0, -1.0, 0.55])
 ALPHAS = (1e-3, 1e-8, 1e-24)
@@ -127,8 +126,9 @@ def test_unperturbed_coordinates_follow_the_flow(task, flows, log_alpha, thresho
     """Perturbed at τ = 0.8, after the first stage: only the awake coordinate 0 is above the threshold.
     The others keep their exact (log w, log w̄) and wake at the reference times (coordinate 2 through
     w̄, i.e. through the conserved u² − v², at τ = 1), while coordinate 0 returns to its plateau."""
-    pert = perturb_and_continue(task.model, flows[log_alpha], starts=[16], std=0.05, span=1.2, kind="plateau",
-                                threshold=threshold)
+    pert = perturb_and_continue(
+        task.model, flows[log_alpha], starts=[16], std=0.05, span=1.2, kind="plateau", threshold=threshold
+    )
     np.testing.assert_array_equal(pert.perturbed, [[True, False, False, False]])
     beta, ref = pert.beta[0], pert.reference_beta[0]
     np.testing.assert_allclose(beta[:, 1:], ref[:, 1:], rtol=0, atol=1e-6)

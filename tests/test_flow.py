@@ -4,13 +4,13 @@ import diffrax as dfx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import scipy.integrate
 import pytest
+import scipy.integrate
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import theory
 import gradflow
+import theory
 from gradflow import FlowResult, FlowState, models, simulate_flow
 from gradflow._flow import _Args, _default_solver, _vector_field, normalise_init
 
@@ -94,7 +94,9 @@ def test_batched_equals_separate(batched):
         np.testing.assert_allclose(one.b, batched.b[k], rtol=0, atol=1e-9)
     # alpha= and log_alpha= are the same scale.
     by_alpha = simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=TS, alpha=1e-8)
-    np.testing.assert_array_equal(by_alpha.beta, simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=TS, log_alpha=np.log(1e-8)).beta)
+    np.testing.assert_array_equal(
+        by_alpha.beta, simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=TS, log_alpha=np.log(1e-8)).beta
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -154,7 +156,9 @@ def test_perturbed_state_is_the_state_of_the_perturbed_weights():
     np.testing.assert_array_equal(new.sign, ref.sign)
     assert not np.array_equal(new.swap, state.swap) and not np.array_equal(new.sign, state.sign)
     assert new.log_w[0] == state.log_w[0] and new.log_wbar[0] == state.log_wbar[0]  # untouched: bit for bit
-    one = FlowState(log_w=np.array([0.0, 0.0]), log_wbar=np.array([-1.0, -1.0]), swap=np.zeros(2, bool), sign=np.ones(2))
+    one = FlowState(
+        log_w=np.array([0.0, 0.0]), log_wbar=np.array([-1.0, -1.0]), swap=np.zeros(2, bool), sign=np.ones(2)
+    )
     with pytest.raises(ValueError, match=r"\|u_i\| = \|v_i\| at coordinates \[1\]"):
         one.perturbed(np.array([0.0, -1.0]), 0.0)  # w' = w + du = 0: u + du = −v
 
@@ -162,8 +166,12 @@ def test_perturbed_state_is_the_state_of_the_perturbed_weights():
 def test_perturbed_state_below_float64_range():
     """w̄ = e^{−2000} (0 in float64), so u = v in float64: a shift of one weight gives w̄' from the shift
     alone, and the untouched coordinate keeps log w̄ = −2000 exactly."""
-    state = FlowState(log_w=np.array([0.1, -0.2]), log_wbar=np.array([-2000.0, -2000.0]),
-                      swap=np.array([False, True]), sign=np.array([1.0, -1.0]))
+    state = FlowState(
+        log_w=np.array([0.1, -0.2]),
+        log_wbar=np.array([-2000.0, -2000.0]),
+        swap=np.array([False, True]),
+        sign=np.array([1.0, -1.0]),
+    )
     u, v = state.u, state.v
     assert u[1] == v[1] == -0.5 * np.exp(-0.2)
     # coordinate 1 is swapped and negated: dv = 0.01 lowers u_n, so w̄' = w̄ − 0.01 < 0 and u, v swap back
@@ -186,15 +194,33 @@ _START = FlowState(log_w=np.zeros(8), log_wbar=np.full(8, -3.0), swap=np.zeros(8
     [
         (dict(u0=LIN.u0), "either u0 and v0 .* or start"),
         (dict(start=None), "give the initialisation directions"),
-        (dict(start=FlowState(np.zeros(3), np.zeros(3), np.zeros(3, bool), np.ones(3))), r"shape \(p,\) or \(B, p\) with p = 8"),
-        (dict(start=FlowState(np.zeros(8), np.zeros(7), np.zeros(8, bool), np.ones(8))), "log_wbar must have the shape"),
-        (dict(start=FlowState(np.r_[np.nan, np.zeros(7)], np.zeros(8), np.zeros(8, bool), np.ones(8))), "log_w contains NaN"),
-        (dict(start=FlowState(np.zeros(8), np.r_[np.zeros(5), -np.inf, 0, 0], np.zeros(8, bool), np.ones(8))),
-         r"log_wbar is -inf at coordinates \[5\].*Assumption 4.2"),
+        (
+            dict(start=FlowState(np.zeros(3), np.zeros(3), np.zeros(3, bool), np.ones(3))),
+            r"shape \(p,\) or \(B, p\) with p = 8",
+        ),
+        (
+            dict(start=FlowState(np.zeros(8), np.zeros(7), np.zeros(8, bool), np.ones(8))),
+            "log_wbar must have the shape",
+        ),
+        (
+            dict(start=FlowState(np.r_[np.nan, np.zeros(7)], np.zeros(8), np.zeros(8, bool), np.ones(8))),
+            "log_w contains NaN",
+        ),
+        (
+            dict(start=FlowState(np.zeros(8), np.r_[np.zeros(5), -np.inf, 0, 0], np.zeros(8, bool), np.ones(8))),
+            r"log_wbar is -inf at coordinates \[5\].*Assumption 4.2",
+        ),
         (dict(start=FlowState(np.zeros(8), np.zeros(8), np.zeros(8), np.ones(8))), "swap must be a boolean"),
-        (dict(start=FlowState(np.zeros(8), np.zeros(8), np.zeros(8, bool), np.full(8, 0.5))), r"sign must hold only \+1.0"),
-        (dict(start=FlowState(np.zeros((3, 8)), np.zeros((3, 8)), np.zeros(8, bool), np.ones(8)), alpha=[1e-3, 1e-4]),
-         "batch of 3 start states and 2 scales"),
+        (
+            dict(start=FlowState(np.zeros(8), np.zeros(8), np.zeros(8, bool), np.full(8, 0.5))),
+            r"sign must hold only \+1.0",
+        ),
+        (
+            dict(
+                start=FlowState(np.zeros((3, 8)), np.zeros((3, 8)), np.zeros(8, bool), np.ones(8)), alpha=[1e-3, 1e-4]
+            ),
+            "batch of 3 start states and 2 scales",
+        ),
     ],
 )
 def test_bad_start_raises(kwargs, match):
@@ -235,8 +261,9 @@ def test_conservation_and_monotone_loss(kind, seed, alpha, init):
     assert np.all(np.diff(res.loss) <= 1e-12 * (1 + res.loss[:-1]))
     # The conservation above holds by construction of the log-coordinate state (u² − v² = w w̄), so the
     # trajectory itself is checked against an independent solve of the plain equations du/dt = v g, dv/dt = u g.
-    np.testing.assert_allclose(res.beta, _plain_uv_beta(model, alpha * u0, alpha * v0, _PROP_TS * np.log(1 / alpha)),
-                               rtol=0, atol=1e-6)
+    np.testing.assert_allclose(
+        res.beta, _plain_uv_beta(model, alpha * u0, alpha * v0, _PROP_TS * np.log(1 / alpha)), rtol=0, atol=1e-6
+    )
 
 
 def _plain_uv_beta(model, u_start, v_start, t_eval):
@@ -248,8 +275,15 @@ def _plain_uv_beta(model, u_start, v_start, t_eval):
         g = gradflow.evaluate_g(model, u * v)
         return np.concatenate([v * g, u * g])
 
-    sol = scipy.integrate.solve_ivp(rhs, (0.0, t_eval[-1]), np.concatenate([u_start, v_start]), method="DOP853",
-                                    t_eval=t_eval, rtol=1e-11, atol=1e-14)
+    sol = scipy.integrate.solve_ivp(
+        rhs,
+        (0.0, t_eval[-1]),
+        np.concatenate([u_start, v_start]),
+        method="DOP853",
+        t_eval=t_eval,
+        rtol=1e-11,
+        atol=1e-14,
+    )
     assert sol.success, sol.message
     return (sol.y[:p] * sol.y[p:]).T
 
@@ -272,9 +306,17 @@ def test_overshooting_step_is_rejected_not_nan(solver):
         overshoot = y0 + t1 * _vector_field(0.0, y0, args)
         assert not np.all(np.isfinite(np.asarray(_vector_field(0.0, overshoot, args))))
         sol = dfx.diffeqsolve(
-            dfx.ODETerm(_vector_field), _default_solver(8, 1e-8) if solver == "default" else dfx.Tsit5(),
-            0.0, t1, t1, y0, args=args, saveat=dfx.SaveAt(t1=True),
-            stepsize_controller=dfx.PIDController(rtol=0.0, atol=1e-8), max_steps=20_000, throw=False,
+            dfx.ODETerm(_vector_field),
+            _default_solver(8, 1e-8) if solver == "default" else dfx.Tsit5(),
+            0.0,
+            t1,
+            t1,
+            y0,
+            args=args,
+            saveat=dfx.SaveAt(t1=True),
+            stepsize_controller=dfx.PIDController(rtol=0.0, atol=1e-8),
+            max_steps=20_000,
+            throw=False,
         )
         assert sol.result == dfx.RESULTS.successful
         assert int(sol.stats["num_rejected_steps"]) > 0

@@ -112,7 +112,9 @@ def test_sgd_is_seeded_and_full_batch_sgd_is_gd():
 
 
 def test_adam_matches_optax_loop():
-    res = simulate_gd(LIN.model, alpha=ALPHA, u0=LIN.u0, v0=LIN.v0, lr=0.01, steps=40, record_every=40, optimizer="adam")
+    res = simulate_gd(
+        LIN.model, alpha=ALPHA, u0=LIN.u0, v0=LIN.v0, lr=0.01, steps=40, record_every=40, optimizer="adam"
+    )
     with jax.enable_x64(True):
         opt = optax.adam(0.01)
         theta = (jnp.asarray(ALPHA * LIN.u0), jnp.asarray(ALPHA * LIN.v0))

@@ -21,11 +21,11 @@ from gradflow import (
     DiagonalModel,
     GreedyPath,
     GreedyTolerances,
+    _greedy,
     greedy_limit,
     models,
     simulate_flow,
 )
-from gradflow import _greedy
 
 N, P = 40, 4
 
@@ -92,7 +92,7 @@ def test_orthonormal_design_matches_closed_form():
     np.testing.assert_allclose(path.times[1:], oracle.times, rtol=1e-12)
     np.testing.assert_array_equal(path.coordinate, oracle.order)
     np.testing.assert_allclose(path.times[1:], 1 / np.abs(beta_star[oracle.order]), rtol=1e-12)
-    for k, i in enumerate(path.coordinate, start=1):
+    for k, _ in enumerate(path.coordinate, start=1):
         on = path.support[k]
         np.testing.assert_array_equal(np.flatnonzero(on), np.sort(path.coordinate[:k]))
         np.testing.assert_allclose(path.beta[k][on], beta_star[on], rtol=1e-9)
@@ -218,7 +218,9 @@ def _polish(model, support, beta_start, steps=20):
         model = jax.tree_util.tree_map(lambda x: jnp.asarray(x) if eqx.is_array(x) else x, model)
         stationary = 1e-12 * np.max(np.abs(np.asarray(model.g(jnp.zeros(model.p)))))
         run = eqx.filter_jit(_greedy._newton)
-        y, converged, residuals = run(model, red.index, red.mask, red.signs, y, np.zeros_like(red.mask), stationary, steps)
+        y, converged, residuals = run(
+            model, red.index, red.mask, red.signs, y, np.zeros_like(red.mask), stationary, steps
+        )
     beta = np.zeros(model.p)
     beta[coords] = (red.signs * np.asarray(y) ** 2)[red.mask]
     return beta, bool(converged), np.asarray(residuals), stationary
@@ -242,7 +244,9 @@ def test_newton_polish_converges_quadratically_on_the_attention_head():
     task = models.diagonal_attention(n=200, tokens=4, dim=3, teacher_nonzero=(2, 2), seed=1)
     path = _quiet(task.model, check_assumptions=False)
     support, target = path.support[-1], path.beta[-1]
-    beta, converged, residuals, stationary = _polish(task.model, support, target * (1 + 0.01 * np.cos(np.arange(target.size))))
+    beta, converged, residuals, stationary = _polish(
+        task.model, support, target * (1 + 0.01 * np.cos(np.arange(target.size)))
+    )
     r = residuals[~np.isnan(residuals)]
     assert converged and 3 <= r.size <= 6 and r[-1] <= stationary
     # Quadratic convergence: each residual is at most about the square of the previous one (in units of r_0),
@@ -420,7 +424,9 @@ def test_g_zero_threshold_ends_the_path():
 )
 def test_random_linear_paths_satisfy_the_invariants(seed, beta_star):
     X = np.random.default_rng(seed).standard_normal((N, P))
-    model = models.diagonal_linear_model(X, X @ np.asarray(beta_star) + 0.1 * np.random.default_rng(seed + 1).standard_normal(N))
+    model = models.diagonal_linear_model(
+        X, X @ np.asarray(beta_star) + 0.1 * np.random.default_rng(seed + 1).standard_normal(N)
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", AssumptionWarning)
         path = greedy_limit(model)

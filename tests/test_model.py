@@ -108,7 +108,12 @@ def _linear_h(x, beta):
         ((_linear_h, np.ones((2, 2)), np.ones(2)), dict(p=3), ValueError, "h\\(x, beta\\) failed"),
         ((_linear_h, np.ones((2, 2)), np.ones(2)), dict(p=2, names=("a",)), ValueError, "one label per coordinate"),
         (("not callable", np.ones((2, 2)), np.ones(2)), dict(p=2), TypeError, "h must be a function"),
-        ((lambda x, b: x * b, np.ones((2, 2)), np.array([0, 2])), dict(p=2, loss="cross_entropy"), ValueError, r"labels must lie in \[0, 2\)"),
+        (
+            (lambda x, b: x * b, np.ones((2, 2)), np.array([0, 2])),
+            dict(p=2, loss="cross_entropy"),
+            ValueError,
+            r"labels must lie in \[0, 2\)",
+        ),
     ],
 )
 def test_model_validation(args, kwargs, error, match):

@@ -13,8 +13,24 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # what the GPU machine has (/opt/torch/.venv: jax, equinox, optax, diffrax, matplotlib (+ Pillow), sympy,
 # scikit-learn (+ scipy), timm, transformers (+ tqdm), torch), plus diffrax's optimistix
-GPU_MACHINE = {"numpy", "scipy", "jax", "equinox", "optax", "diffrax", "optimistix", "lineax", "matplotlib", "PIL", "sympy",
-               "sklearn", "tqdm", "torch", "timm", "transformers"}
+GPU_MACHINE = {
+    "numpy",
+    "scipy",
+    "jax",
+    "equinox",
+    "optax",
+    "diffrax",
+    "optimistix",
+    "lineax",
+    "matplotlib",
+    "PIL",
+    "sympy",
+    "sklearn",
+    "tqdm",
+    "torch",
+    "timm",
+    "transformers",
+}
 
 
 def _load(name):
@@ -41,18 +57,35 @@ def test_flop_formulas():
     g = GPT(gpt_config("gpt2-tiny"), key=jax.random.key(0))
     cfg = g.config
     matmul = cfg.n_layers * (4 * cfg.d_emb**2 + 2 * cfg.d_emb * cfg.d_mlp) + cfg.vocab_size * cfg.d_emb
-    assert _load("bench_gpt").gpt_flops(g, 2) == 2 * (6 * matmul * cfg.context
-                                                      + 12 * cfg.n_layers * cfg.d_emb * cfg.context**2)
+    assert _load("bench_gpt").gpt_flops(g, 2) == 2 * (
+        6 * matmul * cfg.context + 12 * cfg.n_layers * cfg.d_emb * cfg.context**2
+    )
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name, argv, unit, n_rows",
-                         [("bench_vit", ["--config", "tiny"], "images/s", 1),
-                          ("bench_gpt", ["--config", "gpt2-tiny", "--remat", "on"], "tokens/s", 3)])
+@pytest.mark.parametrize(
+    "name, argv, unit, n_rows",
+    [
+        ("bench_vit", ["--config", "tiny"], "images/s", 1),
+        ("bench_gpt", ["--config", "gpt2-tiny", "--remat", "on"], "tokens/s", 3),
+    ],
+)
 def test_benchmark_smoke(tmp_path, name, argv, unit, n_rows):
     out = tmp_path / "benchmarks.md"
-    section = _load(name).main([*argv, "--steps", "2", "--warmup", "1", "--no-torch", "--record", str(out),
-                                "--json", str(tmp_path / "rows.json")])
+    section = _load(name).main(
+        [
+            *argv,
+            "--steps",
+            "2",
+            "--warmup",
+            "1",
+            "--no-torch",
+            "--record",
+            str(out),
+            "--json",
+            str(tmp_path / "rows.json"),
+        ]
+    )
     assert out.read_text().strip() == section.strip()
     assert unit in section and f"device **{jax.devices()[0].device_kind}**" in section
     rows = [line for line in section.splitlines() if line.startswith("| JAX")]
@@ -66,22 +99,28 @@ def test_runbook_commands():
     work = pathlib.Path("w")
     (vit,) = session.commands("vit", work, smoke=False)
     assert vit[1:4] == ["-m", "gradflow", "vit"] and "paper" in vit
-    assert vit[vit.index("--init-scale") + 1:][:2] == ["1", "0.1"]
+    assert vit[vit.index("--init-scale") + 1 :][:2] == ["1", "0.1"]
     (inrank,) = session.commands("inrank", work, smoke=False)
-    assert "gpt2-small" in inrank and inrank[inrank.index("--modes") + 1:][:2] == ["full", "inrank-efficient"]
+    assert "gpt2-small" in inrank and inrank[inrank.index("--modes") + 1 :][:2] == ["full", "inrank-efficient"]
     (gpt,) = session.commands("bench-gpt", work, smoke=False)
     assert gpt[1].endswith("bench_gpt.py") and "--config" not in gpt  # defaults: gpt2-small, remat on and off
-    documented = [line.split("gpu_session.py", 1)[1].split("--")[0].split()
-                  for line in (ROOT / "docs" / "networks.md").read_text().splitlines()
-                  if line.startswith("PYTHONPATH=. /opt/torch/.venv/bin/python3 benchmarks/gpu_session.py")]
+    documented = [
+        line.split("gpu_session.py", 1)[1].split("--")[0].split()
+        for line in (ROOT / "docs" / "networks.md").read_text().splitlines()
+        if line.startswith("PYTHONPATH=. /opt/torch/.venv/bin/python3 benchmarks/gpu_session.py")
+    ]
     assert sorted(p for parts in documented if "all" not in parts for p in parts) == sorted(session.PARTS)
 
 
 def test_gpu_machine_has_what_gradflow_imports():
     """gradflow and the benchmark scripts import nothing beyond the standard library and the GPU machine's packages
     (gradflow is not installed there: it runs with PYTHONPATH=.)."""
-    files = [*(ROOT / "gradflow").rglob("*.py"), *(ROOT / "benchmarks").glob("bench_[vg]*.py"),
-             ROOT / "benchmarks" / "_common.py", ROOT / "benchmarks" / "gpu_session.py"]
+    files = [
+        *(ROOT / "gradflow").rglob("*.py"),
+        *(ROOT / "benchmarks").glob("bench_[vg]*.py"),
+        ROOT / "benchmarks" / "_common.py",
+        ROOT / "benchmarks" / "gpu_session.py",
+    ]
     imported = set()
     for path in files:
         for node in ast.walk(ast.parse(path.read_text())):

@@ -164,7 +164,9 @@ def test_batches_deterministic_and_resumable():
     # each epoch (4 batches) visits distinct examples
     epoch = np.concatenate(first[:4])
     assert len(set(epoch.tolist())) == 20
-    assert not np.array_equal(batch_indices(n, batch_size=bs, seed=7, step=0), batch_indices(n, batch_size=bs, seed=8, step=0))
+    assert not np.array_equal(
+        batch_indices(n, batch_size=bs, seed=7, step=0), batch_indices(n, batch_size=bs, seed=8, step=0)
+    )
 
 
 def test_text_batches_shift():

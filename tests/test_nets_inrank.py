@@ -5,7 +5,6 @@ import dataclasses
 import json
 
 import equinox as eqx
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -40,7 +39,7 @@ TINY = GPTConfig(vocab_size=257, context=16, d_emb=16, n_layers=2, n_heads=2, d_
 def _direct(s, r, b):
     s = np.sort(np.asarray(s, np.float64))[::-1]
     s = np.concatenate([s, np.zeros(max(0, r + b - s.size))])
-    return 1 - np.var(s[r:r + b]) / np.var(s[:r + b])
+    return 1 - np.var(s[r : r + b]) / np.var(s[: r + b])
 
 
 @settings(max_examples=60)
@@ -80,8 +79,10 @@ def test_growth_rule_on_synthetic_spectra():
 def _model_and_grads(eps=1e-2):
     model = GPT(TINY, key=jax.random.PRNGKey(0))
     k1, k2 = jax.random.split(jax.random.PRNGKey(1))
-    grads = {"fc_in": jax.random.normal(k1, model.blocks.mlp.fc_in.weight.shape),
-             "fc_out": jax.random.normal(k2, model.blocks.mlp.fc_out.weight.shape)}
+    grads = {
+        "fc_in": jax.random.normal(k1, model.blocks.mlp.fc_in.weight.shape),
+        "fc_out": jax.random.normal(k2, model.blocks.mlp.fc_out.weight.shape),
+    }
     return model, grads, InRankConfig(init_rank=2, buffer=3, eps=eps)
 
 
@@ -90,7 +91,9 @@ def test_inrank_start_is_the_gradient_direction():
     tokens = jnp.arange(16) % 257
     inr = to_inrank(model, grads, config=cfg)
     assert isinstance(inr.blocks.mlp.fc_in, InRankLinear)
-    np.testing.assert_array_equal(np.asarray(_apply(inr, tokens)), np.asarray(_apply(model, tokens)))  # eps = 0: same function
+    np.testing.assert_array_equal(
+        np.asarray(_apply(inr, tokens)), np.asarray(_apply(model, tokens))
+    )  # eps = 0: same function
 
     model, grads, cfg = _model_and_grads(eps=1e-2)
     lin = to_inrank(model, grads, config=cfg).blocks.mlp.fc_in
@@ -162,11 +165,26 @@ def test_config_validation():
 @pytest.mark.slow
 def test_tiny_run_end_to_end(tmp_path):
     data = load_text()
-    recipe = TrainConfig(optimizer="adam", lr=3e-3, total=24, warmup=2, unit="steps", batch_size=8,
-                         eval_every=24, log_every=4, eval_batch_size=64)
+    recipe = TrainConfig(
+        optimizer="adam",
+        lr=3e-3,
+        total=24,
+        warmup=2,
+        unit="steps",
+        batch_size=8,
+        eval_every=24,
+        log_every=4,
+        eval_batch_size=64,
+    )
     inrank = InRankConfig(init_rank=2, buffer=3, check_every=4, efficient_after=12)
-    rows = compare_inrank(lambda: GPT(TINY, key=jax.random.PRNGKey(0)), recipe, data,
-                          modes=("full", "inrank-efficient"), inrank=inrank, out=tmp_path)
+    rows = compare_inrank(
+        lambda: GPT(TINY, key=jax.random.PRNGKey(0)),
+        recipe,
+        data,
+        modes=("full", "inrank-efficient"),
+        inrank=inrank,
+        out=tmp_path,
+    )
     full, eff = rows["full"], rows["inrank-efficient"]
     assert full["mean_mlp_rank"] == 16 and eff["mean_mlp_rank"] < 16
     assert eff["trainable_parameters"] < full["trainable_parameters"]
@@ -203,13 +221,25 @@ def test_resume_reproduces_uninterrupted_run(tmp_path, monkeypatch):
     from gradflow.nets import _inrank, read_metrics
 
     data = load_text()
-    recipe = TrainConfig(optimizer="adamw", lr=3e-3, weight_decay=0.1, total=16, warmup=2, unit="steps",
-                         batch_size=8, log_every=2, eval_every=4, checkpoint_every=4, eval_batch_size=64)
+    recipe = TrainConfig(
+        optimizer="adamw",
+        lr=3e-3,
+        weight_decay=0.1,
+        total=16,
+        warmup=2,
+        unit="steps",
+        batch_size=8,
+        log_every=2,
+        eval_every=4,
+        checkpoint_every=4,
+        eval_batch_size=64,
+    )
     inrank = InRankConfig(init_rank=2, buffer=3, check_every=2, efficient_after=8)
 
     def run(folder, **kw):
-        return _inrank.train_inrank(GPT(TINY, key=jax.random.PRNGKey(0)), recipe, data, inrank=inrank, seed=1,
-                                    out=tmp_path / folder, **kw)
+        return _inrank.train_inrank(
+            GPT(TINY, key=jax.random.PRNGKey(0)), recipe, data, inrank=inrank, seed=1, out=tmp_path / folder, **kw
+        )
 
     full = run("full")
     # kill during the rank check of step 8: the checkpoint is at step 4, the logs reach step 6
@@ -242,17 +272,26 @@ def test_resume_reproduces_uninterrupted_run(tmp_path, monkeypatch):
     # a finished run resumes to itself; a different run refuses the checkpoint
     again = run("split", resume=True)
     assert _params_equal(again.model, full.model) and again.metrics == full.metrics and again.n_traces == 0
-    with pytest.raises(ValueError, match="cannot resume .*: mode is 'inrank-efficient' in the checkpoint, 'inrank' in "
-                                         "this run"):
+    with pytest.raises(
+        ValueError, match="cannot resume .*: mode is 'inrank-efficient' in the checkpoint, 'inrank' in this run"
+    ):
         run("split", resume=True, mode="inrank")
     with pytest.raises(ValueError, match="needs the run folder"):
         _inrank.train_inrank(GPT(TINY, key=jax.random.PRNGKey(0)), recipe, data, resume=True)
 
 
 def _rank_records(n_layers=3):
-    records = [{"step": s, "phase": "inrank", **{n: {"rank": [2 + s // 4 + l for l in range(n_layers)],
-                                                      "explained_ratio": [0.95] * n_layers}
-                                                 for n in ("fc_in", "fc_out")}} for s in (4, 8, 12)]
+    records = [
+        {
+            "step": s,
+            "phase": "inrank",
+            **{
+                n: {"rank": [2 + s // 4 + l for l in range(n_layers)], "explained_ratio": [0.95] * n_layers}
+                for n in ("fc_in", "fc_out")
+            },
+        }
+        for s in (4, 8, 12)
+    ]
     switch = {"step": 12, "phase": "fixed-rank", **{n: {"rank": records[-1][n]["rank"]} for n in ("fc_in", "fc_out")}}
     return records + [switch]
 
@@ -278,8 +317,25 @@ def test_cli_inrank_resume_and_rank_figure(tmp_path):
     finished runs instead of retraining them."""
     parser = argparse.ArgumentParser()
     add_subcommand(parser.add_subparsers())
-    argv = ["inrank", "--modes", "full", "inrank-efficient", "--steps", "6", "--batch-size", "8", "--buffer", "4",
-            "--check-every", "2", "--efficient-after", "4", "--remat", "--out", str(tmp_path)]
+    argv = [
+        "inrank",
+        "--modes",
+        "full",
+        "inrank-efficient",
+        "--steps",
+        "6",
+        "--batch-size",
+        "8",
+        "--buffer",
+        "4",
+        "--check-every",
+        "2",
+        "--efficient-after",
+        "4",
+        "--remat",
+        "--out",
+        str(tmp_path),
+    ]
     args = parser.parse_args(argv)
     args.func(args)
     figure = tmp_path / "figures" / "ranks_inrank-efficient.png"
@@ -295,5 +351,6 @@ def test_cli_inrank_resume_and_rank_figure(tmp_path):
     timing = ("seconds_per_step", "seconds_per_rank_check", "n_traces", "peak_memory_bytes")
     for mode in first:
         assert again[mode]["seconds_per_step"] == first[mode]["seconds_per_step"]  # from the checkpoint: no step run
-        assert {k: v for k, v in again[mode].items() if k not in timing} == \
-            {k: v for k, v in first[mode].items() if k not in timing}
+        assert {k: v for k, v in again[mode].items() if k not in timing} == {
+            k: v for k, v in first[mode].items() if k not in timing
+        }

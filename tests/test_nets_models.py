@@ -77,9 +77,12 @@ def test_head_slices_match_forward(which):
     attn = model.blocks.attn
     # non-zero biases so that they are exercised too
     rng = np.random.default_rng(1)
-    biases = [jnp.asarray(0.1 * rng.standard_normal(b.shape), jnp.float32) for b in (attn.bq, attn.bk, attn.bv, attn.bo)]
-    model = eqx.tree_at(lambda m: (m.blocks.attn.bq, m.blocks.attn.bk, m.blocks.attn.bv, m.blocks.attn.bo), model,
-                        tuple(biases))
+    biases = [
+        jnp.asarray(0.1 * rng.standard_normal(b.shape), jnp.float32) for b in (attn.bq, attn.bk, attn.bv, attn.bo)
+    ]
+    model = eqx.tree_at(
+        lambda m: (m.blocks.attn.bq, m.blocks.attn.bk, m.blocks.attn.bv, m.blocks.attn.bo), model, tuple(biases)
+    )
     w = attention_weights(model)
     x = jnp.asarray(np.random.default_rng(2).standard_normal((7, model.config.d_emb)), jnp.float32)
     for layer in range(model.config.n_layers):
@@ -105,8 +108,14 @@ def _leaves_by_path(model):
 def test_init_scale_scales_exactly_the_documented_tensors(which):
     build = _vit if which == "vit" else _gpt
     unit, small = _leaves_by_path(build(1.0)), _leaves_by_path(build(0.03))
-    scaled = {".blocks.attn.wq", ".blocks.attn.wk", ".blocks.attn.wv", ".blocks.attn.wo",
-              ".blocks.mlp.fc_in.weight", ".blocks.mlp.fc_out.weight"}
+    scaled = {
+        ".blocks.attn.wq",
+        ".blocks.attn.wk",
+        ".blocks.attn.wv",
+        ".blocks.attn.wo",
+        ".blocks.mlp.fc_in.weight",
+        ".blocks.mlp.fc_out.weight",
+    }
     if which == "vit":
         scaled.add(".head.weight")
     for path, a in unit.items():
@@ -134,8 +143,12 @@ def test_gpt_mlp_replaceable_with_tree_at():
     fc = gpt.blocks.mlp.fc_in
     n_layers, d_in, d_out = fc.weight.shape
     rank = 2
-    lr_module = LowRank(fc.weight, jnp.zeros((n_layers, d_in, rank), jnp.float32),
-                        jnp.zeros((n_layers, rank, d_out), jnp.float32), fc.bias)
+    lr_module = LowRank(
+        fc.weight,
+        jnp.zeros((n_layers, d_in, rank), jnp.float32),
+        jnp.zeros((n_layers, rank, d_out), jnp.float32),
+        fc.bias,
+    )
     replaced = eqx.tree_at(lambda m: m.blocks.mlp.fc_in, gpt, lr_module)
     tokens = jnp.arange(9, dtype=jnp.int32)
     np.testing.assert_allclose(_call(replaced, tokens), _call(gpt, tokens), rtol=1e-5, atol=1e-5)
@@ -179,16 +192,28 @@ def test_bad_input():
 
 def test_named_configs():
     paper = vit_config("paper")
-    assert (paper.n_layers, paper.n_heads, paper.d_emb, paper.d_mlp, paper.d_head, paper.patch) == \
-        (6, 8, 512, 512, 128, 4)
+    assert (paper.n_layers, paper.n_heads, paper.d_emb, paper.d_mlp, paper.d_head, paper.patch) == (
+        6,
+        8,
+        512,
+        512,
+        128,
+        4,
+    )
     small = gpt_config("gpt2-small")
     assert (small.n_layers, small.n_heads, small.d_emb, small.context) == (12, 12, 768, 1024)
     assert gpt_config("gpt2-medium").n_layers == 24 and gpt_config("gpt2-large").d_emb == 1280
     base = vit_config("vit-base-16")
     assert (base.patch, base.d_emb, base.n_layers, base.n_heads) == (16, 768, 12, 12)
     recipe = train_config("vit-cifar")
-    assert (recipe.optimizer, recipe.lr, recipe.batch_size, recipe.total, recipe.warmup, recipe.weight_decay) == \
-        ("adam", 1e-4, 512, 500, 15, 0.0)
+    assert (recipe.optimizer, recipe.lr, recipe.batch_size, recipe.total, recipe.warmup, recipe.weight_decay) == (
+        "adam",
+        1e-4,
+        512,
+        500,
+        15,
+        0.0,
+    )
     gpt = train_config("gpt2-wikitext103")
     assert (gpt.optimizer, gpt.lr, gpt.weight_decay, gpt.batch_size, gpt.n_micro) == ("adamw", 6e-4, 0.1, 512, 32)
 
@@ -227,8 +252,10 @@ def test_remat_changes_nothing_but_memory(which):
             model = GPT(c, key=KEY)
             tokens = jax.random.randint(jax.random.key(1), (4, c.context + 1), 0, c.vocab_size)
             inputs, labels = tokens[:, :-1], tokens[:, 1:]
-            grads = {n: jax.random.normal(jax.random.key(i), getattr(model.blocks.mlp, n).weight.shape)
-                     for i, n in enumerate(("fc_in", "fc_out"))}
+            grads = {
+                n: jax.random.normal(jax.random.key(i), getattr(model.blocks.mlp, n).weight.shape)
+                for i, n in enumerate(("fc_in", "fc_out"))
+            }
             model = to_inrank(model, grads, config=InRankConfig(init_rank=2, buffer=3, eps=0.1))
         results.append(_loss_and_grads(model, inputs, labels))
     (loss, grads, memory), (loss_remat, grads_remat, memory_remat) = results

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import example, given, settings
 
 from gradflow.nets import (
+    TrainConfig,
     ViT,
     attention_weights,
     load_images,
@@ -18,7 +19,6 @@ from gradflow.nets import (
     perturbation_spectra,
     product_singular_values,
     stable_rank,
-    TrainConfig,
     train,
     vit_config,
     weight_spectra,
@@ -44,13 +44,17 @@ def test_perturbation_spectra_match_dense_svd():
     assert spectra.kq_stable_rank.shape == (n_layers, n_heads)
     for l in range(n_layers):
         for h in range(n_heads):
-            for (a, b), got, sr in ((("K", "Q"), spectra.kq, spectra.kq_stable_rank),
-                                    (("V", "O"), spectra.vo, spectra.vo_stable_rank)):
-                m = (np.asarray(w[a][l, h], np.float64) @ np.asarray(w[b][l, h], np.float64).T
-                     - np.asarray(w0[a][l, h], np.float64) @ np.asarray(w0[b][l, h], np.float64).T)
+            for (a, b), got, sr in (
+                (("K", "Q"), spectra.kq, spectra.kq_stable_rank),
+                (("V", "O"), spectra.vo, spectra.vo_stable_rank),
+            ):
+                m = (
+                    np.asarray(w[a][l, h], np.float64) @ np.asarray(w[b][l, h], np.float64).T
+                    - np.asarray(w0[a][l, h], np.float64) @ np.asarray(w0[b][l, h], np.float64).T
+                )
                 s = _dense_sv(m)
                 np.testing.assert_allclose(got[l, h], s[:r], rtol=1e-4, atol=1e-6 * s[0])
-                np.testing.assert_allclose(sr[l, h], np.sum(s ** 2) / s[0] ** 2, rtol=1e-4)
+                np.testing.assert_allclose(sr[l, h], np.sum(s**2) / s[0] ** 2, rtol=1e-4)
 
 
 def test_weight_spectra_match_dense_svd():
@@ -83,8 +87,10 @@ def test_spectra_float32_under_x64():
 
 
 @settings(max_examples=25)
-@given(u=hnp.arrays(np.float64, st.integers(2, 9), elements=st.floats(-10, 10)),
-       v=hnp.arrays(np.float64, st.integers(2, 9), elements=st.floats(-10, 10)))
+@given(
+    u=hnp.arrays(np.float64, st.integers(2, 9), elements=st.floats(-10, 10)),
+    v=hnp.arrays(np.float64, st.integers(2, 9), elements=st.floats(-10, 10)),
+)
 def test_stable_rank_of_rank_one_is_one(u, v):
     if np.linalg.norm(u) * np.linalg.norm(v) < 1e-3:
         u, v = u + 1.0, v + 1.0
@@ -119,8 +125,19 @@ def test_smaller_init_scale_gives_lower_stable_rank():
     1.10 1.27 with seed 0; 1.000 1.000 vs 1.12 1.45 with seed 1)."""
     data = load_images(None, seed=0)
     cfg = dataclasses.replace(vit_config("tiny"), n_classes=data.num_classes)
-    recipe = TrainConfig(optimizer="adam", lr=1e-3, total=40, warmup=4, unit="steps", batch_size=64, n_spectra=0,
-                         eval_every=10**6, checkpoint_every=10**6, log_every=10, eval_batch_size=512)
+    recipe = TrainConfig(
+        optimizer="adam",
+        lr=1e-3,
+        total=40,
+        warmup=4,
+        unit="steps",
+        batch_size=64,
+        n_spectra=0,
+        eval_every=10**6,
+        checkpoint_every=10**6,
+        log_every=10,
+        eval_batch_size=512,
+    )
     ranks = {}
     for scale in (1.0, 0.01):
         model0 = ViT(cfg, key=jax.random.key(0), init_scale=scale)

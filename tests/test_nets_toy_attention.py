@@ -40,8 +40,7 @@ def test_head_matches_formula():
 
 def test_rank_grows_one_at_a_time_at_small_init():
     alpha, lr = 1e-5, 0.02
-    r = train_toy_attention(SMALL, init_scale=alpha, steps=int(3.5 * np.log(1 / alpha) / lr), lr=lr,
-                            record_every=10)
+    r = train_toy_attention(SMALL, init_scale=alpha, steps=int(3.5 * np.log(1 / alpha) / lr), lr=lr, record_every=10)
     count = (r.sv_kq > 0.1).sum(1) + (r.sv_vo > 0.1).sum(1)
     assert count[0] == 0 and count[-1] == 4
     jumps = np.diff(count)
@@ -92,9 +91,28 @@ def test_bad_input():
 def test_cli(tmp_path):
     parser = argparse.ArgumentParser()
     add_subcommand(parser.add_subparsers())
-    args = parser.parse_args(["toy-attention", "--init-scale", "0.1", "0.01", "--steps", "20", "--lr", "0.01",
-                              "--n", "20", "--tokens", "3", "--dim", "4", "--record-every", "10",
-                              "--out", str(tmp_path)])
+    args = parser.parse_args(
+        [
+            "toy-attention",
+            "--init-scale",
+            "0.1",
+            "0.01",
+            "--steps",
+            "20",
+            "--lr",
+            "0.01",
+            "--n",
+            "20",
+            "--tokens",
+            "3",
+            "--dim",
+            "4",
+            "--record-every",
+            "10",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     args.func(args)
     assert (tmp_path / "toy_attention.png").stat().st_size > 0
     assert (tmp_path / "alpha_0.01" / "metrics.jsonl").exists()

@@ -31,8 +31,9 @@ from gradflow.nets._train import _decay_mask
 DIGITS = load_images(None, seed=0)
 VIT_CFG = dataclasses.replace(vit_config("tiny"), n_classes=DIGITS.num_classes)
 # one recipe for most tests, so that they share the compiled step
-RECIPE = dataclasses.replace(train_config("tiny").with_duration(30, "steps"), checkpoint_every=10, eval_every=10,
-                             n_spectra=6)
+RECIPE = dataclasses.replace(
+    train_config("tiny").with_duration(30, "steps"), checkpoint_every=10, eval_every=10, n_spectra=6
+)
 
 
 def _vit(scale=1.0):
@@ -76,8 +77,9 @@ def test_resume_reproduces_uninterrupted_run(tmp_path):
     # the checkpoint is at step 10: steps 11-13 are redone after the resume
     resumed = train(_vit(), RECIPE, DIGITS, seed=3, out=tmp_path / "split", progress=False, resume=True)
     assert _params_equal(full.model, resumed.model)
-    assert _without_timing(read_metrics(tmp_path / "full" / "metrics.jsonl")) == \
-        _without_timing(read_metrics(tmp_path / "split" / "metrics.jsonl"))
+    assert _without_timing(read_metrics(tmp_path / "full" / "metrics.jsonl")) == _without_timing(
+        read_metrics(tmp_path / "split" / "metrics.jsonl")
+    )
     a, b = load_spectra(tmp_path / "full" / "spectra"), load_spectra(tmp_path / "split" / "spectra")
     assert np.array_equal(a.steps, b.steps)
     np.testing.assert_array_equal(a.delta.kq, b.delta.kq)
@@ -120,8 +122,11 @@ def test_gpu_default_bf16_compute_keeps_float32_master_weights(monkeypatch):
 
 def test_resume_refuses_a_different_run(tmp_path):
     train(_vit(), RECIPE, DIGITS, seed=3, out=tmp_path, progress=False, stop_after=10)
-    with pytest.raises(ValueError, match=r"cannot resume from .*: .*config\.lr is 0\.003 in the checkpoint, 0\.001 "
-                                         r"in this run.*another output folder \(--out\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"cannot resume from .*: .*config\.lr is 0\.003 in the checkpoint, 0\.001 "
+        r"in this run.*another output folder \(--out\)",
+    ):
         train(_vit(), dataclasses.replace(RECIPE, lr=1e-3), DIGITS, seed=3, out=tmp_path, progress=False, resume=True)
     with pytest.raises(ValueError, match=r"seed is 3 in the checkpoint, 4 in this run"):
         train(_vit(), RECIPE, DIGITS, seed=4, out=tmp_path, progress=False, resume=True)
@@ -135,8 +140,9 @@ def test_resume_refuses_a_different_run(tmp_path):
 def test_gpt_trains_with_accumulation():
     text = load_text(None)
     cfg = dataclasses.replace(gpt_config("gpt2-tiny"), vocab_size=text.vocab_size)
-    recipe = dataclasses.replace(train_config("tiny").with_duration(12, "steps"), batch_size=16, micro_batch=8,
-                                 lr=1e-2, n_spectra=0, log_every=4)
+    recipe = dataclasses.replace(
+        train_config("tiny").with_duration(12, "steps"), batch_size=16, micro_batch=8, lr=1e-2, n_spectra=0, log_every=4
+    )
     data = dataclasses.replace(text, valid=text.valid[:8000])
     result = train(GPT(cfg, key=jax.random.key(0)), recipe, data, seed=0, progress=False)
     losses = _losses(result.metrics)
@@ -176,21 +182,50 @@ def _cli(argv):
 
 
 def test_cli_gpt(tmp_path):
-    _cli(["gpt", "--config", "gpt2-tiny", "--init-scale", "1", "0.1", "--steps", "3", "--batch-size", "16",
-          "--micro-batch", "8",
-          "--out", str(tmp_path), "--no-progress"])
-    for name in ("report.md", "figures/stable_rank_by_layer.png", "figures/singular_value_evolution.png",
-                 "figures/losses.png", "scale_1/metrics.jsonl", "scale_0.1/figures/normalised_spectra.png",
-                 "scale_0.1/figures/stable_rank_training.png", "scale_0.1/checkpoint/state.eqx"):
+    _cli(
+        [
+            "gpt",
+            "--config",
+            "gpt2-tiny",
+            "--init-scale",
+            "1",
+            "0.1",
+            "--steps",
+            "3",
+            "--batch-size",
+            "16",
+            "--micro-batch",
+            "8",
+            "--out",
+            str(tmp_path),
+            "--no-progress",
+        ]
+    )
+    for name in (
+        "report.md",
+        "figures/stable_rank_by_layer.png",
+        "figures/singular_value_evolution.png",
+        "figures/losses.png",
+        "scale_1/metrics.jsonl",
+        "scale_0.1/figures/normalised_spectra.png",
+        "scale_0.1/figures/stable_rank_training.png",
+        "scale_0.1/checkpoint/state.eqx",
+    ):
         assert (tmp_path / name).exists(), name
     assert "| 0.1 | 3 |" in (tmp_path / "report.md").read_text()
     with pytest.raises(ValueError, match="unknown GPT config 'gpt3'"):
         _cli(["gpt", "--config", "gpt3", "--out", str(tmp_path / "x")])
 
 
-@pytest.mark.parametrize("argv, remat", [(["gpt", "--config", "gpt2-small"], True), (["gpt"], False),
-                                         (["gpt", "--config", "gpt2-small", "--no-remat"], False),
-                                         (["vit", "--remat"], True)])
+@pytest.mark.parametrize(
+    "argv, remat",
+    [
+        (["gpt", "--config", "gpt2-small"], True),
+        (["gpt"], False),
+        (["gpt", "--config", "gpt2-small", "--no-remat"], False),
+        (["vit", "--remat"], True),
+    ],
+)
 def test_cli_remat_option(argv, remat):
     from gradflow.nets._cli import _model_and_data
 

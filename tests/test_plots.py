@@ -81,11 +81,20 @@ def test_plots_write_png(tmp_path, flows):
     save_figure(plot_convergence(_compare_runs(path, runs)), tmp_path / "conv.png")
     ts = flows[1].ts
     pert = Perturbation(
-        kind="plateau", std=0.05, threshold=1e-5, log_alpha=float(flows[1].log_alpha), start_times=ts[[50]],
-        ts=ts[None, 50:80], beta=flows[1].beta[None, 50:80] + 0.01, reference_beta=flows[1].beta[None, 50:80],
-        perturbed=np.array([[True, False, True, False]]), initial_deviation=np.array([0.01]),
+        kind="plateau",
+        std=0.05,
+        threshold=1e-5,
+        log_alpha=float(flows[1].log_alpha),
+        start_times=ts[[50]],
+        ts=ts[None, 50:80],
+        beta=flows[1].beta[None, 50:80] + 0.01,
+        reference_beta=flows[1].beta[None, 50:80],
+        perturbed=np.array([[True, False, True, False]]),
+        initial_deviation=np.array([0.01]),
         final_deviation=np.array([0.01]),
     )
-    save_figure(plot_perturbation(pert, flows[1], NAMES, coordinate_groups(NAMES), title="perturbed"), tmp_path / "p.png")
+    save_figure(
+        plot_perturbation(pert, flows[1], NAMES, coordinate_groups(NAMES), title="perturbed"), tmp_path / "p.png"
+    )
     for name in ("loss", "kq", "b", "vo", "conv", "p"):
         _check_png(tmp_path / f"{name}.png")

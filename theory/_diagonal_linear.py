@@ -87,8 +87,7 @@ def derive_diagonal_linear_closed_form() -> Derivation:
 
     full, (t_full, _, u0, v0, alpha) = diagonal_linear_beta_expression()
     claims = {
-        "orthonormal design: g = -dL/dβ = β* - β": -sympy.diff((beta_star - beta) ** 2 / 2, beta)
-        - (beta_star - beta),
+        "orthonormal design: g = -dL/dβ = β* - β": -sympy.diff((beta_star - beta) ** 2 / 2, beta) - (beta_star - beta),
         "du/dt = v(β* - uv) on w = √z, w̄ = c/w": (u.diff(t) - v * (beta_star - u * v)).subs(to_riccati),
         "dv/dt = u(β* - uv) on w = √z, w̄ = c/w": (v.diff(t) - u * (beta_star - u * v)).subs(to_riccati),
         "uv = (z - c²/z)/4": u * v - (z_of_t - c**2 / z_of_t) / 4,
@@ -110,7 +109,8 @@ def derive_diagonal_linear_closed_form() -> Derivation:
             beta_closed.diff(t) - (z_closed + abs_c**2 / z_closed) / 2 * (beta_star_of_a - beta_closed)
         ),
         "ζ(0) = ζ0": zeta.subs(t, 0) - zeta0,
-        "ζ0 = z(0)/C with z(0) = w(0)² = α²(u0 + v0)²": alpha**2 * (u0 + v0) ** 2
+        "ζ0 = z(0)/C with z(0) = w(0)² = α²(u0 + v0)²": alpha**2
+        * (u0 + v0) ** 2
         / (alpha**2 * abs(u0 + v0) * abs(u0 - v0))
         - abs(u0 + v0) / abs(u0 - v0),
         "β(0) = α² u0 v0": full.subs(t_full, 0) - alpha**2 * u0 * v0,
@@ -178,9 +178,7 @@ def derive_diagonal_linear_staircase() -> Derivation:
         "τ > 1/β*: A → ∞": rate_a > 0,
         "β* = 0: ζ - 1/ζ = (ζ0 - 1/ζ0)·4Eζ0/(ND)": (zeta_zero - 1 / zeta_zero)
         - (zeta0 - 1 / zeta0) * 4 * decay * zeta0 / (num_zero * den_zero),
-        "β* = 0: ND - 4ζ0 = (1 - E²)(ζ0 - 1)² ≥ 0": num_zero * den_zero
-        - 4 * zeta0
-        - (1 - decay**2) * (zeta0 - 1) ** 2,
+        "β* = 0: ND - 4ζ0 = (1 - E²)(ζ0 - 1)² ≥ 0": num_zero * den_zero - 4 * zeta0 - (1 - decay**2) * (zeta0 - 1) ** 2,
     }
     statement = (
         r"\lim_{\alpha \to 0} \beta\big(\tau \log(1/\alpha)\big) = "

@@ -46,9 +46,7 @@ def derive_saxe_mode() -> Derivation:
         "dsolve agrees": solved - mode,
         "diagonal linear closed form at c = 0, β = z/4": z_at_c_zero / 4 - mode,
     }
-    statement = (
-        r"\dot u = 2u(s - u),\ u(0) = u_0\ \Rightarrow\ u(t) = \frac{s e^{2st}}{e^{2st} - 1 + s/u_0}"
-    )
+    statement = r"\dot u = 2u(s - u),\ u(0) = u_0\ \Rightarrow\ u(t) = \frac{s e^{2st}}{e^{2st} - 1 + s/u_0}"
     return check_claims("two-layer linear mode (Saxe et al.; InRank Thm 2)", statement, claims)
 
 

@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from .._model import DiagonalModel
@@ -60,7 +59,9 @@ def diagonal_attention(
     n, tokens, dim = (check_positive_int(v, k) for v, k in ((n, "n"), (tokens, "tokens"), (dim, "dim")))
     rng = np.random.default_rng([seed, 0])
     X = rng.standard_normal((n, tokens, dim))
-    teacher = np.concatenate([sparse_gaussian(rng, dim, teacher_nonzero[0]), sparse_gaussian(rng, dim, teacher_nonzero[1])])
+    teacher = np.concatenate(
+        [sparse_gaussian(rng, dim, teacher_nonzero[0]), sparse_gaussian(rng, dim, teacher_nonzero[1])]
+    )
     Y = _teacher_labels(X, teacher)
     u0, v0 = gaussian_init(2 * dim, seed)
     config = dict(n=n, tokens=tokens, dim=dim, teacher_nonzero=teacher_nonzero, seed=seed)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import equinox as eqx
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from .._model import DiagonalModel
@@ -99,8 +98,15 @@ def diagonal_transformer(
     Y = _teacher_outputs(X, teacher, w_in, w_out, layers, heads)
     u0, v0 = gaussian_init(teacher.size, seed)
     config = dict(
-        n=n, tokens=tokens, dim=dim, layers=layers, heads=heads, mlp=mlp, ffn_scale=ffn_scale,
-        teacher_nonzero=teacher_nonzero, seed=seed,
+        n=n,
+        tokens=tokens,
+        dim=dim,
+        layers=layers,
+        heads=heads,
+        mlp=mlp,
+        ffn_scale=ffn_scale,
+        teacher_nonzero=teacher_nonzero,
+        seed=seed,
     )
     model = diagonal_transformer_model(X, Y, w_in=w_in, w_out=w_out, heads=heads)
     return Task("diagonal_transformer", model, u0, v0, teacher, config)

@@ -17,9 +17,15 @@ from . import _plots, _runs
 from ._configs import GPT_CONFIGS, TRAIN_CONFIGS, VIT_CONFIGS, gpt_config, train_config, vit_config
 from ._train import default_compute_dtype, train
 
-_DEFAULT_RECIPE = {"paper": "vit-cifar", "vit-base-16": "vit-imagenet", "tiny": "tiny",
-                   "gpt2-small": "gpt2-wikitext103", "gpt2-medium": "gpt2-wikitext103",
-                   "gpt2-large": "gpt2-wikitext103", "gpt2-tiny": "tiny"}
+_DEFAULT_RECIPE = {
+    "paper": "vit-cifar",
+    "vit-base-16": "vit-imagenet",
+    "tiny": "tiny",
+    "gpt2-small": "gpt2-wikitext103",
+    "gpt2-medium": "gpt2-wikitext103",
+    "gpt2-large": "gpt2-wikitext103",
+    "gpt2-tiny": "tiny",
+}
 
 
 def add_subcommands(subparsers) -> None:
@@ -27,32 +33,59 @@ def add_subcommands(subparsers) -> None:
     from . import _inrank, _toy_attention
 
     for name, configs, default, help_ in (
-            ("vit", VIT_CONFIGS, "tiny", "train a ViT and track the spectra of its attention perturbations"),
-            ("gpt", GPT_CONFIGS, "gpt2-tiny", "train a GPT-2 and track the spectra of its attention perturbations")):
+        ("vit", VIT_CONFIGS, "tiny", "train a ViT and track the spectra of its attention perturbations"),
+        ("gpt", GPT_CONFIGS, "gpt2-tiny", "train a GPT-2 and track the spectra of its attention perturbations"),
+    ):
         p = subparsers.add_parser(name, help=help_)
         p.add_argument("--config", default=default, help=f"model: one of {', '.join(configs)} (default {default})")
-        p.add_argument("--train-config", default=None,
-                       help=f"recipe: one of {', '.join(TRAIN_CONFIGS)} (default: the model's paper recipe)")
-        p.add_argument("--init-scale", type=float, nargs="+", default=[1.0],
-                       help="one or several initialisation scales; several draw the comparison figures")
-        p.add_argument("--data-dir", default=None,
-                       help="CIFAR-10/100 or image-folder root (vit), WikiText folder (gpt); "
-                            "absent: the embedded default data")
+        p.add_argument(
+            "--train-config",
+            default=None,
+            help=f"recipe: one of {', '.join(TRAIN_CONFIGS)} (default: the model's paper recipe)",
+        )
+        p.add_argument(
+            "--init-scale",
+            type=float,
+            nargs="+",
+            default=[1.0],
+            help="one or several initialisation scales; several draw the comparison figures",
+        )
+        p.add_argument(
+            "--data-dir",
+            default=None,
+            help="CIFAR-10/100 or image-folder root (vit), WikiText folder (gpt); absent: the embedded default data",
+        )
         p.add_argument("--out", default=f"{name}_output", help="output folder")
         length = p.add_mutually_exclusive_group()
         length.add_argument("--steps", type=int, default=None, help="train for this many optimiser steps")
         length.add_argument("--epochs", type=int, default=None, help="train for this many epochs")
         p.add_argument("--batch-size", type=int, default=None, help="override the recipe's global batch size")
-        p.add_argument("--micro-batch", type=int, default=None,
-                       help="micro-batch for gradient accumulation (default: the recipe's, if it divides the batch)")
+        p.add_argument(
+            "--micro-batch",
+            type=int,
+            default=None,
+            help="micro-batch for gradient accumulation (default: the recipe's, if it divides the batch)",
+        )
         p.add_argument("--lr", type=float, default=None, help="override the recipe's peak learning rate")
-        p.add_argument("--checkpoint-every", type=int, default=None,
-                       help="steps between checkpoints (default: the recipe's; always one at the end)")
-        p.add_argument("--compute-dtype", choices=("auto", "float32", "bfloat16"), default="auto",
-                       help="forward/backward dtype (auto: bfloat16 on GPU, float32 on CPU)")
-        p.add_argument("--remat", action=argparse.BooleanOptionalAction, default=None,
-                       help="recompute the block activations in the backward pass, to save memory (default: the "
-                            "config's: on for gpt2-small/medium/large)")
+        p.add_argument(
+            "--checkpoint-every",
+            type=int,
+            default=None,
+            help="steps between checkpoints (default: the recipe's; always one at the end)",
+        )
+        p.add_argument(
+            "--compute-dtype",
+            choices=("auto", "float32", "bfloat16"),
+            default="auto",
+            help="forward/backward dtype (auto: bfloat16 on GPU, float32 on CPU)",
+        )
+        p.add_argument(
+            "--remat",
+            action=argparse.BooleanOptionalAction,
+            default=None,
+            help="recompute the block activations in the backward pass, to save memory (default: the "
+            "config's: on for gpt2-small/medium/large)",
+        )
         p.add_argument("--resume", action="store_true", help="continue the runs found in --out")
         p.add_argument("--seed", type=int, default=0, help="initialisation, data split and data order")
         p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -63,8 +96,14 @@ def add_subcommands(subparsers) -> None:
 
 def _recipe(args):
     recipe = train_config(args.train_config or _DEFAULT_RECIPE.get(args.config, "tiny"))
-    return recipe.with_overrides(batch_size=args.batch_size, micro_batch=args.micro_batch, lr=args.lr,
-                                 checkpoint_every=args.checkpoint_every, steps=args.steps, epochs=args.epochs)
+    return recipe.with_overrides(
+        batch_size=args.batch_size,
+        micro_batch=args.micro_batch,
+        lr=args.lr,
+        checkpoint_every=args.checkpoint_every,
+        steps=args.steps,
+        epochs=args.epochs,
+    )
 
 
 def _model_and_data(args):
@@ -97,13 +136,22 @@ def _run_cli(args) -> None:
         run = out / f"scale_{scale:g}"
         print(f"init scale {scale:g} → {run}")
         t0 = time.perf_counter()
-        results[scale] = train(build(scale), recipe, data, seed=args.seed, out=run, resume=args.resume,
-                               compute_dtype=dtype, progress=not args.no_progress)
+        results[scale] = train(
+            build(scale),
+            recipe,
+            data,
+            seed=args.seed,
+            out=run,
+            resume=args.resume,
+            compute_dtype=dtype,
+            progress=not args.no_progress,
+        )
         seconds[scale] = time.perf_counter() - t0
         histories[scale] = _runs.load_spectra(run / "spectra")
         _plots.plot_normalised_spectra(histories[scale], run / "figures" / "normalised_spectra.png")
-        _plots.plot_stable_rank_through_training(histories[scale], run / "figures" / "stable_rank_training.png",
-                                                 title=f"init scale {scale:g}")
+        _plots.plot_stable_rank_through_training(
+            histories[scale], run / "figures" / "stable_rank_training.png", title=f"init scale {scale:g}"
+        )
         print(f"  {_summary(results[scale].evaluation)}; {seconds[scale]:.1f} s")
     figs = out / "figures"
     _plots.plot_singular_value_evolution(histories, figs / "singular_value_evolution.png")
@@ -123,21 +171,29 @@ def _summary(evaluation: dict) -> str:
 
 
 def _report(args, model_cfg, recipe, data, results, histories, seconds) -> str:
-    lines = [f"# gradflow {args.model_kind}: {args.config} on {data.name}", "",
-             f"- backend: {jax.default_backend()}, compute dtype: {_compute_dtype(args).name}, seed {args.seed}",
-             f"- model: `{json.dumps(dataclasses.asdict(model_cfg))}`",
-             f"- recipe: `{json.dumps(dataclasses.asdict(recipe))}`", "",
-             "| init scale | steps | final evaluation | seconds | stable rank Δ(W_K W_Qᵀ) per layer "
-             "(mean over heads) | stable rank Δ(W_V W_Oᵀ) per layer |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        f"# gradflow {args.model_kind}: {args.config} on {data.name}",
+        "",
+        f"- backend: {jax.default_backend()}, compute dtype: {_compute_dtype(args).name}, seed {args.seed}",
+        f"- model: `{json.dumps(dataclasses.asdict(model_cfg))}`",
+        f"- recipe: `{json.dumps(dataclasses.asdict(recipe))}`",
+        "",
+        "| init scale | steps | final evaluation | seconds | stable rank Δ(W_K W_Qᵀ) per layer "
+        "(mean over heads) | stable rank Δ(W_V W_Oᵀ) per layer |",
+        "|---|---|---|---|---|---|",
+    ]
     for scale, r in results.items():
         d = histories[scale].delta
         kq = " ".join(f"{v:.2f}" for v in d.kq_stable_rank[-1].mean(-1))
         vo = " ".join(f"{v:.2f}" for v in d.vo_stable_rank[-1].mean(-1))
         lines.append(f"| {scale:g} | {r.steps} | {_summary(r.evaluation)} | {seconds[scale]:.1f} | {kq} | {vo} |")
-    lines += ["", "Stable ranks at the last measured step (step "
-              f"{int(np.max([h.steps[-1] for h in histories.values()]))}).", "",
-              "Figures: `figures/singular_value_evolution.png` (paper Fig. 3), `figures/stable_rank_by_layer.png` "
-              "(Fig. 4), `figures/losses.png`; per run `scale_*/figures/normalised_spectra.png` (Figs. 1, 5, 11) "
-              "and `scale_*/figures/stable_rank_training.png` (Fig. 12).", ""]
+    lines += [
+        "",
+        f"Stable ranks at the last measured step (step {int(np.max([h.steps[-1] for h in histories.values()]))}).",
+        "",
+        "Figures: `figures/singular_value_evolution.png` (paper Fig. 3), `figures/stable_rank_by_layer.png` "
+        "(Fig. 4), `figures/losses.png`; per run `scale_*/figures/normalised_spectra.png` (Figs. 1, 5, 11) "
+        "and `scale_*/figures/stable_rank_training.png` (Fig. 12).",
+        "",
+    ]
     return "\n".join(lines)

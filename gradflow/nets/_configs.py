@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal, Optional
+from typing import Literal
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,12 +72,12 @@ class TrainConfig:
     b1: float = 0.9
     b2: float = 0.999
     eps: float = 1e-8
-    grad_clip: Optional[float] = None
+    grad_clip: float | None = None
     total: int = 500
     warmup: int = 15
     unit: Literal["epochs", "steps"] = "epochs"
     batch_size: int = 512
-    micro_batch: Optional[int] = None
+    micro_batch: int | None = None
     eval_every: int = 1000
     checkpoint_every: int = 1000
     log_every: int = 10
@@ -99,14 +99,21 @@ class TrainConfig:
     def n_micro(self) -> int:
         return self.batch_size // (self.micro_batch or self.batch_size)
 
-    def with_duration(self, total: int, unit: Literal["epochs", "steps"]) -> "TrainConfig":
+    def with_duration(self, total: int, unit: Literal["epochs", "steps"]) -> TrainConfig:
         """The same recipe over ``total`` ``unit``s, keeping the warm-up's fraction of the run."""
         warmup = round(total * self.warmup / self.total)
         return dataclasses.replace(self, total=total, unit=unit, warmup=warmup)
 
-    def with_overrides(self, *, batch_size: int | None = None, micro_batch: int | None = None, lr: float | None = None,
-                       checkpoint_every: int | None = None, steps: int | None = None,
-                       epochs: int | None = None) -> "TrainConfig":
+    def with_overrides(
+        self,
+        *,
+        batch_size: int | None = None,
+        micro_batch: int | None = None,
+        lr: float | None = None,
+        checkpoint_every: int | None = None,
+        steps: int | None = None,
+        epochs: int | None = None,
+    ) -> TrainConfig:
         """The recipe with the command line's overrides (``None``: keep the recipe's).
 
         A new ``batch_size`` keeps the recipe's ``micro_batch`` only if it divides the new batch; ``steps``
@@ -116,8 +123,11 @@ class TrainConfig:
         if batch_size is not None:
             keep = cfg.micro_batch is not None and batch_size % cfg.micro_batch == 0
             cfg = dataclasses.replace(cfg, batch_size=batch_size, micro_batch=cfg.micro_batch if keep else None)
-        changes = {k: v for k, v in (("micro_batch", micro_batch), ("lr", lr), ("checkpoint_every", checkpoint_every))
-                   if v is not None}
+        changes = {
+            k: v
+            for k, v in (("micro_batch", micro_batch), ("lr", lr), ("checkpoint_every", checkpoint_every))
+            if v is not None
+        }
         cfg = dataclasses.replace(cfg, **changes)
         if steps is not None:
             return cfg.with_duration(steps, "steps")
@@ -128,41 +138,87 @@ class TrainConfig:
 
 VIT_CONFIGS = {
     # Paper §5 / appendix B.1 (CIFAR-10/100); n_classes is set from the data.
-    "paper": ViTConfig(image_size=32, channels=3, patch=4, d_emb=512, n_layers=6, n_heads=8, d_head=128,
-                       d_mlp=512, n_classes=10),
+    "paper": ViTConfig(
+        image_size=32, channels=3, patch=4, d_emb=512, n_layers=6, n_heads=8, d_head=128, d_mlp=512, n_classes=10
+    ),
     # ViT-Base/16 [DBK+20] (ImageNet, appendix B.3).
-    "vit-base-16": ViTConfig(image_size=224, channels=3, patch=16, d_emb=768, n_layers=12, n_heads=12, d_head=64,
-                             d_mlp=3072, n_classes=1000),
+    "vit-base-16": ViTConfig(
+        image_size=224, channels=3, patch=16, d_emb=768, n_layers=12, n_heads=12, d_head=64, d_mlp=3072, n_classes=1000
+    ),
     # CPU tests and demos on the embedded 8×8 digits.
-    "tiny": ViTConfig(image_size=8, channels=1, patch=2, d_emb=32, n_layers=2, n_heads=4, d_head=8, d_mlp=64,
-                      n_classes=10),
+    "tiny": ViTConfig(
+        image_size=8, channels=1, patch=2, d_emb=32, n_layers=2, n_heads=4, d_head=8, d_mlp=64, n_classes=10
+    ),
 }
 
 GPT_CONFIGS = {
-    "gpt2-small": GPTConfig(vocab_size=50257, context=1024, d_emb=768, n_layers=12, n_heads=12, d_head=64,
-                            d_mlp=3072, remat=True),
-    "gpt2-medium": GPTConfig(vocab_size=50257, context=1024, d_emb=1024, n_layers=24, n_heads=16, d_head=64,
-                             d_mlp=4096, remat=True),
-    "gpt2-large": GPTConfig(vocab_size=50257, context=1024, d_emb=1280, n_layers=36, n_heads=20, d_head=64,
-                            d_mlp=5120, remat=True),
+    "gpt2-small": GPTConfig(
+        vocab_size=50257, context=1024, d_emb=768, n_layers=12, n_heads=12, d_head=64, d_mlp=3072, remat=True
+    ),
+    "gpt2-medium": GPTConfig(
+        vocab_size=50257, context=1024, d_emb=1024, n_layers=24, n_heads=16, d_head=64, d_mlp=4096, remat=True
+    ),
+    "gpt2-large": GPTConfig(
+        vocab_size=50257, context=1024, d_emb=1280, n_layers=36, n_heads=20, d_head=64, d_mlp=5120, remat=True
+    ),
     # CPU tests and demos; vocab_size is set from the tokenizer.
     "gpt2-tiny": GPTConfig(vocab_size=256, context=32, d_emb=32, n_layers=2, n_heads=4, d_head=8, d_mlp=128),
 }
 
 TRAIN_CONFIGS = {
     # Paper appendix B.1: Adam, lr 1e-4, 15 warm-up epochs, cosine decay, batch 512, 500 epochs, no wd.
-    "vit-cifar": TrainConfig(optimizer="adam", lr=1e-4, total=500, warmup=15, unit="epochs", batch_size=512,
-                             eval_every=2000, checkpoint_every=2000),
+    "vit-cifar": TrainConfig(
+        optimizer="adam",
+        lr=1e-4,
+        total=500,
+        warmup=15,
+        unit="epochs",
+        batch_size=512,
+        eval_every=2000,
+        checkpoint_every=2000,
+    ),
     # Paper appendix B.3: ViT-Base/16 on ImageNet, lr 3e-3, batch 4096, 360 epochs.
-    "vit-imagenet": TrainConfig(optimizer="adam", lr=3e-3, total=360, warmup=15, unit="epochs", batch_size=4096,
-                                micro_batch=512, eval_every=5000, checkpoint_every=5000),
+    "vit-imagenet": TrainConfig(
+        optimizer="adam",
+        lr=3e-3,
+        total=360,
+        warmup=15,
+        unit="epochs",
+        batch_size=4096,
+        micro_batch=512,
+        eval_every=5000,
+        checkpoint_every=5000,
+    ),
     # InRank paper, Table 4: AdamW 6e-4, wd 0.1, warm-up 1 of 100 epochs, effective batch 512 by accumulation.
-    "gpt2-wikitext103": TrainConfig(optimizer="adamw", lr=6e-4, weight_decay=0.1, b2=0.95, grad_clip=1.0,
-                                    total=100, warmup=1, unit="epochs", batch_size=512, micro_batch=16,
-                                    eval_every=2000, checkpoint_every=2000, eval_batch_size=16),
+    "gpt2-wikitext103": TrainConfig(
+        optimizer="adamw",
+        lr=6e-4,
+        weight_decay=0.1,
+        b2=0.95,
+        grad_clip=1.0,
+        total=100,
+        warmup=1,
+        unit="epochs",
+        batch_size=512,
+        micro_batch=16,
+        eval_every=2000,
+        checkpoint_every=2000,
+        eval_batch_size=16,
+    ),
     # CPU demos and tests.
-    "tiny": TrainConfig(optimizer="adam", lr=3e-3, total=50, warmup=5, unit="steps", batch_size=64,
-                        eval_every=25, checkpoint_every=25, log_every=5, n_spectra=10, eval_batch_size=256),
+    "tiny": TrainConfig(
+        optimizer="adam",
+        lr=3e-3,
+        total=50,
+        warmup=5,
+        unit="steps",
+        batch_size=64,
+        eval_every=25,
+        checkpoint_every=25,
+        log_every=5,
+        n_spectra=10,
+        eval_batch_size=256,
+    ),
 }
 
 

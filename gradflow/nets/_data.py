@@ -26,8 +26,8 @@ import functools
 import io
 import os
 import pickle
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 
@@ -47,9 +47,7 @@ _CIFAR10_LAYOUT = (
     "cifar-10-batches-py/ with data_batch_1 .. data_batch_5, test_batch and batches.meta "
     "(the 'CIFAR-10 python version' archive, unpacked)"
 )
-_CIFAR100_LAYOUT = (
-    "cifar-100-python/ with train, test and meta (the 'CIFAR-100 python version' archive, unpacked)"
-)
+_CIFAR100_LAYOUT = "cifar-100-python/ with train, test and meta (the 'CIFAR-100 python version' archive, unpacked)"
 _FOLDER_LAYOUT = "root/train/<class>/*.JPEG|*.jpg|*.png and root/val/<class>/... (ImageNet layout)"
 _WIKITEXT_LAYOUT = (
     "wikitext-103-raw/ (or wikitext-2-raw/) with wiki.train.raw, wiki.valid.raw and wiki.test.raw, "
@@ -120,7 +118,9 @@ def _load_pickle(path: Path, layout: str) -> dict:
         with open(path, "rb") as f:
             obj = _CifarUnpickler(io.BytesIO(f.read()), encoding="bytes").load()
     except Exception as e:  # noqa: BLE001 - any failure means the file is not a CIFAR pickle
-        raise ValueError(f"{path} is not a valid CIFAR pickle ({type(e).__name__}: {e}); expected layout: {layout}") from e
+        raise ValueError(
+            f"{path} is not a valid CIFAR pickle ({type(e).__name__}: {e}); expected layout: {layout}"
+        ) from e
     if not isinstance(obj, dict):
         raise ValueError(f"{path} holds a {type(obj).__name__}, expected a dict; expected layout: {layout}")
     return obj
@@ -173,9 +173,7 @@ def _load_cifar100(root: Path) -> ImageDataset:
 def _checked(ds: ImageDataset) -> ImageDataset:
     for split, y in (("train", ds.train_y), ("test", ds.test_y)):
         if y.size and (y.min() < 0 or y.max() >= ds.num_classes):
-            raise ValueError(
-                f"{ds.name}: {split} labels lie in {y.min()}..{y.max()}, outside [0, {ds.num_classes})"
-            )
+            raise ValueError(f"{ds.name}: {split} labels lie in {y.min()}..{y.max()}, outside [0, {ds.num_classes})")
     return ds
 
 
@@ -300,6 +298,7 @@ def load_images(
 
 def _default_documents() -> list[str]:
     import pydoc_data.topics
+
     import sklearn.datasets
 
     descr = Path(sklearn.datasets.__file__).parent / "descr"

@@ -35,9 +35,20 @@ class GPT(eqx.Module):
         c, rng = config, numpy_rng(key)
         self.wte = to_device(trunc_normal(rng, (c.vocab_size, c.d_emb)))
         self.wpe = to_device(trunc_normal(rng, (c.context, c.d_emb), 0.01))
-        self.blocks = to_device(stacked_blocks(c.n_layers, rng=rng, d_emb=c.d_emb, n_heads=c.n_heads,
-                                               d_head=c.d_head, d_mlp=c.d_mlp, causal=True, scale=init_scale,
-                                               out_std=INIT_STD / math.sqrt(2 * c.n_layers), ln_eps=1e-5))
+        self.blocks = to_device(
+            stacked_blocks(
+                c.n_layers,
+                rng=rng,
+                d_emb=c.d_emb,
+                n_heads=c.n_heads,
+                d_head=c.d_head,
+                d_mlp=c.d_mlp,
+                causal=True,
+                scale=init_scale,
+                out_std=INIT_STD / math.sqrt(2 * c.n_layers),
+                ln_eps=1e-5,
+            )
+        )
         self.ln_f = to_device(LayerNorm(c.d_emb, eps=1e-5))
         self.config = c
 
@@ -45,10 +56,8 @@ class GPT(eqx.Module):
         """Next-token logits (T, vocab) in float32 for one int sequence (T,), T ≤ context."""
         c = self.config
         if tokens.ndim != 1 or tokens.shape[0] > c.context:
-            raise ValueError(f"GPT expects one token sequence of shape (T,) with T <= {c.context}, "
-                             f"got {tokens.shape}")
+            raise ValueError(f"GPT expects one token sequence of shape (T,) with T <= {c.context}, got {tokens.shape}")
         dt = self.wte.dtype
         x = self.wte[tokens] + self.wpe[: tokens.shape[0]].astype(dt)
         x = self.ln_f(apply_stacked(self.blocks, x, remat=c.remat))
         return (x @ self.wte.T).astype(jnp.float32)
-

@@ -34,7 +34,6 @@ import dataclasses
 import json
 import pathlib
 import time
-from typing import Optional
 
 import equinox as eqx
 import jax
@@ -89,8 +88,8 @@ class InRankConfig:
     threshold: float = 0.9
     check_every: int = 10
     eps: float = 1e-3
-    max_rank: Optional[int] = None
-    efficient_after: Optional[int] = None
+    max_rank: int | None = None
+    efficient_after: int | None = None
 
     def __post_init__(self):
         if self.init_rank < 1 or self.buffer < 1 or self.check_every < 1:
@@ -102,8 +101,10 @@ class InRankConfig:
         """R for a d_in × d_out matrix."""
         r = min(d_in, d_out) // 2 if self.max_rank is None else self.max_rank
         if not self.init_rank + self.buffer <= r <= min(d_in, d_out):
-            raise ValueError(f"need init_rank + buffer = {self.init_rank + self.buffer} <= max_rank = {r} <= "
-                             f"min(d_in, d_out) = {min(d_in, d_out)}; lower buffer or set max_rank")
+            raise ValueError(
+                f"need init_rank + buffer = {self.init_rank + self.buffer} <= max_rank = {r} <= "
+                f"min(d_in, d_out) = {min(d_in, d_out)}; lower buffer or set max_rank"
+            )
         return r
 
 
@@ -115,7 +116,7 @@ def explained_ratio(s, rank: int, buffer: int) -> float:
     s = np.sort(np.abs(np.asarray(s, np.float64)))[::-1]
     s = np.pad(s, (0, max(0, rank + buffer - s.size)))
     total = s[: rank + buffer].var()
-    return 1.0 if total == 0 else float(1.0 - s[rank: rank + buffer].var() / total)
+    return 1.0 if total == 0 else float(1.0 - s[rank : rank + buffer].var() / total)
 
 
 def explained_ratios(s, buffer: int) -> np.ndarray:
@@ -211,8 +212,14 @@ def to_inrank(model, grads: dict, *, config: InRankConfig = InRankConfig()):
         eps = F32(config.eps)
         u = jnp.zeros((n_layers, d_in, R), F32).at[:, :, :k].set(-eps * a[:, :, :k])
         v = jnp.zeros((n_layers, R, d_out), F32).at[:, :k, :].set(eps * ct[:, :k, :])
-        layer = InRankLinear(w0=w.astype(F32), u=u, v=v, bias=lin.bias, n_active=jnp.full((n_layers,), k, jnp.int32),
-                             buffer=config.buffer)
+        layer = InRankLinear(
+            w0=w.astype(F32),
+            u=u,
+            v=v,
+            bias=lin.bias,
+            n_active=jnp.full((n_layers,), k, jnp.int32),
+            buffer=config.buffer,
+        )
         model = _replace(model, name, layer)
     return model
 
@@ -244,10 +251,13 @@ def update_ranks(model, key, *, config: InRankConfig = InRankConfig()):
         lin = _get(model, name)
         s = np.asarray(_layer_spectrum(lin.u, lin.v, lin.n_active))
         old = np.asarray(lin.n_active) - lin.buffer
-        new = np.array([grow_rank(s[l], int(old[l]), buffer=lin.buffer, threshold=config.threshold)
-                        for l in range(len(old))])
-        info[name] = {"rank": new.tolist(),
-                      "explained_ratio": [explained_ratio(s[l], int(new[l]), lin.buffer) for l in range(len(new))]}
+        new = np.array(
+            [grow_rank(s[l], int(old[l]), buffer=lin.buffer, threshold=config.threshold) for l in range(len(old))]
+        )
+        info[name] = {
+            "rank": new.tolist(),
+            "explained_ratio": [explained_ratio(s[l], int(new[l]), lin.buffer) for l in range(len(new))],
+        }
         if np.any(new != old):
             n_active = jnp.asarray(new + lin.buffer, jnp.int32)
             u, v = _activate(lin.u, lin.v, lin.n_active, n_active, jax.random.fold_in(key, i), F32(config.eps))
@@ -255,7 +265,7 @@ def update_ranks(model, key, *, config: InRankConfig = InRankConfig()):
     return model, info
 
 
-def to_low_rank(model, *, ranks: Optional[dict] = None):
+def to_low_rank(model, *, ranks: dict | None = None):
     """Algorithm 3, lines 4–6: replace each ``W_0 + U V`` by its best rank-``r`` factorisation ``U* V*``.
 
     ``r`` is the layer's InRank rank (buffer discarded) unless ``ranks[name]`` (one int per layer) says
@@ -273,8 +283,12 @@ def to_low_rank(model, *, ranks: Optional[dict] = None):
         a, s, ct = jnp.linalg.svd(w, full_matrices=False)
         keep = (jnp.arange(width) < jnp.asarray(r)[:, None]).astype(F32)
         root = jnp.sqrt(s[:, :width]) * keep
-        layer = LowRankLinear(u=a[:, :, :width] * root[:, None, :], v=root[:, :, None] * ct[:, :width, :],
-                              bias=lin.bias, rank=jnp.asarray(r, jnp.int32))
+        layer = LowRankLinear(
+            u=a[:, :, :width] * root[:, None, :],
+            v=root[:, :, None] * ct[:, :width, :],
+            bias=lin.bias,
+            rank=jnp.asarray(r, jnp.int32),
+        )
         model = _replace(model, name, layer)
     return model
 
@@ -334,10 +348,10 @@ class InRankResult:
     evaluation: dict
     steps: int
     seconds_per_step: float
-    seconds_per_rank_check: Optional[float]
+    seconds_per_rank_check: float | None
     parameters: dict
     state_bytes: int
-    peak_memory_bytes: Optional[int]
+    peak_memory_bytes: int | None
     n_traces: int
     tokenizer_name: str
 
@@ -367,12 +381,12 @@ def _nbytes(tree) -> int:
     return int(sum(a.nbytes for a in jax.tree_util.tree_leaves(tree) if eqx.is_array(a)))
 
 
-def _peak_memory() -> Optional[int]:
+def _peak_memory() -> int | None:
     stats = jax.devices()[0].memory_stats()
     return None if not stats else stats.get("peak_bytes_in_use")
 
 
-def _checkpoint_like(model, phase: str, ranks: Optional[dict], inrank: InRankConfig, optimizer):
+def _checkpoint_like(model, phase: str, ranks: dict | None, inrank: InRankConfig, optimizer):
     """Structure, shapes and dtypes of the checkpointed ``(model, opt_state)`` of a run in ``phase``, built from
     the initial ``model`` without computing anything (``ranks``: the fixed ranks of the ``fixed-rank`` phase)."""
 
@@ -387,9 +401,19 @@ def _checkpoint_like(model, phase: str, ranks: Optional[dict], inrank: InRankCon
     return eqx.filter_eval_shape(build)
 
 
-def train_inrank(model, config: TrainConfig, data: TextDataset, *, mode: str = "inrank-efficient",
-                 inrank: InRankConfig = InRankConfig(), seed: int = 0, out=None, resume: bool = False,
-                 compute_dtype=None, stop_after: Optional[int] = None) -> InRankResult:
+def train_inrank(
+    model,
+    config: TrainConfig,
+    data: TextDataset,
+    *,
+    mode: str = "inrank-efficient",
+    inrank: InRankConfig = InRankConfig(),
+    seed: int = 0,
+    out=None,
+    resume: bool = False,
+    compute_dtype=None,
+    stop_after: int | None = None,
+) -> InRankResult:
     """Train a ``GPT`` on ``data`` with the recipe ``config`` in one of three modes:
 
     ``"full"`` (every weight trained, the baseline), ``"inrank"`` (Algorithm 2 throughout) or
@@ -409,8 +433,19 @@ def train_inrank(model, config: TrainConfig, data: TextDataset, *, mode: str = "
     total, with a checkpoint, as an interruption would (the schedule, logging and evaluation still follow the
     full recipe).
     """
-    from ._train import (StepLog, _evaluate, _token_arrays, compiled_for, data_description, default_compute_dtype,
-                         learning_rate_schedule, make_optimizer, recipe_description, split_model, step_counts)
+    from ._train import (
+        StepLog,
+        _evaluate,
+        _token_arrays,
+        compiled_for,
+        data_description,
+        default_compute_dtype,
+        learning_rate_schedule,
+        make_optimizer,
+        recipe_description,
+        split_model,
+        step_counts,
+    )
 
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -431,9 +466,16 @@ def train_inrank(model, config: TrainConfig, data: TextDataset, *, mode: str = "
 
     key = jax.random.PRNGKey(seed)
     optimizer, schedule = make_optimizer(config), learning_rate_schedule(config, total, warmup)
-    description = _runs.describe(mode=mode, seed=seed, config=recipe_description(config), model=model.config,
-                                 data=data_description(data), compute_dtype=compute_dtype,
-                                 inrank=None if mode == "full" else inrank, init_weights=_runs.fingerprint(model))
+    description = _runs.describe(
+        mode=mode,
+        seed=seed,
+        config=recipe_description(config),
+        model=model.config,
+        data=data_description(data),
+        compute_dtype=compute_dtype,
+        inrank=None if mode == "full" else inrank,
+        init_weights=_runs.fingerprint(model),
+    )
     metrics, rank_log, logs = [], [], {}
     start, losses, phase = 0, [], "full" if mode == "full" else "inrank"
     timing = {"seconds": 0.0, "steps": 0, "rank_checks": []}  # steps after each phase's first (compiling) one
@@ -475,9 +517,19 @@ def train_inrank(model, config: TrainConfig, data: TextDataset, *, mode: str = "
             logs[kind].append(rec)
 
     def checkpoint(step):
-        _runs.save_checkpoint(ckpt, (current(), opt_state), {
-            **description, "step": step, "phase": phase, "ranks": mlp_ranks(current()), "total_steps": total,
-            "log_window": losses, "timing": timing})
+        _runs.save_checkpoint(
+            ckpt,
+            (current(), opt_state),
+            {
+                **description,
+                "step": step,
+                "phase": phase,
+                "ranks": mlp_ranks(current()),
+                "total_steps": total,
+                "log_window": losses,
+                "timing": timing,
+            },
+        )
 
     def sync(timed=True):
         losses.extend(loss for _, loss, _ in steps.sync(timed))
@@ -487,8 +539,9 @@ def train_inrank(model, config: TrainConfig, data: TextDataset, *, mode: str = "
 
     first_of_phase = start + 1
     for step in range(start + 1, last + 1):
-        params, opt_state, loss, gnorm = step_fn(params, opt_state, frozen, static, arrays, batch(step - 1),
-                                                 jnp.float32(schedule(step - 1)))
+        params, opt_state, loss, gnorm = step_fn(
+            params, opt_state, frozen, static, arrays, batch(step - 1), jnp.float32(schedule(step - 1))
+        )
         steps.add(step, loss, gnorm)
         is_check = phase == "inrank" and step % inrank.check_every == 0
         is_switch = switch is not None and step == switch
@@ -522,12 +575,21 @@ def train_inrank(model, config: TrainConfig, data: TextDataset, *, mode: str = "
     model = current()
     evaluation = next((m for m in reversed(metrics) if "eval_loss" in m), {})
     checks = timing["rank_checks"]
-    return InRankResult(model=model, mode=mode, metrics=metrics, ranks=rank_log, evaluation=evaluation,
-                        steps=max(last, start), seconds_per_step=timing["seconds"] / max(timing["steps"], 1),
-                        seconds_per_rank_check=float(np.median(checks)) if checks else None,
-                        parameters=parameter_count(model),
-                        state_bytes=_nbytes((params, opt_state)), peak_memory_bytes=_peak_memory(),
-                        n_traces=traces[0] - traces_before, tokenizer_name=data.tokenizer_name)
+    return InRankResult(
+        model=model,
+        mode=mode,
+        metrics=metrics,
+        ranks=rank_log,
+        evaluation=evaluation,
+        steps=max(last, start),
+        seconds_per_step=timing["seconds"] / max(timing["steps"], 1),
+        seconds_per_rank_check=float(np.median(checks)) if checks else None,
+        parameters=parameter_count(model),
+        state_bytes=_nbytes((params, opt_state)),
+        peak_memory_bytes=_peak_memory(),
+        n_traces=traces[0] - traces_before,
+        tokenizer_name=data.tokenizer_name,
+    )
 
 
 def _mean_rank(model) -> float:
@@ -535,24 +597,51 @@ def _mean_rank(model) -> float:
     return float(np.mean(r["fc_in"] + r["fc_out"]))
 
 
-def compare_inrank(build, config: TrainConfig, data: TextDataset, *, modes=("full", "inrank-efficient"),
-                   inrank: InRankConfig = InRankConfig(), seed: int = 0, out=None, resume: bool = False,
-                   compute_dtype=None, stop_after: Optional[int] = None) -> dict:
+def compare_inrank(
+    build,
+    config: TrainConfig,
+    data: TextDataset,
+    *,
+    modes=("full", "inrank-efficient"),
+    inrank: InRankConfig = InRankConfig(),
+    seed: int = 0,
+    out=None,
+    resume: bool = False,
+    compute_dtype=None,
+    stop_after: int | None = None,
+) -> dict:
     """Train ``build()`` (a fresh GPT) in each of ``modes`` and tabulate perplexity, mean MLP rank, parameters,
     time per step and memory. Returns ``{mode: row}``; with ``out`` also writes ``comparison.json`` and
     ``comparison.md`` (and each run's logs and checkpoint in ``out/<mode>``, which ``resume=True`` continues;
     finished runs are only reloaded)."""
     rows = {}
     for mode in modes:
-        r = train_inrank(build(), config, data, mode=mode, inrank=inrank, seed=seed, compute_dtype=compute_dtype,
-                         out=None if out is None else pathlib.Path(out) / mode, resume=resume,
-                         stop_after=stop_after)
-        rows[mode] = {"eval_perplexity": r.evaluation.get("eval_perplexity"), "eval_loss": r.evaluation.get("eval_loss"),
-                      "mean_mlp_rank": _mean_rank(r.model), "ranks": mlp_ranks(r.model),
-                      "trainable_parameters": r.parameters["trainable"], "seconds_per_step": r.seconds_per_step,
-                      "seconds_per_rank_check": r.seconds_per_rank_check,
-                      "state_bytes": r.state_bytes, "peak_memory_bytes": r.peak_memory_bytes, "steps": r.steps,
-                      "n_traces": r.n_traces, "tokenizer": r.tokenizer_name}
+        r = train_inrank(
+            build(),
+            config,
+            data,
+            mode=mode,
+            inrank=inrank,
+            seed=seed,
+            compute_dtype=compute_dtype,
+            out=None if out is None else pathlib.Path(out) / mode,
+            resume=resume,
+            stop_after=stop_after,
+        )
+        rows[mode] = {
+            "eval_perplexity": r.evaluation.get("eval_perplexity"),
+            "eval_loss": r.evaluation.get("eval_loss"),
+            "mean_mlp_rank": _mean_rank(r.model),
+            "ranks": mlp_ranks(r.model),
+            "trainable_parameters": r.parameters["trainable"],
+            "seconds_per_step": r.seconds_per_step,
+            "seconds_per_rank_check": r.seconds_per_rank_check,
+            "state_bytes": r.state_bytes,
+            "peak_memory_bytes": r.peak_memory_bytes,
+            "steps": r.steps,
+            "n_traces": r.n_traces,
+            "tokenizer": r.tokenizer_name,
+        }
     if out is not None:
         out = pathlib.Path(out)
         (out / "comparison.json").write_text(json.dumps(rows, indent=1))
@@ -562,19 +651,27 @@ def compare_inrank(build, config: TrainConfig, data: TextDataset, *, modes=("ful
 
 def comparison_table(rows: dict, data: TextDataset) -> str:
     """Markdown table of :func:`compare_inrank`'s rows, with the tokenizer caveat."""
-    lines = [f"InRank comparison on {data.name} (device: {jax.devices()[0].device_kind})", "",
-             "| mode | eval perplexity | mean MLP rank | trainable params | s/step | s/rank check | "
-             "params+opt state MB | peak MB |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"InRank comparison on {data.name} (device: {jax.devices()[0].device_kind})",
+        "",
+        "| mode | eval perplexity | mean MLP rank | trainable params | s/step | s/rank check | "
+        "params+opt state MB | peak MB |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for mode, r in rows.items():
         peak = "n/a" if r["peak_memory_bytes"] is None else f"{r['peak_memory_bytes'] / 2**20:.0f}"
         ppl = "n/a" if r["eval_perplexity"] is None else f"{r['eval_perplexity']:.4g}"
         check = "n/a" if r["seconds_per_rank_check"] is None else f"{r['seconds_per_rank_check']:.4f}"
-        lines.append(f"| {mode} | {ppl} | {r['mean_mlp_rank']:.1f} | {r['trainable_parameters']:,} | "
-                     f"{r['seconds_per_step']:.4f} | {check} | {r['state_bytes'] / 2**20:.1f} | {peak} |")
+        lines.append(
+            f"| {mode} | {ppl} | {r['mean_mlp_rank']:.1f} | {r['trainable_parameters']:,} | "
+            f"{r['seconds_per_step']:.4f} | {check} | {r['state_bytes'] / 2**20:.1f} | {peak} |"
+        )
     if data.tokenizer_name != "gpt2":
-        lines += ["", f"Perplexity is per `{data.tokenizer_name}` token: not comparable with the InRank paper's "
-                      "GPT-2-BPE perplexities (19.3 / 19.6 for GPT-2 small on WikiText-103)."]
+        lines += [
+            "",
+            f"Perplexity is per `{data.tokenizer_name}` token: not comparable with the InRank paper's "
+            "GPT-2-BPE perplexities (19.3 / 19.6 for GPT-2 small on WikiText-103).",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -591,18 +688,26 @@ def add_subcommand(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=None, help="train for this many optimiser steps")
     p.add_argument("--batch-size", type=int, default=None)
     p.add_argument("--lr", type=float, default=None)
-    p.add_argument("--checkpoint-every", type=int, default=None, help="steps between checkpoints (default: the recipe's)")
+    p.add_argument(
+        "--checkpoint-every", type=int, default=None, help="steps between checkpoints (default: the recipe's)"
+    )
     p.add_argument("--init-rank", type=int, default=2)
     p.add_argument("--buffer", type=int, default=100)
     p.add_argument("--threshold", type=float, default=0.9)
     p.add_argument("--check-every", type=int, default=10)
     p.add_argument("--eps", type=float, default=1e-3)
     p.add_argument("--max-rank", type=int, default=None)
-    p.add_argument("--efficient-after", type=int, default=None, help="InRank steps before fixing the rank (default 1 epoch)")
+    p.add_argument(
+        "--efficient-after", type=int, default=None, help="InRank steps before fixing the rank (default 1 epoch)"
+    )
     p.add_argument("--compute-dtype", choices=("auto", "float32", "bfloat16"), default="auto")
-    p.add_argument("--remat", action=argparse.BooleanOptionalAction, default=None,
-                   help="recompute the block activations in the backward pass (default: on for the paper-scale "
-                        "configs, off for gpt2-tiny)")
+    p.add_argument(
+        "--remat",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="recompute the block activations in the backward pass (default: on for the paper-scale "
+        "configs, off for gpt2-tiny)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="inrank_output")
     p.add_argument("--resume", action="store_true", help="continue the runs found in --out")
@@ -621,19 +726,39 @@ def _run_cli(args) -> None:
     if args.remat is not None:
         cfg = dataclasses.replace(cfg, remat=args.remat)
     recipe = train_config(args.train_config or ("tiny" if args.config == "gpt2-tiny" else "gpt2-wikitext103"))
-    recipe = recipe.with_overrides(batch_size=args.batch_size, lr=args.lr, checkpoint_every=args.checkpoint_every,
-                                   steps=args.steps)
-    inrank = InRankConfig(init_rank=args.init_rank, buffer=args.buffer, threshold=args.threshold,
-                          check_every=args.check_every, eps=args.eps, max_rank=args.max_rank,
-                          efficient_after=args.efficient_after)
+    recipe = recipe.with_overrides(
+        batch_size=args.batch_size, lr=args.lr, checkpoint_every=args.checkpoint_every, steps=args.steps
+    )
+    inrank = InRankConfig(
+        init_rank=args.init_rank,
+        buffer=args.buffer,
+        threshold=args.threshold,
+        check_every=args.check_every,
+        eps=args.eps,
+        max_rank=args.max_rank,
+        efficient_after=args.efficient_after,
+    )
     dtype = None if args.compute_dtype == "auto" else jnp.dtype(args.compute_dtype)
     out = pathlib.Path(args.out)
-    rows = compare_inrank(lambda: GPT(cfg, key=jax.random.PRNGKey(args.seed)), recipe, data, modes=tuple(args.modes),
-                          inrank=inrank, seed=args.seed, out=out, resume=args.resume, compute_dtype=dtype)
+    rows = compare_inrank(
+        lambda: GPT(cfg, key=jax.random.PRNGKey(args.seed)),
+        recipe,
+        data,
+        modes=tuple(args.modes),
+        inrank=inrank,
+        seed=args.seed,
+        out=out,
+        resume=args.resume,
+        compute_dtype=dtype,
+    )
     print(comparison_table(rows, data))
     for mode in rows:
         records = out / mode / "ranks.jsonl"
         if records.exists() and records.stat().st_size:
-            figure = plot_inrank_ranks(records, out / "figures" / f"ranks_{mode}.png", until=rows[mode]["steps"],
-                                       title=f"{mode}, {args.config}")
+            figure = plot_inrank_ranks(
+                records,
+                out / "figures" / f"ranks_{mode}.png",
+                until=rows[mode]["steps"],
+                title=f"{mode}, {args.config}",
+            )
             print(f"ranks through training: {figure}")

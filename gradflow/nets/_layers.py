@@ -55,8 +55,7 @@ class Linear(eqx.Module):
     weight: jax.Array
     bias: jax.Array
 
-    def __init__(self, d_in: int, d_out: int, *, rng: np.random.Generator, scale: float = 1.0,
-                 std: float = INIT_STD):
+    def __init__(self, d_in: int, d_out: int, *, rng: np.random.Generator, scale: float = 1.0, std: float = INIT_STD):
         self.weight = np.float32(scale) * trunc_normal(rng, (d_in, d_out), std)
         self.bias = _zeros(d_out)
 
@@ -106,8 +105,17 @@ class MultiHeadAttention(eqx.Module):
     bo: jax.Array
     causal: bool = eqx.field(static=True)
 
-    def __init__(self, d_emb: int, n_heads: int, d_head: int, *, rng: np.random.Generator, causal: bool,
-                 scale: float = 1.0, out_std: float = INIT_STD):
+    def __init__(
+        self,
+        d_emb: int,
+        n_heads: int,
+        d_head: int,
+        *,
+        rng: np.random.Generator,
+        causal: bool,
+        scale: float = 1.0,
+        out_std: float = INIT_STD,
+    ):
         shape, scale = (d_emb, n_heads, d_head), np.float32(scale)
         self.wq = scale * trunc_normal(rng, shape)
         self.wk = scale * trunc_normal(rng, shape)
@@ -139,8 +147,9 @@ class MLP(eqx.Module):
     fc_in: Linear
     fc_out: Linear
 
-    def __init__(self, d_emb: int, d_mlp: int, *, rng: np.random.Generator, scale: float = 1.0,
-                 out_std: float = INIT_STD):
+    def __init__(
+        self, d_emb: int, d_mlp: int, *, rng: np.random.Generator, scale: float = 1.0, out_std: float = INIT_STD
+    ):
         self.fc_in = Linear(d_emb, d_mlp, rng=rng, scale=scale)
         self.fc_out = Linear(d_mlp, d_emb, rng=rng, scale=scale, std=out_std)
 
@@ -156,11 +165,21 @@ class Block(eqx.Module):
     ln2: LayerNorm
     mlp: MLP
 
-    def __init__(self, d_emb: int, n_heads: int, d_head: int, d_mlp: int, *, rng: np.random.Generator,
-                 causal: bool, scale: float = 1.0, out_std: float = INIT_STD, ln_eps: float = 1e-6):
+    def __init__(
+        self,
+        d_emb: int,
+        n_heads: int,
+        d_head: int,
+        d_mlp: int,
+        *,
+        rng: np.random.Generator,
+        causal: bool,
+        scale: float = 1.0,
+        out_std: float = INIT_STD,
+        ln_eps: float = 1e-6,
+    ):
         self.ln1 = LayerNorm(d_emb, eps=ln_eps)
-        self.attn = MultiHeadAttention(d_emb, n_heads, d_head, rng=rng, causal=causal, scale=scale,
-                                       out_std=out_std)
+        self.attn = MultiHeadAttention(d_emb, n_heads, d_head, rng=rng, causal=causal, scale=scale, out_std=out_std)
         self.ln2 = LayerNorm(d_emb, eps=ln_eps)
         self.mlp = MLP(d_emb, d_mlp, rng=rng, scale=scale, out_std=out_std)
 
@@ -193,8 +212,7 @@ def apply_stacked(blocks: Block, x: jax.Array, *, remat: bool = False) -> jax.Ar
         return eqx.combine(layer, static)(h), None
 
     if remat:  # prevent_cse=False is safe (and faster) under scan
-        body = jax.checkpoint(body, prevent_cse=False,
-                              policy=jax.checkpoint_policies.dots_with_no_batch_dims_saveable)
+        body = jax.checkpoint(body, prevent_cse=False, policy=jax.checkpoint_policies.dots_with_no_batch_dims_saveable)
     x, _ = jax.lax.scan(body, x, dynamic)
     return x
 
@@ -202,7 +220,8 @@ def apply_stacked(blocks: Block, x: jax.Array, *, remat: bool = False) -> jax.Ar
 def cast_floating(tree, dtype):
     """Cast the floating-point array leaves of ``tree`` to ``dtype`` (mixed precision compute copy)."""
     return jax.tree_util.tree_map(
-        lambda a: a.astype(dtype) if eqx.is_array(a) and jnp.issubdtype(a.dtype, jnp.floating) else a, tree)
+        lambda a: a.astype(dtype) if eqx.is_array(a) and jnp.issubdtype(a.dtype, jnp.floating) else a, tree
+    )
 
 
 def attention_weights(model) -> dict[str, jax.Array]:
@@ -212,5 +231,7 @@ def attention_weights(model) -> dict[str, jax.Array]:
     ``attention_weights(m)["K"][l, h] @ attention_weights(m)["Q"][l, h].T`` is head ``h``'s ``W_K W_Qᵀ`` in layer ``l``.
     """
     attn = model.blocks.attn
-    return {name: jnp.transpose(w, (0, 2, 1, 3))
-            for name, w in (("Q", attn.wq), ("K", attn.wk), ("V", attn.wv), ("O", attn.wo))}
+    return {
+        name: jnp.transpose(w, (0, 2, 1, 3))
+        for name, w in (("Q", attn.wq), ("K", attn.wk), ("V", attn.wv), ("O", attn.wo))
+    }

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import pathlib
-from typing import Mapping, Optional, Sequence, Union
+from collections.abc import Mapping, Sequence
 
 import matplotlib
 
@@ -41,8 +41,9 @@ def _save(fig, path) -> pathlib.Path:
     return path
 
 
-def plot_normalised_spectra(history: SpectraHistory, path, *, heads: Optional[Sequence[tuple[int, int]]] = None,
-                            n_stages: int = 4) -> pathlib.Path:
+def plot_normalised_spectra(
+    history: SpectraHistory, path, *, heads: Sequence[tuple[int, int]] | None = None, n_stages: int = 4
+) -> pathlib.Path:
     """Figures 1, 5, 11: normalised spectrum of ``W_K W_Qᵀ`` (``W_V W_Oᵀ``) at initialisation against the
     normalised spectra of its perturbation at ``n_stages`` measured steps, for the (layer, head) ``heads``."""
     n_layers = history.delta.kq.shape[1]
@@ -68,8 +69,9 @@ def plot_normalised_spectra(history: SpectraHistory, path, *, heads: Optional[Se
     return _save(fig, path)
 
 
-def plot_singular_value_evolution(histories: Mapping[float, SpectraHistory], path, *, layer: int = 1,
-                                  head: int = 0, k: int = 8) -> pathlib.Path:
+def plot_singular_value_evolution(
+    histories: Mapping[float, SpectraHistory], path, *, layer: int = 1, head: int = 0, k: int = 8
+) -> pathlib.Path:
     """Figure 3: the ``k`` largest singular values of the perturbations of one head through training,
     one column per initialisation scale (``layer``, ``head`` are 0-based)."""
     scales = sorted(histories, reverse=True)
@@ -100,8 +102,14 @@ def plot_stable_rank_by_layer(histories: Mapping[float, SpectraHistory], path) -
     for ax, (name, delta_label, _) in zip(axes, _PAIRS):
         for i, scale in enumerate(scales):
             sr = getattr(histories[scale].delta, f"{name}_stable_rank")[-1]
-            ax.bar(np.arange(n_layers) + i * width, sr.mean(-1), width, yerr=sr.std(-1), capsize=3,
-                   label=f"init scale {scale:g}")
+            ax.bar(
+                np.arange(n_layers) + i * width,
+                sr.mean(-1),
+                width,
+                yerr=sr.std(-1),
+                capsize=3,
+                label=f"init scale {scale:g}",
+            )
         ax.set_xticks(np.arange(n_layers) + 0.4 - width / 2, [str(l + 1) for l in range(n_layers)])
         ax.set_xlabel("layer")
         ax.set_ylabel("stable rank")
@@ -142,7 +150,7 @@ def plot_losses(metrics: Mapping[float, list], path) -> pathlib.Path:
     for scale in sorted(metrics, reverse=True):
         train = [(m["step"], m["loss"]) for m in metrics[scale] if "loss" in m]
         evals = [(m["step"], m["eval_loss"]) for m in metrics[scale] if "eval_loss" in m]
-        line, = ax.plot(*zip(*train), label=f"init scale {scale:g}") if train else (None,)
+        (line,) = ax.plot(*zip(*train), label=f"init scale {scale:g}") if train else (None,)
         if evals:
             ax.plot(*zip(*evals), "o", color=line.get_color() if line else None)
     ax.set_xlabel("step")
@@ -151,8 +159,9 @@ def plot_losses(metrics: Mapping[float, list], path) -> pathlib.Path:
     return _save(fig, path)
 
 
-def plot_inrank_ranks(ranks: Union[Sequence[dict], str, pathlib.Path], path, *, until: Optional[int] = None,
-                      title: str = "") -> pathlib.Path:
+def plot_inrank_ranks(
+    ranks: Sequence[dict] | str | pathlib.Path, path, *, until: int | None = None, title: str = ""
+) -> pathlib.Path:
     """Rank of every layer's MLP matrices through an InRank run: one panel per matrix (``fc_in``, ``fc_out``),
     one line per layer and their mean; a dotted line marks InRank-Efficient's switch to fixed rank.
 

@@ -84,8 +84,11 @@ def fingerprint(tree) -> str:
 
 def _differences(stored, current, prefix: str = "") -> list[str]:
     if isinstance(stored, dict) and isinstance(current, dict):
-        return [d for k in sorted(set(stored) | set(current), key=str)
-                for d in _differences(stored.get(k), current.get(k), f"{prefix}{k}.")]
+        return [
+            d
+            for k in sorted(set(stored) | set(current), key=str)
+            for d in _differences(stored.get(k), current.get(k), f"{prefix}{k}.")
+        ]
     if stored == current:
         return []
     return [f"{prefix[:-1]} is {stored!r} in the checkpoint, {current!r} in this run"]
@@ -97,9 +100,11 @@ def check_resumable(folder, meta: dict, description: dict) -> None:
     nested fields with dots (``config.lr``)."""
     diffs = _differences({k: meta.get(k) for k in description}, description)
     if diffs:
-        raise ValueError(f"cannot resume from {folder}: it was written by a different run: {'; '.join(diffs)}. "
-                         "Resume with the options the run was started with, or start a fresh run in another output "
-                         "folder (--out), or without resume (which overwrites this one).")
+        raise ValueError(
+            f"cannot resume from {folder}: it was written by a different run: {'; '.join(diffs)}. "
+            "Resume with the options the run was started with, or start a fresh run in another output "
+            "folder (--out), or without resume (which overwrites this one)."
+        )
 
 
 def save_checkpoint(folder, tree, meta: dict) -> None:

@@ -27,8 +27,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._runs import (MetricsLog, check_resumable, checkpoint_meta, describe, has_checkpoint, load_checkpoint,
-                    read_metrics, save_checkpoint)
+from ._runs import (
+    MetricsLog,
+    check_resumable,
+    checkpoint_meta,
+    describe,
+    has_checkpoint,
+    load_checkpoint,
+    read_metrics,
+    save_checkpoint,
+)
 from ._spectra import product_singular_values
 
 __all__ = [
@@ -113,8 +121,12 @@ def toy_attention_data(config: ToyAttentionConfig, *, seed: int) -> tuple[jax.Ar
         s = jnp.zeros((dh,), F32).at[: len(sv)].set(jnp.sqrt(jnp.asarray(sv, F32)))
         return _orthonormal(key, c.dim, dh) * s
 
-    teacher = AttentionHead(wq=factor(kb, c.teacher_kq), wk=factor(ka, c.teacher_kq),
-                            wv=factor(kc, c.teacher_vo), wo=factor(kd, c.teacher_vo))
+    teacher = AttentionHead(
+        wq=factor(kb, c.teacher_kq),
+        wk=factor(ka, c.teacher_kq),
+        wv=factor(kc, c.teacher_vo),
+        wo=factor(kd, c.teacher_vo),
+    )
     x = jax.random.normal(kx, (c.n, c.tokens, c.dim), F32)
     return x, jax.vmap(teacher)(x), teacher
 
@@ -144,8 +156,7 @@ def _gd_chunk(head, x, y, lr, n_steps):
 
 @eqx.filter_jit
 def _measure(head, x, y):
-    return (_loss(head, x, y), product_singular_values(head.wk, head.wq),
-            product_singular_values(head.wv, head.wo))
+    return (_loss(head, x, y), product_singular_values(head.wk, head.wq), product_singular_values(head.wv, head.wo))
 
 
 def train_toy_attention(
@@ -189,8 +200,14 @@ def train_toy_attention(
 
     def record(h, s):
         loss, kq, vo = _measure(h, x, y)
-        rec = {"step": s, "time": lr * s, "rescaled_time": lr * s / log_inv, "loss": float(loss),
-               "sv_kq": np.asarray(kq).tolist(), "sv_vo": np.asarray(vo).tolist()}
+        rec = {
+            "step": s,
+            "time": lr * s,
+            "rescaled_time": lr * s / log_inv,
+            "loss": float(loss),
+            "sv_kq": np.asarray(kq).tolist(),
+            "sv_vo": np.asarray(vo).tolist(),
+        }
         if log is not None:
             log.append(rec)
         return rec
@@ -216,11 +233,23 @@ def train_toy_attention(
         loss=np.array([r["loss"] for r in records]),
         sv_kq=np.array([r["sv_kq"] for r in records]),
         sv_vo=np.array([r["sv_vo"] for r in records]),
-        init_scale=init_scale, lr=lr, teacher_kq=tuple(config.teacher_kq), teacher_vo=tuple(config.teacher_vo),
+        init_scale=init_scale,
+        lr=lr,
+        teacher_kq=tuple(config.teacher_kq),
+        teacher_vo=tuple(config.teacher_vo),
     )
     if out is not None:
-        np.savez(out / "result.npz", step=result.step, time=result.time, rescaled_time=result.rescaled_time,
-                 loss=result.loss, sv_kq=result.sv_kq, sv_vo=result.sv_vo, init_scale=init_scale, lr=lr)
+        np.savez(
+            out / "result.npz",
+            step=result.step,
+            time=result.time,
+            rescaled_time=result.rescaled_time,
+            loss=result.loss,
+            sv_kq=result.sv_kq,
+            sv_vo=result.sv_vo,
+            init_scale=init_scale,
+            lr=lr,
+        )
     return result
 
 
@@ -234,8 +263,10 @@ def plot_toy_attention(results: list[ToyAttentionResult], path) -> None:
 
     fig, axes = plt.subplots(len(results), 3, figsize=(12, 3.2 * len(results)), squeeze=False)
     for row, r in zip(axes, results):
-        for ax, sv, teacher, title in ((row[0], r.sv_vo, r.teacher_vo, r"singular values of $W_V W_O^\top$"),
-                                       (row[1], r.sv_kq, r.teacher_kq, r"singular values of $W_K W_Q^\top$")):
+        for ax, sv, teacher, title in (
+            (row[0], r.sv_vo, r.teacher_vo, r"singular values of $W_V W_O^\top$"),
+            (row[1], r.sv_kq, r.teacher_kq, r"singular values of $W_K W_Q^\top$"),
+        ):
             ax.plot(r.rescaled_time, sv[:, : max(len(teacher) + 2, 1)])
             for s in teacher:
                 ax.axhline(s, color="grey", lw=0.5, ls=":")
@@ -251,7 +282,9 @@ def plot_toy_attention(results: list[ToyAttentionResult], path) -> None:
 
 def add_subcommand(subparsers) -> argparse.ArgumentParser:
     """Register ``toy-attention`` on an ``argparse`` sub-parsers object."""
-    p = subparsers.add_parser("toy-attention", help="one attention head with full weights from small init (paper Fig. 2 d-f)")
+    p = subparsers.add_parser(
+        "toy-attention", help="one attention head with full weights from small init (paper Fig. 2 d-f)"
+    )
     p.add_argument("--init-scale", type=float, nargs="+", default=[1e-2, 1e-4], help="one or several α")
     p.add_argument("--steps", type=int, default=20000)
     p.add_argument("--lr", type=float, default=2e-3)
@@ -271,10 +304,20 @@ def _run_cli(args) -> None:
     out = pathlib.Path(args.out)
     results = []
     for alpha in args.init_scale:
-        r = train_toy_attention(config, init_scale=alpha, steps=args.steps, lr=args.lr, seed=args.seed,
-                                record_every=args.record_every, out=out / f"alpha_{alpha:g}", resume=args.resume)
-        print(f"α={alpha:g}: final loss {r.loss[-1]:.4g}; top singular values "
-              f"VO {np.round(r.sv_vo[-1, :4], 3).tolist()}, KQ {np.round(r.sv_kq[-1, :4], 3).tolist()}")
+        r = train_toy_attention(
+            config,
+            init_scale=alpha,
+            steps=args.steps,
+            lr=args.lr,
+            seed=args.seed,
+            record_every=args.record_every,
+            out=out / f"alpha_{alpha:g}",
+            resume=args.resume,
+        )
+        print(
+            f"α={alpha:g}: final loss {r.loss[-1]:.4g}; top singular values "
+            f"VO {np.round(r.sv_vo[-1, :4], 3).tolist()}, KQ {np.round(r.sv_kq[-1, :4], 3).tolist()}"
+        )
         results.append(r)
     plot_toy_attention(results, out / "toy_attention.png")
     print(f"figure: {out / 'toy_attention.png'}")

@@ -13,7 +13,8 @@ import functools
 import math
 import pathlib
 import time
-from typing import Callable, NamedTuple, Optional, Union
+from collections.abc import Callable
+from typing import NamedTuple
 
 import equinox as eqx
 import jax
@@ -47,7 +48,7 @@ class TrainResult(eqx.Module):
     metrics: list
     evaluation: dict
     steps: int
-    out: Optional[pathlib.Path]
+    out: pathlib.Path | None
 
 
 def default_compute_dtype():
@@ -62,8 +63,10 @@ def _image_arrays(data: ImageDataset, model):
     c = model.config
     expected = (c.image_size, c.image_size, c.channels)
     if data.train_x.shape[1:] != expected or data.test_x.shape[1:] != expected:
-        raise ValueError(f"model config expects images of shape {expected} (H, W, C); got train "
-                         f"{data.train_x.shape[1:]}, test {data.test_x.shape[1:]}")
+        raise ValueError(
+            f"model config expects images of shape {expected} (H, W, C); got train "
+            f"{data.train_x.shape[1:]}, test {data.test_x.shape[1:]}"
+        )
     for y, split in ((data.train_y, "train"), (data.test_y, "test")):
         if y.size and (y.min() < 0 or y.max() >= c.n_classes):
             raise ValueError(f"{split} labels must lie in [0, {c.n_classes}), got [{y.min()}, {y.max()}]")
@@ -73,8 +76,11 @@ def _image_arrays(data: ImageDataset, model):
     std = np.where(std > 0, std, 1.0)
     to = lambda a: jnp.asarray(a, dtype=jnp.uint8 if a.dtype == np.uint8 else jnp.float32)
     stats = (jnp.asarray(mean, jnp.float32), jnp.asarray(std, jnp.float32), jnp.float32(scale))
-    return ((to(data.train_x), jnp.asarray(data.train_y, jnp.int32)),
-            (to(data.test_x), jnp.asarray(data.test_y, jnp.int32)), stats)
+    return (
+        (to(data.train_x), jnp.asarray(data.train_y, jnp.int32)),
+        (to(data.test_x), jnp.asarray(data.test_y, jnp.int32)),
+        stats,
+    )
 
 
 def _token_arrays(data: TextDataset, model):
@@ -87,7 +93,7 @@ def _token_arrays(data: TextDataset, model):
     return jnp.asarray(data.train, jnp.int32), jnp.asarray(data.valid, jnp.int32), c.context
 
 
-def _n_examples(data, context: Optional[int], split: str) -> int:
+def _n_examples(data, context: int | None, split: str) -> int:
     if isinstance(data, ImageDataset):
         return (data.train_x if split == "train" else data.test_x).shape[0]
     stream = data.train if split == "train" else data.valid
@@ -138,7 +144,6 @@ def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
     return optax.chain(*parts)
 
 
-
 def step_counts(config: TrainConfig, n_train: int, stop_after: int | None) -> tuple[int, int, int, int]:
     """``(steps per epoch, total steps, warm-up steps, last step to run)`` for ``n_train`` training examples."""
     if config.batch_size > n_train:
@@ -147,6 +152,7 @@ def step_counts(config: TrainConfig, n_train: int, stop_after: int | None) -> tu
     scale = per_epoch if config.unit == "epochs" else 1
     total, warmup = config.total * scale, config.warmup * scale
     return per_epoch, total, warmup, total if stop_after is None else min(stop_after, total)
+
 
 def learning_rate_schedule(config: TrainConfig, total_steps: int, warmup_steps: int):
     """``lr(step)``: linear warm-up from 0 to ``config.lr`` over ``warmup_steps``, then cosine decay to 0 at
@@ -174,7 +180,7 @@ def _mean_loss(model, arrays, idx, *, compute_dtype, kind):
     return _example_losses(model, arrays, idx, compute_dtype, kind)[0].mean()
 
 
-def make_step(optimizer: optax.GradientTransformation, loss_fn, traces: Optional[list] = None):
+def make_step(optimizer: optax.GradientTransformation, loss_fn, traces: list | None = None):
     """The jitted optimiser step of every training loop here, on a model split by :func:`split_model`::
 
         step(params, opt_state, frozen, static, arrays, idx, lr) -> (params, opt_state, loss, grad_norm)
@@ -236,7 +242,8 @@ class StepLog:
             if not math.isfinite(loss):
                 raise NonFiniteLossError(
                     f"loss is {loss} at step {step} (learning rate {self._schedule(step - 1):.3g}); stopping. "
-                    f"Try a lower learning rate (TrainConfig.lr={self._config.lr:g}) or gradient clipping.")
+                    f"Try a lower learning rate (TrainConfig.lr={self._config.lr:g}) or gradient clipping."
+                )
         return done
 
     def restart(self) -> None:
@@ -308,9 +315,18 @@ def spectra_steps(total_steps: int, n: int) -> list[int]:
 # ----------------------------------------------------------------------------- entry point
 
 
-def train(model: eqx.Module, config: TrainConfig, data: Union[ImageDataset, TextDataset], *, seed: int = 0,
-          out: Union[str, pathlib.Path, None] = None, resume: bool = False, compute_dtype=None,
-          progress: bool = True, stop_after: Optional[int] = None) -> TrainResult:
+def train(
+    model: eqx.Module,
+    config: TrainConfig,
+    data: ImageDataset | TextDataset,
+    *,
+    seed: int = 0,
+    out: str | pathlib.Path | None = None,
+    resume: bool = False,
+    compute_dtype=None,
+    progress: bool = True,
+    stop_after: int | None = None,
+) -> TrainResult:
     """Train ``model`` (a ``ViT`` on an ``ImageDataset`` or a ``GPT`` on a ``TextDataset``, see ``_data``)
     with the recipe ``config``. Images are standardised per channel with the training set's mean and std
     (uint8 first divided by 255); no augmentation. Text examples are the non-overlapping windows of
@@ -330,9 +346,12 @@ def train(model: eqx.Module, config: TrainConfig, data: Union[ImageDataset, Text
     ``NonFiniteLossError`` naming the first step whose loss is not finite.
     """
     if isinstance(data, ImageDataset) != isinstance(getattr(model, "config", None), ViTConfig) or not isinstance(
-            data, (ImageDataset, TextDataset)):
-        raise TypeError(f"train a ViT on an ImageDataset or a GPT on a TextDataset; got "
-                        f"{type(model).__name__} and {type(data).__name__}")
+        data, (ImageDataset, TextDataset)
+    ):
+        raise TypeError(
+            f"train a ViT on an ImageDataset or a GPT on a TextDataset; got "
+            f"{type(model).__name__} and {type(data).__name__}"
+        )
     kind = "image" if isinstance(data, ImageDataset) else "token"
     compute_dtype = default_compute_dtype() if compute_dtype is None else jnp.dtype(compute_dtype)
     if kind == "image":
@@ -356,9 +375,14 @@ def train(model: eqx.Module, config: TrainConfig, data: Union[ImageDataset, Text
     metrics: list[dict] = []
     window: list[float] = []  # checked losses since the last metrics record (saved with checkpoints)
     last_grad_norm = None
-    description = _runs.describe(seed=seed, config=recipe_description(config), model=model.config,
-                                 data=data_description(data), compute_dtype=compute_dtype,
-                                 init_weights=_runs.fingerprint(model))
+    description = _runs.describe(
+        seed=seed,
+        config=recipe_description(config),
+        model=model.config,
+        data=data_description(data),
+        compute_dtype=compute_dtype,
+        init_weights=_runs.fingerprint(model),
+    )
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         log = _runs.MetricsLog(out / "metrics.jsonl")
@@ -395,9 +419,17 @@ def train(model: eqx.Module, config: TrainConfig, data: Union[ImageDataset, Text
 
     def checkpoint(step: int) -> None:
         if out is not None:
-            _runs.save_checkpoint(ckpt, TrainState(current(), opt_state),
-                                  {**description, "step": step, "total_steps": total_steps, "log_window": window,
-                                   "grad_norm": last_grad_norm})
+            _runs.save_checkpoint(
+                ckpt,
+                TrainState(current(), opt_state),
+                {
+                    **description,
+                    "step": step,
+                    "total_steps": total_steps,
+                    "log_window": window,
+                    "grad_norm": last_grad_norm,
+                },
+            )
 
     step_fn, eval_fn, _ = compiled_for(config, compute_dtype, kind)
     schedule = learning_rate_schedule(config, total_steps, warmup_steps)
@@ -410,7 +442,7 @@ def train(model: eqx.Module, config: TrainConfig, data: Union[ImageDataset, Text
     def sync(timed: bool = True) -> None:
         """Wait for the queued steps and take their losses (stopping at the first that is not finite)."""
         nonlocal last_grad_norm
-        for _, loss, last_grad_norm in steps.sync(timed):
+        for _, loss, last_grad_norm in steps.sync(timed):  # noqa: B007 - nonlocal, read after the loop
             window.append(loss)
 
     def log_window(step: int) -> None:
@@ -419,16 +451,24 @@ def train(model: eqx.Module, config: TrainConfig, data: Union[ImageDataset, Text
         seconds, n = steps.take_timing()
         rate = {unit_name: examples_per_step * n / seconds} if n else {}  # none if only a compiling step ran
         mean = float(np.mean(window))
-        record({"step": step, "loss": mean, "grad_norm": last_grad_norm, "lr": schedule(step - 1),
-                **{k.replace("/", "_per_"): v for k, v in rate.items()}})
+        record(
+            {
+                "step": step,
+                "loss": mean,
+                "grad_norm": last_grad_norm,
+                "lr": schedule(step - 1),
+                **{k.replace("/", "_per_"): v for k, v in rate.items()},
+            }
+        )
         bar.set_postfix(loss=f"{mean:.4f}", **{k: f"{v:.0f}" for k, v in rate.items()})
         window = []
 
     for step in range(start + 1, last_step + 1):
         idx = batch_indices(n_train, batch_size=config.batch_size, seed=seed, step=step - 1)
         idx = idx.astype(np.int32).reshape(config.n_micro, -1)
-        params, opt_state, loss, gnorm = step_fn(params, opt_state, frozen, static, train_arrays, jnp.asarray(idx),
-                                                 jnp.float32(schedule(step - 1)))
+        params, opt_state, loss, gnorm = step_fn(
+            params, opt_state, frozen, static, train_arrays, jnp.asarray(idx), jnp.float32(schedule(step - 1))
+        )
         steps.add(step, loss, gnorm)
         bar.update(1)
         is_log = step % config.log_every == 0 or step == total_steps
@@ -439,18 +479,26 @@ def train(model: eqx.Module, config: TrainConfig, data: Union[ImageDataset, Text
             if is_log:
                 log_window(step)
             if step in measure_at:
-                _runs.save_spectra(spectra_dir, _runs.spectra_name(step), perturbation_spectra(current(), init_model),
-                                   step)
+                _runs.save_spectra(
+                    spectra_dir, _runs.spectra_name(step), perturbation_spectra(current(), init_model), step
+                )
             if is_eval:
-                record({"step": step, **_evaluate(eval_fn, test_arrays, current(), n_test, config.eval_batch_size,
-                                                  kind)})
+                record(
+                    {"step": step, **_evaluate(eval_fn, test_arrays, current(), n_test, config.eval_batch_size, kind)}
+                )
             if is_ckpt:
                 checkpoint(step)
             steps.restart()
     bar.close()
     evaluation = next((m for m in reversed(metrics) if "eval_loss" in m), {})
-    return TrainResult(model=current(), init_model=init_model, metrics=metrics, evaluation=evaluation,
-                       steps=max(last_step, start), out=out)
+    return TrainResult(
+        model=current(),
+        init_model=init_model,
+        metrics=metrics,
+        evaluation=evaluation,
+        steps=max(last_step, start),
+        out=out,
+    )
 
 
 def recipe_description(config: TrainConfig) -> dict:
@@ -461,7 +509,16 @@ def recipe_description(config: TrainConfig) -> dict:
 def data_description(data) -> dict:
     """What identifies a data set in a run description: its name and sizes."""
     if isinstance(data, ImageDataset):
-        return {"name": data.name, "train": int(data.train_x.shape[0]), "test": int(data.test_x.shape[0]),
-                "image_shape": list(data.image_shape), "classes": int(data.num_classes)}
-    return {"name": data.name, "tokenizer": data.tokenizer_name, "train_tokens": int(data.train.size),
-            "valid_tokens": int(data.valid.size)}
+        return {
+            "name": data.name,
+            "train": int(data.train_x.shape[0]),
+            "test": int(data.test_x.shape[0]),
+            "image_shape": list(data.image_shape),
+            "classes": int(data.num_classes),
+        }
+    return {
+        "name": data.name,
+        "tokenizer": data.tokenizer_name,
+        "train_tokens": int(data.train.size),
+        "valid_tokens": int(data.valid.size),
+    }

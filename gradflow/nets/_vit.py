@@ -33,8 +33,18 @@ class ViT(eqx.Module):
         self.patch_embed = to_device(Linear(c.patch * c.patch * c.channels, c.d_emb, rng=rng))
         self.cls_token = to_device(trunc_normal(rng, (c.d_emb,)))
         self.pos_embed = to_device(trunc_normal(rng, (n_tokens, c.d_emb)))
-        self.blocks = to_device(stacked_blocks(c.n_layers, rng=rng, d_emb=c.d_emb, n_heads=c.n_heads,
-                                               d_head=c.d_head, d_mlp=c.d_mlp, causal=False, scale=init_scale))
+        self.blocks = to_device(
+            stacked_blocks(
+                c.n_layers,
+                rng=rng,
+                d_emb=c.d_emb,
+                n_heads=c.n_heads,
+                d_head=c.d_head,
+                d_mlp=c.d_mlp,
+                causal=False,
+                scale=init_scale,
+            )
+        )
         self.ln_f = to_device(LayerNorm(c.d_emb))
         self.head = to_device(Linear(c.d_emb, c.n_classes, rng=rng, scale=init_scale))
         self.config = c
@@ -54,4 +64,3 @@ class ViT(eqx.Module):
         x = self.ln_f(apply_stacked(self.blocks, x, remat=c.remat))
         pooled = x[0] if c.pool == "cls" else x.mean(0)
         return self.head(pooled)
-
