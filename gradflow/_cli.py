@@ -314,9 +314,8 @@ def _cmd_sweep(args) -> int:
 
     if (args.config is None) == (not args.example):
         raise CLIError("give a sweep config (a TOML file) or --example, not both")
-    config = SweepConfig.from_toml(example_config() if args.example else args.config)
     pid, count = args.process_id, args.num_processes
-    if args.distributed or args.coordinator:
+    if args.distributed or args.coordinator:  # before anything starts JAX's backend (reading the config does)
         import jax
 
         pid = _env_int("JAX_PROCESS_ID") if pid is None else pid
@@ -325,6 +324,7 @@ def _cmd_sweep(args) -> int:
         pid, count = None, None  # from the runtime
     elif (pid is None) != (count is None):
         raise CLIError("give --process-id and --num-processes together (or --distributed)")
+    config = SweepConfig.from_toml(example_config() if args.example else args.config)
     result = sweep(
         config,
         out=args.out,

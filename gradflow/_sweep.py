@@ -1,16 +1,16 @@
 """Sweeps: many independent theory runs over a grid, batched, sharded over devices and split over processes.
 
-A :class:`~gradflow.SweepConfig` names a grid: built-in models × their settings (sizes, teacher) ×
+A [`SweepConfig`][gradflow.SweepConfig] names a grid: built-in models × their settings (sizes, teacher) ×
 seeds (a *task*: a model with its data, teacher and initialisation) × scales α (a *point*: a task at
 one α). :func:`sweep` computes every point and writes one tidy table, one row per (point, greedy
 stage k), with the point's parameters as columns:
 
-* ``greedy`` (Algorithm 1, :func:`~gradflow.greedy_limit`, once per task): ``T_greedy`` = ``T_k``,
+* ``greedy`` (Algorithm 1, [`greedy_limit`][gradflow.greedy_limit], once per task): ``T_greedy`` = ``T_k``,
   ``loss_greedy`` = ``L(θ^k)``, the coordinate activated at ``T_k``, the flags of Assumptions 4.2,
   4.3, 4.4 for stage k (``GreedyPath.assumptions_ok``), the Hessian's smallest eigenvalue, the
   number of stages ``K`` and why the path ended;
 * ``compare`` adds the flow at the point's α, compared with the path as in
-  :func:`~gradflow.compare_limits` (docs' Math page, "Comparing with the limit"): the detected stage
+  [`compare_limits`][gradflow.compare_limits] (docs' Math page, "Comparing with the limit"): the detected stage
   time ``T_detected``, ``time_error`` = ``|T_detected − T_k|``, and the sup distances of β, b and the
   loss from the greedy values over the window of stage k;
 * ``flow`` runs the flow alone up to ``tau_max``: one row per point with its final loss.
@@ -27,6 +27,7 @@ an interrupted sweep resumes where it stopped; process 0 merges the table.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 import time
@@ -49,7 +50,7 @@ from ._demo import MODELS
 from ._greedy import greedy_limit
 from ._io import ResultStore, config_hash
 from ._sweep_config import SweepConfig
-from ._sweep_io import read_point, write_point, write_table
+from ._sweep_io import read_point, wait_for_points, write_point, write_table
 
 ASSUMPTIONS = ("4.2", "4.3", "4.4")
 QUANTITIES = ("beta", "b", "loss", "time")
@@ -149,7 +150,7 @@ def point_params(point: SweepPoint) -> dict[str, Any]:
 
 
 def greedy_rows(path, names: Sequence[str]) -> list[dict[str, Any]]:
-    """One record per stage ``k = 0..K`` of a :class:`~gradflow.GreedyPath`."""
+    """One record per stage ``k = 0..K`` of a [`GreedyPath`][gradflow.GreedyPath]."""
     K = int(path.coordinate.shape[0])
     ok = np.asarray(path.assumptions_ok, dtype=bool)
     rows = []
@@ -176,7 +177,7 @@ def point_rows(point: SweepPoint, *, path=None, names=(), flow=None, comparison=
     """The rows of one point: per greedy stage (``path``), with the flow's comparison columns if given.
 
     ``flow`` is the point's flow (fields ``loss``, ``num_steps``); ``comparison`` its
-    :class:`~gradflow.Comparison` with ``path`` (one α). Without a path (``run = "flow"``) there is
+    [`Comparison`][gradflow.Comparison] with ``path`` (one α). Without a path (``run = "flow"``) there is
     one row. ``error`` says why a part could not be computed (its columns are then NaN).
     """
     base = point_params(point)
@@ -200,7 +201,7 @@ def point_rows(point: SweepPoint, *, path=None, names=(), flow=None, comparison=
 
 
 class FlowRun(eqx.Module):
-    """One flow of a batch: the fields of :class:`~gradflow.FlowResult` that the comparison reads."""
+    """One flow of a batch: the fields of [`FlowResult`][gradflow.FlowResult] that the comparison reads."""
 
     ts: np.ndarray
     beta: np.ndarray
@@ -231,7 +232,7 @@ def solve_flows(
 ):
     """The exact flows of ``tasks[j]`` from ``α_j (u0, v0)`` at the rescaled times ``tss[j]``, solved together.
 
-    The same equations and solver as :func:`~gradflow.simulate_flow` (docs' Math page, "The exact
+    The same equations and solver as [`simulate_flow`][gradflow.simulate_flow] (docs' Math page, "The exact
     flow"), ``vmap``-ed over the runs, the model's arrays (data) included, and split over the devices
     of ``mesh`` by ``shard_map`` along its ``batch`` axis. Every model must have the same structure
     and array shapes. The batch is padded by repeating its last run to ``width`` (a multiple of the
@@ -296,7 +297,7 @@ def _batches(size: int, devices: int, per_device: int) -> tuple[int, int]:
 
 @dataclasses.dataclass(frozen=True)
 class SweepResult:
-    """What :func:`sweep` did.
+    """What [`sweep`][gradflow.sweep] did.
 
     Attributes:
         config: the sweep.
@@ -332,13 +333,14 @@ def sweep(
     merge_only: bool = False,
     figures: bool = True,
 ) -> SweepResult:
-    """Run every point of ``config`` (a :class:`~gradflow.SweepConfig` or a TOML file) into the folder ``out``.
+    """Run every point of ``config`` (a [`SweepConfig`][gradflow.SweepConfig] or a TOML file) into the folder ``out``.
 
     Finished points (a rows file with the same hash in ``out/points``) are skipped unless ``force``.
     With several processes (``jax.distributed.initialize`` called before, or ``process_id`` and
-    ``num_processes`` given), each computes its share (:func:`share`) into the same ``out`` (a shared
-    file system across hosts); under ``jax.distributed`` the processes then meet at a barrier and
-    process 0 merges the table and draws the figures. ``merge_only`` computes nothing and merges what
+    ``num_processes`` given), each computes its share (the tasks sorted by hash, dealt round-robin)
+    into the same ``out`` (a shared file system across hosts); under ``jax.distributed`` every
+    process then waits until all shares are written, and process 0 merges the table and draws the
+    figures. ``merge_only`` computes nothing and merges what
     is there (``gradflow sweep --merge``). ``table_format`` is ``"auto"`` (Parquet if pyarrow is
     installed), ``"csv"`` or ``"parquet"``.
     """
@@ -353,10 +355,8 @@ def sweep(
     points = grid(config)
     mine = [] if merge_only else share(points, pid, count)
     computed = _run(config, mine, out, force=force, progress=progress)
-    if jax.process_count() > 1 and not merge_only:
-        from jax.experimental import multihost_utils
-
-        multihost_utils.sync_global_devices("gradflow sweep: every share written")
+    if jax.process_count() > 1 and not merge_only:  # jax.distributed: all processes end together
+        wait_for_points(out, [p.hash for p in points])
     shown = points if pid == 0 or merge_only else mine
     found = [(p, read_point(out, p.hash)) for p in shown]
     rows = tuple(r for _, rs in found if rs is not None for r in rs)
@@ -400,9 +400,9 @@ def _run(config: SweepConfig, points: list[SweepPoint], out: Path, *, force: boo
 
 def _greedy(config: SweepConfig, task: SweepTask, store: ResultStore):
     """The task's greedy path (reused from ``store``), or the error that stopped it, as text."""
-    built = task.build()
 
     def compute():
+        built = task.build()
         with warnings.catch_warnings():  # the failures are recorded in the path and in the rows
             warnings.simplefilter("ignore", AssumptionWarning)
             return greedy_limit(
@@ -432,19 +432,14 @@ def _names(task: SweepTask) -> tuple[str, ...]:
     return _setting_model(task.model, task.setting).names
 
 
-_MODELS_BY_SETTING: dict[tuple, Any] = {}
-
-
+@functools.lru_cache(maxsize=64)
 def _setting_model(name: str, setting: tuple) -> Any:
     """A model of this setting (seed 0), for its shape and coordinate names (the same for every seed)."""
-    key = (name, setting)
-    if key not in _MODELS_BY_SETTING:
-        _MODELS_BY_SETTING[key] = MODELS[name](**dict(setting), seed=0).model
-    return _MODELS_BY_SETTING[key]
+    return MODELS[name](**dict(setting), seed=0).model
 
 
 def _times(config: SweepConfig, path) -> np.ndarray:
-    """The recorded times of a flow: as :func:`~gradflow.compare_limits` picks them, or an even grid."""
+    """The recorded times of a flow: as [`compare_limits`][gradflow.compare_limits] picks them, or an even grid."""
     if path is None:
         return np.linspace(0.0, config.tau_max, config.num_times)
     return default_times(path.times, num=config.num_times, horizon=config.tau_max, delta=config.delta)
@@ -489,7 +484,7 @@ def _flows(config: SweepConfig, todo: list[SweepPoint], paths: dict, out: Path, 
 
 
 def _compared(config: SweepConfig, point: SweepPoint, task: models.Task, path, flow: FlowRun) -> list[dict]:
-    """A point's rows from its greedy path (or None) and its flow, compared as :func:`~gradflow.compare_limits` does."""
+    """A point's rows from its greedy path (or None) and its flow, compared as [`compare_limits`][gradflow.compare_limits] does."""
     names = task.model.names
     if flow.error:
         return point_rows(point, path=path, names=names, error=flow.error)

@@ -202,9 +202,9 @@ class SweepConfig:
 
     Attributes:
         models: the model grids (the TOML's ``[[model]]`` tables).
-        run: ``"greedy"`` (:func:`~gradflow.greedy_limit` per task), ``"flow"``
-            (:func:`~gradflow.simulate_flow` per point up to ``tau_max``) or ``"compare"`` (both, and
-            each flow compared with its greedy path as in :func:`~gradflow.compare_limits`).
+        run: ``"greedy"`` ([`greedy_limit`][gradflow.greedy_limit] per task), ``"flow"``
+            ([`simulate_flow`][gradflow.simulate_flow] per point up to ``tau_max``) or ``"compare"`` (both, and
+            each flow compared with its greedy path as in [`compare_limits`][gradflow.compare_limits]).
         seeds: the seeds of every model setting (data, teacher and initialisation).
         log_alphas: the scales ``log α`` of the flows (unused for ``run = "greedy"``).
         max_stages: cap on the greedy stages (None: until ``T = ∞``).

@@ -17,6 +17,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,19 @@ def read_point(out: Path, point: str) -> list[dict[str, Any]] | None:
     except (OSError, ValueError):
         return None
     return data["rows"] if isinstance(data, dict) and data.get("point") == point else None
+
+
+def wait_for_points(out: Path, points, *, interval: float = 2.0) -> None:
+    """Block until every point of ``points`` (hashes) has a rows file: the other processes' shares are done.
+
+    Polls the (shared) output folder, not a collective: the shares may finish hours apart, longer than
+    a collective's time-out, and JAX's distributed runtime ends a process that dies, so no process
+    waits for a dead one for ever.
+    """
+    left = [p for p in points if not point_file(out, p).exists()]
+    while left:
+        time.sleep(interval)
+        left = [p for p in left if not point_file(out, p).exists()]
 
 
 def _cell(value: Any) -> Any:
