@@ -50,6 +50,15 @@ def _boxes(ax, positions, groups: Sequence[GroupSummary], data, labels) -> None:
     ax.legend(fontsize=7)
 
 
+def _bars(ax, groups: Sequence[GroupSummary], heights, labels) -> None:
+    """Side-by-side bars ``heights[g][j]`` at ``x = j``, one colour per group ``g``."""
+    for g, (group, colour) in enumerate(zip(groups, _colours(len(groups)))):
+        x = np.arange(len(labels)) + _offsets(len(groups))[g]
+        ax.bar(x, heights[g], width=0.8 / len(groups), color=colour, label=f"{group.label} ({group.tasks} seeds)")
+    ax.set_xticks(np.arange(len(labels)), labels)
+    ax.legend(fontsize=7)
+
+
 def plot_stage_times(groups: Sequence[GroupSummary]) -> Figure:
     """The greedy stage times ``T_k`` over the seeds, per stage ``k``."""
     fig = Figure(figsize=(7, 4.2))
@@ -67,15 +76,10 @@ def plot_num_stages(groups: Sequence[GroupSummary]) -> Figure:
     fig = Figure(figsize=(7, 4.2))
     ax = fig.add_subplot()
     counts = sorted({int(k) for g in groups for k in g.num_stages})
-    for g, (group, colour) in enumerate(zip(groups, _colours(len(groups)))):
-        x = np.arange(len(counts)) + _offsets(len(groups))[g]
-        ax.bar(x, [np.sum(group.num_stages == k) for k in counts], width=0.8 / len(groups), color=colour)
-        ax.plot([], [], color=colour, lw=6, label=f"{group.label} ({group.tasks} seeds)")
-    ax.set_xticks(np.arange(len(counts)), [str(k) for k in counts])
+    _bars(ax, groups, [[np.sum(g.num_stages == k) for k in counts] for g in groups], [str(k) for k in counts])
     ax.set_xlabel("number of stages K")
     ax.set_ylabel("seeds")
     ax.set_title("Number of greedy stages over seeds")
-    ax.legend(fontsize=7)
     return fig
 
 
@@ -83,14 +87,11 @@ def plot_failures(groups: Sequence[GroupSummary]) -> Figure:
     """The fraction of tasks where each assumption fails at some stage."""
     fig = Figure(figsize=(7, 4.2))
     ax = fig.add_subplot()
-    for g, (group, colour) in enumerate(zip(groups, _colours(len(groups)))):
-        x = np.arange(len(ASSUMPTIONS)) + _offsets(len(groups))[g]
-        ax.bar(x, [group.failures[a] for a in ASSUMPTIONS], width=0.8 / len(groups), color=colour, label=group.label)
-    ax.set_xticks(np.arange(len(ASSUMPTIONS)), [f"Assumption {a}" for a in ASSUMPTIONS])
+    failures = [[g.failures[a] for a in ASSUMPTIONS] for g in groups]
+    _bars(ax, groups, failures, [f"Assumption {a}" for a in ASSUMPTIONS])
     ax.set_ylim(0, 1)
     ax.set_ylabel("fraction of seeds where it fails")
     ax.set_title("Assumption failures")
-    ax.legend(fontsize=7)
     return fig
 
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import math
 import os
+import pickle
 import shutil
 import socket
 import subprocess
@@ -247,6 +249,39 @@ def test_resume_skips_finished_points(reference, tmp_path, monkeypatch):
     _assert_rows_equal(list(again.rows), list(result.rows), tol=0.0)
 
 
+_LINEAR = TOML.split('[[model]]\nname = "diagonal_attention"')[0]
+
+
+def test_greedy_only_sweep(reference, tmp_path):
+    """``run = "greedy"``: one row per task and stage, the greedy columns of the compare sweep."""
+    result, _ = reference
+    text = _LINEAR.replace('run = "compare"', 'run = "greedy"')
+    greedy = gradflow.sweep(_config(tmp_path, text), out=tmp_path / "out", progress=False, figures=False)
+    compared = [
+        r for r in result.rows if r["model"] == "diagonal_linear" and r["log_alpha"] == result.config.log_alphas[0]
+    ]
+    assert len(greedy.rows) == len(compared) and "T_detected" not in greedy.rows[0]
+    for got, want in zip(greedy.rows, compared):
+        assert got["log_alpha"] is None
+        shared = [k for k in got if k in want and k not in ("point", "log_alpha", "alpha")]
+        assert shared == [k for k in got if k not in ("point", "log_alpha", "alpha")]
+        _assert_rows_equal([{k: got[k] for k in shared}], [{k: want[k] for k in shared}], tol=0.0)
+
+
+def test_flow_only_sweep(reference, tmp_path):
+    """``run = "flow"``: one row per point, the final loss of ``simulate_flow`` on an even grid up to ``tau_max``."""
+    text = _LINEAR.replace('run = "compare"', 'run = "flow"\ntau_max = 3.0').replace("num_times = 60", "num_times = 67")
+    config = SweepConfig.from_toml(_config(tmp_path, text))
+    flows = gradflow.sweep(config, out=tmp_path / "out", progress=False, figures=False)
+    assert len(flows.rows) == len(grid(config)) == 12 and "stage" not in flows.rows[0]
+    for row, point in zip(flows.rows, grid(config)):
+        task = point.task.build()
+        ts = np.linspace(0.0, 3.0, 67)
+        flow = gradflow.simulate_flow(task.model, u0=task.u0, v0=task.v0, ts=ts, log_alpha=point.log_alpha)
+        assert row["point"] == point.hash and row["flow_steps"] == int(flow.num_steps)
+        assert abs(row["final_loss"] - float(flow.loss[-1])) <= 1e-10
+
+
 def test_outputs_table_figures_and_summary(reference):
     result, out = reference
     assert result.table == out / "sweep.csv"
@@ -299,21 +334,33 @@ def _env(**extra) -> dict:
 
 
 def test_four_devices_match_one_device(reference, tmp_path):
-    """The flows sharded over 4 CPU devices give the 1-device rows (the greedy paths are reused from it)."""
+    """The flows sharded over 4 CPU devices give the 1-device rows (the greedy paths are reused from it).
+
+    The linear tasks only (one compilation), in two calls of 6 runs each padded to 8 (``batch_size = 2``,
+    which does not change the points).
+    """
     result, out = reference
     shutil.copytree(out / "greedy", tmp_path / "out" / "greedy")
+    config = SweepConfig.from_toml(_config(tmp_path, _LINEAR))
+    config = dataclasses.replace(config, batch_size=2)
     code = (
-        "import jax, gradflow\n"
+        "import jax, gradflow, pickle, sys\n"
+        "from gradflow import _sweep\n"
         "assert len(jax.local_devices()) == 4, jax.local_devices()\n"
-        f"r = gradflow.sweep({str(_config(tmp_path))!r}, out={str(tmp_path / 'out')!r}, progress=False,"
-        " table_format='csv', figures=False)\n"
-        "print(r.computed, r.reused, r.missing)\n"
+        "solve, calls = _sweep.solve_flows, []\n"
+        "_sweep.solve_flows = lambda tasks, *a, **k: calls.append((len(tasks), k['width'])) or solve(tasks, *a, **k)\n"
+        "config = pickle.loads(sys.stdin.buffer.read())\n"
+        f"r = gradflow.sweep(config, out={str(tmp_path / 'out')!r}, progress=False, figures=False)\n"
+        "print(r.computed, r.reused, r.missing, calls)\n"
     )
     env = _env(XLA_FLAGS="--xla_force_host_platform_device_count=4")
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.split() == ["18", "0", "0"]
-    worst = _assert_rows_equal(_rows(tmp_path / "out", result.config), list(result.rows))
+    proc = subprocess.run(
+        [sys.executable, "-c", code], input=pickle.dumps(config), env=env, capture_output=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    assert proc.stdout.decode().strip() == "12 0 0 [(6, 8), (6, 8)]"
+    want = [r for r in result.rows if r["model"] == "diagonal_linear"]
+    worst = _assert_rows_equal(_rows(tmp_path / "out", config), want)
     print("largest differences:", {k: f"{v:.1e}" for k, v in worst.items() if v})
 
 
@@ -348,7 +395,8 @@ def test_two_processes_split_and_merge(reference, tmp_path):
     assert "table: " in outputs[0][0] and "process 0 merges the table" in outputs[1][0]
     with open(tmp_path / "out" / "sweep.csv") as fh:
         table = list(csv.DictReader(fh))
-    _assert_rows_equal(table, [{k: _csv_cell(v) for k, v in r.items()} for r in result.rows])
+    columns = list(table[0])
+    _assert_rows_equal(table, [{k: _csv_cell(r.get(k)) for k in columns} for r in result.rows])
 
 
 def _csv_cell(value):
