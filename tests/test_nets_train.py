@@ -26,7 +26,7 @@ from gradflow.nets import (
     vit_config,
 )
 from gradflow.nets._cli import add_subcommands
-from gradflow.nets._train import _decay_mask
+from gradflow.nets._loop import _decay_mask
 
 DIGITS = load_images(None, seed=0)
 VIT_CFG = dataclasses.replace(vit_config("tiny"), n_classes=DIGITS.num_classes)
