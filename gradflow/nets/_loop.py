@@ -31,7 +31,7 @@ import math
 import pathlib
 import time
 from collections.abc import Callable, Hashable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import equinox as eqx
 import jax
@@ -287,12 +287,12 @@ class Reparametrisation:
         return {}
 
 
-class Probe:
+class Probe(Protocol):
     """Measurements at chosen ``steps`` (written to the run folder): ``start(model)`` on a fresh run,
     ``resume(step)`` when resuming from ``step``, ``measure(step, model, init_model)``. Every process calls them
     (a measurement may gather arrays); only the writer process writes."""
 
-    steps: frozenset = frozenset()
+    steps: frozenset
 
     def start(self, model) -> None: ...
 
@@ -370,7 +370,7 @@ def run(
     reparam = reparam or Reparametrisation()
     if resume and out is None:
         raise ValueError("resume=True needs the run folder `out`")
-    per_epoch, total, warmup, last = step_counts(config, task.n_train, stop_after)
+    _, total, warmup, last = step_counts(config, task.n_train, stop_after)
     optimizer, schedule = make_optimizer(config), learning_rate_schedule(config, total, warmup)
     step_fn, traces = compiled_step(task.loss, optimizer_key(config))
     traces_before, writer = traces[0], is_writer()

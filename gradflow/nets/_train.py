@@ -200,8 +200,9 @@ def spectra_steps(total_steps: int, n: int) -> list[int]:
     return sorted(set(steps.tolist()) | {total_steps})
 
 
-class SpectraProbe(_loop.Probe):
-    """The attention spectra in ``folder``: of the weights at initialisation, of their perturbations at ``steps``."""
+class SpectraProbe:
+    """The attention spectra in ``folder``: of the weights at initialisation, of their perturbations at ``steps``
+    (a ``_loop.Probe``)."""
 
     def __init__(self, folder: pathlib.Path, steps):
         self.folder, self.steps = folder, frozenset(steps)
