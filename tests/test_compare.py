@@ -95,10 +95,17 @@ def test_bad_input(task):
         compare_limits(task.model, alphas=[1e-2], u0=task.u0, v0=task.v0, threshold=1.5)
 
 
-def test_runs_are_trajectories(task, comparison):
+TTS = np.linspace(0, 2.5, 101)
+
+
+@pytest.fixture(scope="module")
+def path(task):
+    return greedy_limit(task.model, check_assumptions=False)
+
+
+def test_runs_are_trajectories(task, path):
     """compare_limits reads any Trajectory (ts, beta, b, loss, log_alpha), checked against the scales given."""
-    path = greedy_limit(task.model, check_assumptions=False)
-    flow = simulate_flow(task.model, u0=task.u0, v0=task.v0, ts=np.linspace(0, 2.5, 101), log_alpha=np.log(ALPHAS))
+    flow = simulate_flow(task.model, u0=task.u0, v0=task.v0, ts=TTS, log_alpha=np.log(ALPHAS))
     # a minimal trajectory of one run (a later engine's result type only needs these attributes)
     run = SimpleNamespace(ts=flow.ts, beta=flow.beta[1], b=flow.b[1], loss=flow.loss[1], log_alpha=flow.log_alpha[1])
     assert isinstance(run, Trajectory) and not isinstance(SimpleNamespace(ts=flow.ts), Trajectory)
@@ -111,14 +118,13 @@ def test_runs_are_trajectories(task, comparison):
         compare_limits(task.model, alphas=[ALPHAS[0]], u0=task.u0, v0=task.v0, path=path, flows=[run])
 
 
-def test_near_degenerate_initialisation_warns_once(task):
-    """compare_limits checks the initialisation once for the greedy path, the flows and gradient descent."""
+def test_near_degenerate_initialisation_warns_once(task, path):
+    """compare_limits checks the initialisation once for the flows and gradient descent (and the greedy path
+    when it computes it, which warns alike: see test_greedy)."""
     u0 = task.u0.copy()
     u0[1] = task.v0[1] * (1 - 1e-8)
     with pytest.warns(AssumptionWarning, match="near-degenerate") as record:
-        compare_limits(
-            task.model, alphas=[1e-3], u0=u0, v0=task.v0, ts=np.linspace(0, 1, 11), gd=dict(lr=0.05, steps=20)
-        )
+        compare_limits(task.model, alphas=ALPHAS, u0=u0, v0=task.v0, path=path, ts=TTS, gd=dict(lr=0.05, steps=20))
     assert len([w for w in record if "near-degenerate" in str(w.message)]) == 1
     assert record[0].filename == __file__
 
