@@ -32,7 +32,7 @@ def test_check_scales_alpha_and_log_alpha_agree():
     log_a, batched = check_scales(1e-8, None)
     assert log_a == np.log(1e-8) and not batched
     log_a, batched = check_scales(None, [-2.0, -1e4])
-    np.testing.assert_array_equal(log_a, [-2.0, -1e4]) and batched
+    np.testing.assert_array_equal(log_a, [-2.0, -1e4])
     assert batched
 
 
