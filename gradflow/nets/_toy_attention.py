@@ -1,13 +1,13 @@
 """The paper's toy with full weights (§5, Figure 2 d–f): one attention head, GD from small init.
 
-Student and teacher are attention heads (no 1/√d, the convention of the diagonal model, SPEC §1)::
+Student and teacher are attention heads (no 1/√d, the convention of the diagonal model, docs/math.md "Models with diagonal weights")::
 
     h(X) = softmax(X W_K W_Qᵀ Xᵀ) X W_V W_Oᵀ,      X ∈ R^{T×d},  W_• ∈ R^{d×d_head}
 
 with the softmax over each row. Data: n samples of T tokens with i.i.d. N(0, 1) entries; targets
 are the teacher's outputs. The teacher's products ``W_K W_Qᵀ = A diag(σ_KQ) Bᵀ`` and
 ``W_V W_Oᵀ = C diag(σ_VO) Dᵀ`` (A, B, C, D with orthonormal random columns) have low rank and
-distinct singular values, so that the student's stages are visible. The loss is SPEC's square
+distinct singular values, so that the student's stages are visible. The loss is the square
 loss ``(1/n) Σ_j ½‖y_j − h(X_j)‖²``; the student starts at ``α·N(0, 1)`` entries and runs full-batch
 GD with step ``lr``. Time is ``t = lr · step`` and rescaled time ``τ = t / log(1/α)``.
 
