@@ -210,7 +210,7 @@ def main(argv=None):
     for alpha in ALPHAS:
         flow, flow_s = run_flow(task, alpha)
         print(
-            f"α={alpha:g}: simulate_flow {flow_s:.1f} s, {int(flow.num_steps)} steps, loss {flow.loss[-1]:.3g}",
+            f"α={alpha:g}: simulate_flow {flow_s:.1f} s, {int(flow.stats['num_steps'])} steps, loss {flow.loss[-1]:.3g}",
             flush=True,
         )
         rows.append(
@@ -219,7 +219,7 @@ def main(argv=None):
                 alpha,
                 "ok",
                 flow_s,
-                f"{int(flow.num_steps)} steps",
+                f"{int(flow.stats['num_steps'])} steps",
                 f"{flow.loss[-1]:.3g}",
                 "0 (reference)",
                 "",
@@ -294,7 +294,8 @@ def scaling_table() -> str:
         res = simulate_flow(lin.model, u0=lin.u0, v0=lin.v0, ts=ts, log_alpha=la)
         elapsed = time.perf_counter() - t
         ref = theory.diagonal_linear_beta_rescaled(ts[:, None], lin.teacher_beta, lin.u0, lin.v0, log_alpha=la)
-        steps = f"{int(res.num_steps)} ({int(res.num_accepted_steps)} + {int(res.num_rejected_steps)})"
+        s = res.stats
+        steps = f"{int(s['num_steps'])} ({int(s['num_accepted_steps'])} + {int(s['num_rejected_steps'])})"
         lines.append(f"| {la:g} | {steps} | {elapsed:.3g} | {np.abs(res.beta - ref).max():.1e} |")
     return "\n".join(lines) + "\n"
 

@@ -63,7 +63,7 @@ def gpt_flops(model, batch: int) -> float:
 def jax_rows(cfg, recipe, dtype, args) -> list[dict]:
     """Full rank, InRank phase and InRank-Efficient for ``cfg`` (its ``remat`` included)."""
     from gradflow.nets import GPT, InRankConfig, to_inrank, to_low_rank
-    from gradflow.nets._inrank import _trainable
+    from gradflow.nets._inrank import trainable
 
     b, tiny = recipe.batch_size, args.config == "gpt2-tiny"
     stream = jax.random.randint(jax.random.PRNGKey(1), (b * cfg.context + 1,), 0, cfg.vocab_size, jnp.int32)
@@ -77,7 +77,7 @@ def jax_rows(cfg, recipe, dtype, args) -> list[dict]:
             kind="token",
             config=recipe,
             dtype=dtype,
-            trainable=_trainable(model),
+            trainable=trainable(model),
             items_per_step=b * cfg.context,
             flops=gpt_flops(model, b),
             n_steps=args.steps,

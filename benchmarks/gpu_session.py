@@ -8,7 +8,7 @@
 
 Parts:
 
-- ``vit``: ``gradflow vit --config paper --init-scale 1 0.1``: the paper ViT (SPEC §5: depth 6, 8 heads, d_emb and
+- ``vit``: ``gradflow vit --config paper --init-scale 1 0.1``: the paper ViT (paper appendix B: depth 6, 8 heads, d_emb and
   MLP 512, head dim 128, patch 4) on the embedded digits upsampled to 32×32 (1,437 training images), with the
   paper's recipe ``vit-cifar`` (Adam 1e-4, batch 512, 15 of 500 epochs warm-up then cosine: 1,000 steps, about
   3.4 TFLOP each), 30 spectra measurements per run, the figures and ``report.md``.

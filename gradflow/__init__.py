@@ -7,11 +7,11 @@ change your global JAX settings (see ``gradflow._config``).
 from . import models as models
 from ._assumptions import AssumptionWarning as AssumptionWarning
 from ._compare import Comparison as Comparison
-from ._compare import Perturbation as Perturbation
 from ._compare import compare_limits as compare_limits
-from ._compare import perturb_and_continue as perturb_and_continue
 from ._demo import DemoConfig as DemoConfig
 from ._demo import run_demo as run_demo
+from ._experiments import Perturbation as Perturbation
+from ._experiments import perturb_and_continue as perturb_and_continue
 from ._flow import FlowResult as FlowResult
 from ._flow import FlowState as FlowState
 from ._flow import simulate_flow as simulate_flow
@@ -27,6 +27,7 @@ from ._sweep import SweepResult as SweepResult
 from ._sweep import sweep as sweep
 from ._sweep_config import ModelGrid as ModelGrid
 from ._sweep_config import SweepConfig as SweepConfig
+from ._trajectory import Trajectory as Trajectory
 
 __all__ = [
     "AssumptionWarning",
@@ -42,6 +43,7 @@ __all__ = [
     "Perturbation",
     "SweepConfig",
     "SweepResult",
+    "Trajectory",
     "compare_limits",
     "evaluate_g",
     "evaluate_loss",

@@ -1,4 +1,5 @@
-"""The pieces of Algorithm 1 that are checks rather than dynamics (paper Assumptions 4.2–4.4, SPEC §3).
+"""The pieces of Algorithm 1 that are checks rather than dynamics (paper Assumptions 4.2–4.4; docs/math.md,
+*The assumptions, and how gradflow checks them*).
 
 Everything here is cheap NumPy on stage-level quantities, plus the restricted Hessian of
 Assumption 4.3, which is a small JAX computation in the support coordinates.
@@ -14,24 +15,6 @@ import numpy as np
 
 class AssumptionWarning(UserWarning):
     """An assumption of the paper's Theorem 4.5 (4.2, 4.3 or 4.4) failed a numerical check."""
-
-
-def check_initialisation(u0: np.ndarray, v0: np.ndarray, rtol: float, names: tuple[str, ...]) -> None:
-    """Assumption 4.2, first clause: ``|u0_i| ≠ |v0_i|`` for every coordinate (else a ``ValueError``).
-
-    A coordinate is degenerate when ``||u0_i| − |v0_i|| ≤ rtol · max(|u0_i|, |v0_i|)`` (this includes
-    ``u0_i = v0_i = 0``): then ``w̄_i = 0`` (SPEC §2), the log-scale weight ``b_i`` is not defined and the
-    greedy limit does not describe the flow.
-    """
-    gap = np.abs(np.abs(u0) - np.abs(v0))
-    bad = np.flatnonzero(gap <= rtol * np.maximum(np.abs(u0), np.abs(v0)))
-    if bad.size:
-        shown = ", ".join(f"{names[i]} (u0={u0[i]:.6g}, v0={v0[i]:.6g})" for i in bad[:8])
-        more = f" and {bad.size - 8} more" if bad.size > 8 else ""
-        raise ValueError(
-            f"Assumption 4.2 fails at initialisation: |u0_i| = |v0_i| for {shown}{more}. The conservation law "
-            "then pins u_i = ±v_i for all time and the greedy limit does not apply; perturb these coordinates."
-        )
 
 
 def time_until_active(b: np.ndarray, g: np.ndarray, candidate: np.ndarray) -> np.ndarray:

@@ -23,63 +23,62 @@ from pathlib import Path
 
 import numpy as np
 
-from ._demo import MODELS, PAPER_ALPHAS, QUICK, DemoConfig, run_demo
+from . import models
+from ._checks import check_int, check_scales
+from ._demo import PAPER_ALPHAS, QUICK, DemoConfig, run_demo
 from ._flow import simulate_flow
 from ._greedy import greedy_limit
 from ._io import save_result
 from ._model import evaluate_g
-from ._plots import coordinate_groups, format_alpha, plot_coordinates, plot_loss, save_figure
-from ._report import greedy_summary, markdown_table, stage_time_rows
+from ._plots import coordinate_groups, plot_coordinates, plot_loss, save_figure
+from ._report import format_alpha, greedy_summary, markdown_table, stage_time_rows
 from ._sweep_io import FORMATS
 
 _OWN = ("demo", "flow", "greedy", "compare", "sweep")
-
-# the size options of each built-in model (``--seed`` applies to all)
-_SIZES = {
-    "diagonal_linear": ("n", "p"),
-    "diagonal_attention": ("n", "tokens", "dim"),
-    "diagonal_transformer": ("n", "tokens", "dim", "layers", "heads"),
-}
 
 
 class CLIError(Exception):
     """Bad command-line input (reported on one line, exit status 2)."""
 
 
-def _number(convert, ok, expected: str, out_of_range: str = ""):
-    """An argparse ``type`` that converts with ``convert`` and accepts values where ``ok(value)``."""
-    out_of_range = out_of_range or f"expected {expected}, got {{!r}}"
+def _number(convert, check, expected: str):
+    """An argparse ``type`` that converts with ``convert`` and validates with ``check`` (which raises ValueError)."""
 
     def parse(text: str):
         try:
             value = convert(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
-        if not ok(value):
-            raise argparse.ArgumentTypeError(out_of_range.format(text))
+        try:
+            check(value)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
         return value
 
     return parse
 
 
-_positive_int = _number(int, lambda x: x >= 1, "a positive integer")
-_alpha = _number(
-    float,
-    lambda x: 0.0 < x < 1.0,
-    "a number in (0, 1)",
-    "alpha must lie in (0, 1), got {!r} (use --log-alpha for values below float64's range)",
-)
-_log_alpha = _number(
-    float, lambda x: math.isfinite(x) and x < 0, "a negative number", "log alpha must be finite and negative, got {!r}"
-)
-_positive_float = _number(float, lambda x: math.isfinite(x) and x > 0, "a positive number")
-_non_negative_float = _number(float, lambda x: math.isfinite(x) and x >= 0, "a non-negative number")
+def _positive(x: float) -> None:
+    if not (math.isfinite(x) and x > 0):
+        raise ValueError(f"expected a positive number, got {x!r}")
+
+
+def _non_negative(x: float) -> None:
+    if not (math.isfinite(x) and x >= 0):
+        raise ValueError(f"expected a non-negative number, got {x!r}")
+
+
+_positive_int = _number(int, lambda x: check_int(x, "the value"), "a positive integer")
+_alpha = _number(float, lambda x: check_scales(x, None, names=("alpha", "--log-alpha")), "a number in (0, 1)")
+_log_alpha = _number(float, lambda x: check_scales(None, x, names=("--alpha", "log alpha")), "a negative number")
+_positive_float = _number(float, _positive, "a positive number")
+_non_negative_float = _number(float, _non_negative, "a non-negative number")
 
 
 def _add_model_options(p: argparse.ArgumentParser, *, alphas: bool = True, tau_default: str = "") -> None:
     p.add_argument(
         "--model",
-        choices=sorted(MODELS),
+        choices=sorted(models.BUILTIN),
         default="diagonal_attention",
         help="built-in task (default: diagonal_attention, the paper's toy task)",
     )
@@ -121,8 +120,9 @@ def _add_model_options(p: argparse.ArgumentParser, *, alphas: bool = True, tau_d
 
 
 def _model_options(args) -> tuple[tuple[str, object], ...]:
-    allowed = _SIZES[args.model]
-    given = [k for k in ("n", "p", "tokens", "dim", "layers", "heads") if getattr(args, k) is not None]
+    allowed = models.builtin(args.model).sizes
+    sizes = dict.fromkeys(k for entry in models.BUILTIN.values() for k in entry.sizes)  # every size option, in order
+    given = [k for k in sizes if getattr(args, k) is not None]
     bad = [k for k in given if k not in allowed]
     if bad:
         takes = " ".join(f"--{k}" for k in allowed)
@@ -244,7 +244,7 @@ def _cmd_flow(args) -> int:
         flows.append(flow)
         print(
             f"α = {format_alpha(la):>10}: final loss {float(flow.loss[-1]):.6g}, "
-            f"{int(flow.num_steps)} solver steps, {time.perf_counter() - t0:.1f} s → {out / 'results' / name}.npz"
+            f"{int(flow.stats['num_steps'])} solver steps, {time.perf_counter() - t0:.1f} s → {out / 'results' / name}.npz"
         )
     save_figure(plot_loss(flows, title=f"Loss of {task.name}"), out / "figures" / "loss.png")
     for part, idx in coordinate_groups(task.model.names).items():
@@ -259,7 +259,9 @@ def _cmd_greedy(args) -> int:
     config = DemoConfig(model=args.model, model_options=_model_options(args))
     task = config.task()
     t0 = time.perf_counter()
-    path = greedy_limit(task.model, u0=task.u0, v0=task.v0, max_stages=args.max_stages, progress=True)
+    path = greedy_limit(
+        task.model, u0=task.u0, v0=task.v0, max_stages=args.max_stages, progress=True, throw=False
+    )  # a phase (B) that fails ends the path; the summary says why
     seconds = time.perf_counter() - t0
     text = greedy_summary(path, task.model.names)
     out = Path(args.out)

@@ -1,4 +1,4 @@
-"""Comparing the flow at finite α with its greedy limit (SPEC §4), and the perturb-and-continue checks.
+"""Comparing runs at finite α with their greedy limit (docs/math.md, *What the comparison measures*).
 
 For every run (one α) and every stage window ``[T_k + δ, T_{k+1} − δ]`` (the last window ends at
 the run's last time), :func:`compare_limits` reports the sup over the window of
@@ -21,21 +21,25 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import equinox as eqx
 import numpy as np
 
+from ._checks import check_init, check_scales, init_checked
+from ._experiments import run_gd
 from ._flow import simulate_flow
-from ._gd import simulate_gd
 from ._greedy import greedy_limit
+from ._model import check_model
+from ._trajectory import Trajectory
 
 _QUANTITIES = ("beta", "b", "loss", "time")
 
 
 class Comparison(eqx.Module):
-    """Distances between runs at several α and the greedy limit, per stage window (SPEC §4).
+    """Distances between runs at several α and the greedy limit, per stage window (docs/math.md, *What the
+    comparison measures*).
 
     Shapes: ``A`` runs (one per α), ``K`` greedy stages (``K + 1`` plateaus ``k = 0..K``).
 
@@ -210,34 +214,35 @@ def _run_distances(path, ts, beta, b, loss, starts, ends, levels):
     return dbeta, db, dloss, _detect(ts, loss, levels)
 
 
-def _as_runs(results, log_alphas=None) -> list[tuple[float, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
-    """Split flow/GD results (one batched result or a sequence) into ``(log α, ts, β, b, loss)`` per run."""
+def _as_runs(results, log_alphas) -> list[tuple[float, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """Split trajectories (one batched result or a sequence) into ``(log α, ts, β, b, loss)`` per run.
+
+    ``log_alphas`` gives each run's scale, in order; a run that records another one is an error.
+    """
     if not isinstance(results, (list, tuple)):
         results = [results]
     runs = []
     for res in results:
-        beta, b, loss = np.asarray(res.beta), np.asarray(res.b), np.asarray(res.loss)
-        la = getattr(res, "log_alpha", None)
-        la = np.atleast_1d(np.asarray(la, dtype=np.float64)) if la is not None else None
+        if not isinstance(res, Trajectory):
+            raise TypeError(
+                "every run must be a gradflow.Trajectory (with ts, beta, b, loss and log_alpha), e.g. a FlowResult "
+                f"or a GDResult; got {type(res).__name__}."
+            )
+        beta, b, loss, ts = (np.asarray(x, dtype=np.float64) for x in (res.beta, res.b, res.loss, res.ts))
+        recorded = np.atleast_1d(np.asarray(res.log_alpha, dtype=np.float64))
         if beta.ndim == 2:
             beta, b, loss = beta[None], b[None], loss[None]
         for a in range(beta.shape[0]):
-            log_a = la[a] if la is not None and la.size > a else None
-            runs.append([log_a, np.asarray(res.ts, dtype=np.float64), beta[a], b[a], loss[a]])
-    if log_alphas is not None:
-        log_alphas = np.atleast_1d(np.asarray(log_alphas, dtype=np.float64))
-        if log_alphas.size != len(runs):
-            raise ValueError(f"got {len(runs)} runs for {log_alphas.size} values of alpha; give one run per alpha.")
-        for run, la in zip(runs, log_alphas):
-            if run[0] is not None and not np.isclose(run[0], la, rtol=1e-12, atol=0.0):
-                raise ValueError(
-                    f"a run records log α = {run[0]:.6g} but is given as log α = {la:.6g}; pass the runs in the order "
-                    "of alphas=, or leave alphas= out to use the values they record."
-                )
-            run[0] = float(la)
-    if any(run[0] is None for run in runs):
-        raise ValueError("the runs do not record log_alpha; pass alphas= (one per run, in order).")
-    return [tuple(run) for run in runs]
+            runs.append((float(recorded[a]), ts[a] if ts.ndim == 2 else ts, beta[a], b[a], loss[a]))
+    if log_alphas.size != len(runs):
+        raise ValueError(f"got {len(runs)} runs for {log_alphas.size} values of alpha; give one run per alpha.")
+    for run, la in zip(runs, log_alphas):
+        if not np.isclose(run[0], la, rtol=1e-12, atol=0.0):
+            raise ValueError(
+                f"a run records log α = {run[0]:.6g} but is given as log α = {la:.6g}; pass the runs in the order "
+                "of alphas=."
+            )
+    return [(float(la), *run[1:]) for run, la in zip(runs, log_alphas)]
 
 
 def _check_options(delta, threshold) -> None:
@@ -288,20 +293,6 @@ def _compare_runs(
     )
 
 
-def _log_alphas(alphas, log_alphas) -> np.ndarray:
-    if (alphas is None) == (log_alphas is None):
-        raise ValueError("give exactly one of alphas= and log_alphas=.")
-    if log_alphas is None:
-        a = np.atleast_1d(np.asarray(alphas, dtype=np.float64))
-        if a.ndim != 1 or a.size == 0 or not np.all((a > 0) & (a < 1)):
-            raise ValueError(f"every alpha must lie in (0, 1); got {a.tolist()}.")
-        return np.log(a)
-    la = np.atleast_1d(np.asarray(log_alphas, dtype=np.float64))
-    if la.ndim != 1 or la.size == 0 or not np.all(np.isfinite(la) & (la < 0)):
-        raise ValueError(f"every log_alpha must be finite and negative; got {la.tolist()}.")
-    return la
-
-
 def compare_limits(
     model,
     *,
@@ -317,187 +308,43 @@ def compare_limits(
     flows=None,
     flow_options: Mapping[str, Any] | None = None,
 ) -> Comparison:
-    """Run the flow at every α (one batched call) and compare it with the greedy limit (SPEC §4).
+    """Run the flow at every α (one batched call) and compare it with the greedy limit (docs/math.md, *What the
+    comparison measures*).
 
     Args:
         model: a ``DiagonalModel``.
         alphas / log_alphas: the initialisation scales (give one of them).
-        u0, v0: the initialisation direction, ``θ(0) = α (u0, v0)``.
+        u0, v0: the initialisation direction, ``θ(0) = α (u0, v0)``, checked once for every run as in
+            [`simulate_flow`][gradflow.simulate_flow].
         path: the greedy limit (``greedy_limit(model, u0=u0, v0=v0)`` if None).
         delta: window margin in rescaled time (default :func:`default_delta`).
         ts: rescaled times to record (default :func:`default_times`: 1000 points up to ``1.25 T_K``).
         gd: gradient-descent runs to compare as well: a mapping of ``simulate_gd`` options (``lr``
             required; ``steps`` defaults to reaching the last time of ``ts``; ``record_every``
-            to about 1000 records), or a sequence of ``GDResult``, one per α in order.
+            to about 1000 records), or a sequence of [`Trajectory`][gradflow.Trajectory] (e.g.
+            ``GDResult``), one per α in order.
         threshold: the fraction of each loss drop that marks a detected stage time.
-        flows: precomputed flow results (one batched result or one per α) to use instead of
-            running the flow.
+        flows: precomputed runs, [`Trajectory`][gradflow.Trajectory] objects (one batched result or one
+            per α, e.g. ``FlowResult``), to use instead of running the flow.
         flow_options: more ``simulate_flow`` options (``atol``, ``rtol``, ``max_steps``, ...).
     """
-    log_alphas = _log_alphas(alphas, log_alphas)
+    check_model(model)
+    log_alphas = np.atleast_1d(check_scales(alphas, log_alphas, names=("alphas", "log_alphas"))[0])
     _check_options(delta, threshold)
-    if path is None:
-        path = greedy_limit(model, u0=u0, v0=v0)
-    times = np.asarray(path.times, dtype=np.float64)
-    delta = default_delta(times) if delta is None else float(delta)
-    if ts is None:
-        ts = default_times(times, delta=delta)
-    ts = np.asarray(ts, dtype=np.float64)
-    if flows is None:
-        flows = simulate_flow(model, u0=u0, v0=v0, ts=ts, log_alpha=log_alphas, **dict(flow_options or {}))
-    comparison = _compare_runs(path, _as_runs(flows, log_alphas), method="flow", delta=delta, threshold=threshold)
-    if gd is None:
-        return comparison
-    gd_runs = run_gd(model, log_alphas=log_alphas, u0=u0, v0=v0, horizon=float(ts[-1]), options=gd)
+    u0, v0 = check_init(u0, v0, model.p, model.names)
+    with init_checked():
+        if path is None:
+            path = greedy_limit(model, u0=u0, v0=v0)
+        times = np.asarray(path.times, dtype=np.float64)
+        delta = default_delta(times) if delta is None else float(delta)
+        if ts is None:
+            ts = default_times(times, delta=delta)
+        ts = np.asarray(ts, dtype=np.float64)
+        if flows is None:
+            flows = simulate_flow(model, u0=u0, v0=v0, ts=ts, log_alpha=log_alphas, **dict(flow_options or {}))
+        comparison = _compare_runs(path, _as_runs(flows, log_alphas), method="flow", delta=delta, threshold=threshold)
+        if gd is None:
+            return comparison
+        gd_runs = run_gd(model, log_alphas=log_alphas, u0=u0, v0=v0, horizon=float(ts[-1]), options=gd)
     gd_cmp = _compare_runs(path, _as_runs(gd_runs, log_alphas), method="gd", delta=delta, threshold=threshold)
     return dataclasses.replace(comparison, gd=gd_cmp)
-
-
-def run_gd(model, *, log_alphas, u0, v0, horizon: float, options) -> list:
-    """Gradient-descent runs per α: ``options`` is a mapping of ``simulate_gd`` options or the results themselves."""
-    if isinstance(options, Sequence) and not isinstance(options, (str, bytes)):
-        return list(options)
-    if not isinstance(options, Mapping) or "lr" not in options:
-        raise TypeError("gd must be a mapping of simulate_gd options with at least 'lr', or a sequence of GDResult.")
-    lr = float(options["lr"])
-    out = []
-    for la in log_alphas:
-        opts = dict(options)
-        steps = opts.pop("steps", None) or int(math.ceil(horizon * -la / lr))
-        every = opts.setdefault("record_every", max(1, steps // 1000))
-        steps = every * int(math.ceil(steps / every))
-        out.append(simulate_gd(model, alpha=float(np.exp(la)), u0=u0, v0=v0, steps=steps, **opts))
-    return out
-
-
-class Perturbation(eqx.Module):
-    """Perturb-and-continue runs from states of one flow (paper appendix A, Figures 9 and 10).
-
-    At each start time the weights ``u_i, v_i`` of magnitude above ``threshold`` get independent
-    N(0, std²) noise and the flow continues from there at the same α; ``beta`` is the perturbed
-    run and ``reference_beta`` the unperturbed flow at the same times.
-
-    Attributes:
-        kind: ``"plateau"`` (random times, Assumption 4.3) or ``"stage"`` (stage starts, 4.4).
-        std, threshold, log_alpha: the noise, the negligibility threshold, the flow's ``log α``.
-        start_times: ``(P,)``.
-        ts: ``(P, m)`` continuation times (NaN-padded).
-        beta, reference_beta: ``(P, m, p)``.
-        perturbed: ``(P, p)`` the coordinates with a perturbed weight.
-        initial_deviation, final_deviation: ``(P,)`` ``max_i |β_i − β_i^ref|`` at the first and last time.
-    """
-
-    kind: str = eqx.field(static=True)
-    std: float
-    threshold: float
-    log_alpha: float
-    start_times: np.ndarray
-    ts: np.ndarray
-    beta: np.ndarray
-    reference_beta: np.ndarray
-    perturbed: np.ndarray
-    initial_deviation: np.ndarray
-    final_deviation: np.ndarray
-
-
-def _single(flow) -> tuple[float, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``(log α, ts, u, v, β)`` of a flow result holding a single α."""
-    u, v, beta = np.asarray(flow.u), np.asarray(flow.v), np.asarray(flow.beta)
-    log_alpha = np.atleast_1d(np.asarray(flow.log_alpha, dtype=np.float64))
-    if u.ndim != 2 or log_alpha.size != 1:
-        raise ValueError("perturbation experiments need the flow of a single alpha.")
-    return float(log_alpha[0]), np.asarray(flow.ts, dtype=np.float64), u, v, beta
-
-
-def plateau_starts(flow, *, num: int, span: float, seed: int = 0) -> np.ndarray:
-    """``num`` distinct random recorded-time indices (sorted), each leaving ``span`` of recorded time after it."""
-    ts = np.asarray(flow.ts, dtype=np.float64)
-    last = int(np.searchsorted(ts, ts[-1] - span, side="right"))
-    if last < num:
-        raise ValueError(f"the flow records {last} times before its last {span:g} of rescaled time; need {num}.")
-    rng = np.random.default_rng(seed)
-    return np.sort(rng.choice(np.arange(1, last), size=num, replace=False)) if last > num else np.arange(num)
-
-
-def stage_starts(flow, *, threshold: float) -> np.ndarray:
-    """Recorded-time indices where some coordinate's weight first exceeds ``threshold`` in magnitude."""
-    _, _, u, v, _ = _single(flow)
-    big = np.maximum(np.abs(u), np.abs(v)) > threshold
-    new = big[1:] & ~big[:-1]
-    return np.flatnonzero(np.any(new, axis=1)) + 1
-
-
-def perturb_and_continue(
-    model,
-    flow,
-    *,
-    starts,
-    std: float,
-    span: float,
-    kind: str,
-    threshold: float = 1e-5,
-    seed: int = 0,
-    flow_options: Mapping[str, Any] | None = None,
-) -> Perturbation:
-    """Perturb the non-negligible weights of ``flow`` at the recorded-time indices ``starts`` and continue.
-
-    At start ``s`` every ``u_i`` (and ``v_i``) with ``|u_i| > threshold`` gets N(0, std²) noise; the run
-    continues from the exact state ``flow.state_at(s).perturbed(du, dv)`` (see
-    [`FlowState.perturbed`][gradflow.FlowState.perturbed]), so unperturbed coordinates keep their exact
-    ``log w, log w̄`` at every α, including α below the float64 range. Each run continues over the
-    flow's next recorded times, as many as its longest window ``[τ, τ + span]`` holds, so the
-    unperturbed reference is the flow itself; runs near the flow's end are padded with later times
-    (solved, then dropped: NaN in the result), so that all runs, of this call and of later calls on the
-    same flow and span, have one shape and the solver compiles once. ``flow_options`` go to
-    ``simulate_flow``.
-    """
-    log_alpha, ts, u, v, beta = _single(flow)
-    starts = np.asarray(starts)
-    if (
-        starts.ndim != 1
-        or starts.size == 0
-        or starts.dtype.kind not in "iu"
-        or np.any((starts < 0) | (starts >= ts.size))
-    ):
-        raise ValueError(
-            f"starts must be a non-empty 1-D array of recorded-time indices in [0, {ts.size}); got {starts!r}."
-        )
-    rng = np.random.default_rng(seed)
-    # every run gets as many times as the flow's longest window of length span holds: the same shapes
-    # for every start and every call on this flow (one compilation of the solver)
-    m = int(np.max(np.searchsorted(ts, ts + span, side="right") - np.arange(ts.size)))
-    step = np.ptp(ts) / max(ts.size - 1, 1)  # the padding's spacing
-    P, p = starts.size, u.shape[1]
-    out_ts = np.full((P, m), np.nan)
-    out_beta = np.full((P, m, p), np.nan)
-    ref_beta = np.full((P, m, p), np.nan)
-    perturbed = np.zeros((P, p), dtype=bool)
-    n_last = np.zeros(P, dtype=int)
-    for j, s in enumerate(starts):
-        idx = np.arange(s, min(s + m, ts.size))
-        rel = ts[idx] - ts[s]
-        rel = np.append(rel, rel[-1] + step * np.arange(1, m - idx.size + 1))
-        mask_u, mask_v = np.abs(u[s]) > threshold, np.abs(v[s]) > threshold
-        du = std * rng.standard_normal(p) * mask_u
-        dv = std * rng.standard_normal(p) * mask_v
-        start = flow.state_at(int(s)).perturbed(du, dv)
-        res = simulate_flow(model, start=start, log_alpha=log_alpha, ts=rel, **dict(flow_options or {}))
-        out_ts[j, : idx.size] = ts[idx]
-        out_beta[j, : idx.size] = np.asarray(res.beta)[: idx.size]
-        ref_beta[j, : idx.size] = beta[idx]
-        perturbed[j] = mask_u | mask_v
-        n_last[j] = idx.size - 1
-    dev = np.max(np.abs(out_beta - ref_beta), axis=-1)
-    return Perturbation(
-        kind=kind,
-        std=float(std),
-        threshold=float(threshold),
-        log_alpha=log_alpha,
-        start_times=ts[starts],
-        ts=out_ts,
-        beta=out_beta,
-        reference_beta=ref_beta,
-        perturbed=perturbed,
-        initial_deviation=dev[:, 0],
-        final_deviation=dev[np.arange(P), n_last],
-    )

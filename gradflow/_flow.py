@@ -1,4 +1,5 @@
-"""The exact gradient flow from small initialisation, in log coordinates (SPEC §2, paper appendix C.3–C.4).
+"""The exact gradient flow from small initialisation, in log coordinates (paper appendix C.3–C.4; docs/math.md,
+*Rescaled time and log coordinates*).
 
 Gradient flow ``du/dt = v ⊙ g``, ``dv/dt = u ⊙ g`` from ``θ(0) = α (u0, v0)`` keeps ``u_i² − v_i²``
 (paper Lemma 4.1). After flipping/swapping signs so that ``u0_i > |v0_i|`` (appendix C.3), ``w = u + v``
@@ -30,14 +31,17 @@ import jax.scipy.linalg as jsl
 import numpy as np
 import optimistix as optx
 
+from ._checks import check_init, check_int, check_scales, check_times, degenerate_error
 from ._config import float64
-from ._model import DiagonalModel, check_vector
+from ._frame import apply_frame, frame_of, weights
+from ._model import DiagonalModel, check_model
 
 
 class FlowState(eqx.Module):
-    """A point ``θ = (u, v)`` of the flow, held exactly in log coordinates (SPEC §2).
+    """A point ``θ = (u, v)`` of the flow, held exactly in log coordinates (docs/math.md, *Small initialisation
+    and the conservation law*).
 
-    After the sign normalisation ``u_n > |v_n|`` (paper appendix C.3), ``w = u_n + v_n`` and
+    In the sign frame ``(swap, sign)`` that makes ``u_n > |v_n|`` (paper appendix C.3), ``w = u_n + v_n`` and
     ``w̄ = u_n − v_n`` are positive and ``w w̄ = u² − v²`` is conserved by the flow; the state keeps
     ``log w`` and ``log w̄``, so weights far below the float64 range (``log w = −1e4``) are exact.
     The weights are
@@ -54,8 +58,8 @@ class FlowState(eqx.Module):
         log_w: ``log w``, finite.
         log_wbar: ``log w̄``, finite (``−inf``, i.e. ``|u_i| = |v_i|``, is the degenerate case of
             Assumption 4.2).
-        swap: bool, whether ``u`` and ``v`` were swapped by the normalisation.
-        sign: ``±1.0``, the sign that the normalisation took off.
+        swap: bool, whether the frame swaps ``u`` and ``v``.
+        sign: ``±1.0``, the sign the frame takes off.
     """
 
     log_w: np.ndarray
@@ -66,24 +70,20 @@ class FlowState(eqx.Module):
     @property
     def u(self) -> np.ndarray:
         """The weights ``u`` in float64 (0 where below its range)."""
-        return self._weights()[0]
+        return weights(self.log_w, self.log_wbar, self.swap, self.sign)[0]
 
     @property
     def v(self) -> np.ndarray:
         """The weights ``v`` in float64 (0 where below its range)."""
-        return self._weights()[1]
-
-    def _weights(self):
-        w, wbar = np.exp(self.log_w), np.exp(self.log_wbar)
-        return _unnormalise(0.5 * (w + wbar), 0.5 * (w - wbar), self.swap, self.sign)
+        return weights(self.log_w, self.log_wbar, self.swap, self.sign)[1]
 
     def perturbed(self, du, dv) -> FlowState:
         """The state of ``θ + (du, dv)``, computed from the exact ``w, w̄``.
 
-        With ``(du_n, dv_n)`` the shift in the normalised frame, ``w' = w + du_n + dv_n`` and
-        ``w̄' = w̄ + du_n − dv_n``; the new frame flips the sign where ``w' < 0`` and swaps ``u, v``
-        where ``w' w̄' < 0``, so that ``log w = log|w'|``, ``log w̄ = log|w̄'|``. Coordinates with
-        ``du_i = dv_i = 0`` keep their state bit for bit.
+        With ``(du_n, dv_n)`` the shift in the frame, ``w' = w + du_n + dv_n`` and ``w̄' = w̄ + du_n − dv_n``;
+        the new frame flips the sign where ``w' < 0`` and swaps ``u, v`` where ``w' w̄' < 0``, so that
+        ``log w = log|w'|``, ``log w̄ = log|w̄'|``. Coordinates with ``du_i = dv_i = 0`` keep their state
+        bit for bit.
 
         Raises:
             ValueError: ``w'`` or ``w̄'`` is 0, i.e. ``|u_i + du_i| = |v_i + dv_i|`` (Assumption 4.2).
@@ -92,15 +92,14 @@ class FlowState(eqx.Module):
         dv = np.broadcast_to(np.asarray(dv, dtype=np.float64), np.shape(self.log_w))
         swap = np.broadcast_to(self.swap, du.shape)
         sign = np.broadcast_to(self.sign, du.shape)
-        du_n, dv_n = sign * np.where(swap, dv, du), sign * np.where(swap, du, dv)
+        du_n, dv_n = apply_frame(du, dv, swap, sign)
         moved = (du != 0) | (dv != 0)
         w = np.exp(self.log_w) + (du_n + dv_n)
         wbar = np.exp(self.log_wbar) + (du_n - dv_n)
         bad = moved & ((w == 0) | (wbar == 0))
         if np.any(bad):
-            where = np.unique(np.nonzero(bad)[-1]).tolist()
-            raise ValueError(
-                f"the perturbed weights have |u_i| = |v_i| at coordinates {where} (the degenerate case of Assumption 4.2)."
+            raise degenerate_error(
+                "the perturbed weights have |u_i| = |v_i|", np.unique(np.nonzero(bad)[-1]), "Perturb them differently."
             )
         with np.errstate(divide="ignore"):
             log_w = np.where(moved, np.log(np.abs(w)), self.log_w)
@@ -109,47 +108,69 @@ class FlowState(eqx.Module):
         return FlowState(log_w=log_w, log_wbar=log_wbar, swap=swap ^ turn, sign=np.where(flip, -sign, sign))
 
 
-def _unnormalise(un, vn, swap, sign):
-    """``(u, v)`` from the normalised weights (undoing :func:`normalise_init`'s swap and sign)."""
-    return sign * np.where(swap, vn, un), sign * np.where(swap, un, vn)
-
-
 class FlowResult(eqx.Module):
-    """The gradient flow sampled at rescaled times ``ts`` (all fields NumPy float64).
+    """The gradient flow sampled at rescaled times ``ts``: the exact state and what follows from it.
 
-    With a batch of ``B`` runs (``alpha``/``log_alpha`` given as an array, or a batch of start
-    states) every field but ``ts`` gains a leading axis of length ``B``.
+    As diffrax's ``Solution``: the stored fields are the solution's exact state (``log w``, ``log w̄`` and
+    the sign frame, see [`FlowState`][gradflow.FlowState]), the loss, the solver's ``stats`` and its
+    ``result``; ``u, v, beta, b, alpha`` are computed from them. All arrays are NumPy (float64 unless
+    stated). With a batch of ``B`` runs (``alpha``/``log_alpha`` given as an array, or a batch of start
+    states) every field but ``ts`` gains a leading axis of length ``B``. A [`Trajectory`][gradflow.Trajectory].
 
     Attributes:
         ts: rescaled times ``τ = t / log(1/α)`` from the start, shape ``(m,)``.
-        u, v: the weights, shape ``(m, p)``; 0 where below the float64 range.
-        beta: ``β = u ⊙ v``, shape ``(m, p)``.
-        b: log-scale weights ``b = log w / log α`` (SPEC §2; ``w = u + v`` after the sign
-            normalisation ``u0_i > |v0_i|``), exact at every scale, shape ``(m, p)``.
-        log_w, log_wbar: ``log w`` and ``log w̄`` (``w̄ = u − v`` after the normalisation),
-            shape ``(m, p)``: the exact state, see [`FlowState`][gradflow.FlowState].
-        swap, sign: the sign normalisation, shape ``(p,)`` (as in ``FlowState``).
+        log_w, log_wbar: ``log w`` and ``log w̄``, shape ``(m, p)``: the exact state at every time
+            (``+inf``, and the loss NaN, after the time a failed solve stopped at, see ``result``).
+        swap, sign: the sign frame ``u0_i > |v0_i|``, shape ``(p,)`` (as in ``FlowState``).
         loss: ``L(θ)``, shape ``(m,)``.
         log_alpha: ``log α``.
-        alpha: ``α``; 0.0 where below the float64 range.
-        num_steps, num_accepted_steps, num_rejected_steps: solver statistics.
+        stats: the solver's statistics: ``num_steps``, ``num_accepted_steps``, ``num_rejected_steps``
+            (arrays) and ``max_steps`` (the cap it ran under).
+        result: ``"successful"``, ``"max_steps_reached"`` or ``"solver_failed"`` (a str array of shape
+            ``()`` or ``(B,)``); with ``throw=True`` (the default) only successful results are returned.
+        message: what went wrong, where (``""`` when successful), in the shape of ``result``.
     """
 
     ts: np.ndarray
-    u: np.ndarray
-    v: np.ndarray
-    beta: np.ndarray
-    b: np.ndarray
     log_w: np.ndarray
     log_wbar: np.ndarray
     swap: np.ndarray
     sign: np.ndarray
     loss: np.ndarray
     log_alpha: np.ndarray
-    alpha: np.ndarray
-    num_steps: np.ndarray
-    num_accepted_steps: np.ndarray
-    num_rejected_steps: np.ndarray
+    stats: dict
+    result: np.ndarray
+    message: np.ndarray
+
+    @property
+    def u(self) -> np.ndarray:
+        """The weights ``u``, shape ``(m, p)``; 0 where below the float64 range."""
+        return self._weights()[0]
+
+    @property
+    def v(self) -> np.ndarray:
+        """The weights ``v``, shape ``(m, p)``; 0 where below the float64 range."""
+        return self._weights()[1]
+
+    @property
+    def beta(self) -> np.ndarray:
+        """``β = u ⊙ v``, shape ``(m, p)``."""
+        u, v = self._weights()
+        return u * v
+
+    @property
+    def b(self) -> np.ndarray:
+        """Log-scale weights ``b = log w / log α`` (docs/math.md, *Rescaled time and log coordinates*), exact at
+        every scale, shape ``(m, p)``."""
+        return self.log_w / self.log_alpha[..., None, None]
+
+    @property
+    def alpha(self) -> np.ndarray:
+        """``α``; 0.0 where below the float64 range."""
+        return np.exp(self.log_alpha)
+
+    def _weights(self):
+        return weights(self.log_w, self.log_wbar, self.swap[..., None, :], self.sign[..., None, :])
 
     def state_at(self, k: int) -> FlowState:
         """The exact state at the recorded time ``ts[k]`` (a batch of states for a batched result).
@@ -389,77 +410,11 @@ def _solve(model, y0, log_wwbar, log_alpha, ts, rtol, atol, *, solver, max_steps
         u, v = 0.5 * (w + wbar), 0.5 * (w - wbar)
         loss = jax.vmap(model.loss_of_beta)(u * v)
         stats = (sol.stats["num_steps"], sol.stats["num_accepted_steps"], sol.stats["num_rejected_steps"])
-        return ys, log_wwbar - ys, u, v, loss, sol.result._value, stats
+        return ys, log_wwbar - ys, loss, sol.result, stats
 
     if batched:
         return jax.vmap(one)(y0, log_wwbar, log_alpha)
     return one(y0, log_wwbar, log_alpha)
-
-
-def check_scales(alpha, log_alpha) -> tuple[np.ndarray, bool]:
-    """Validate exactly one of ``alpha`` in (0, 1) / ``log_alpha`` < 0; return ``(log α, batched)``."""
-    if (alpha is None) == (log_alpha is None):
-        raise ValueError("give exactly one of alpha (in (0, 1)) or log_alpha (< 0, for scales below float64).")
-    name, value = ("alpha", alpha) if log_alpha is None else ("log_alpha", log_alpha)
-    try:
-        arr = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError) as err:
-        raise TypeError(f"{name} must be a number or a 1-D array of numbers; got {type(value).__name__}.") from err
-    if arr.ndim > 1 or arr.size == 0:
-        raise ValueError(f"{name} must be a scalar or a non-empty 1-D array of scales; got shape {arr.shape}.")
-    if log_alpha is None:
-        bad = ~((arr > 0) & (arr < 1))
-        if np.any(bad):
-            raise ValueError(
-                f"alpha must lie in (0, 1); got {arr[bad].ravel()[0]!r}. For scales below the float64 range "
-                "(α < 1e-308) pass log_alpha instead."
-            )
-        log_a = np.log(arr)
-    else:
-        bad = ~(np.isfinite(arr) & (arr < 0))
-        if np.any(bad):
-            raise ValueError(f"log_alpha must be finite and < 0 (α in (0, 1)); got {arr[bad].ravel()[0]!r}.")
-        log_a = arr
-    return log_a, arr.ndim == 1
-
-
-def check_times(ts) -> np.ndarray:
-    """Validate rescaled output times: 1-D, finite, ``ts[0] ≥ 0``, strictly increasing."""
-    arr = np.asarray(ts, dtype=np.float64)
-    if arr.ndim != 1 or arr.size == 0:
-        raise ValueError(f"ts must be a non-empty 1-D array of rescaled times τ; got shape {arr.shape}.")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError("ts contains NaN or inf.")
-    if arr[0] < 0:
-        raise ValueError(f"ts must start at τ >= 0 (the flow starts at τ = 0); got ts[0] = {arr[0]!r}.")
-    if np.any(np.diff(arr) <= 0):
-        k = int(np.argmax(np.diff(arr) <= 0))
-        raise ValueError(f"ts must be strictly increasing; got ts[{k}] = {arr[k]!r} >= ts[{k + 1}] = {arr[k + 1]!r}.")
-    return arr
-
-
-def normalise_init(u0, v0, p: int):
-    """Validate ``(u0, v0)`` and flip/swap signs so that ``u0_i > |v0_i|`` (paper appendix C.3).
-
-    Returns ``(u0n, v0n, log_c, swap, sign)``: the normalised directions, ``log(u0n² − v0n²)``, and
-    the per-coordinate swap and sign that map the normalised weights back
-    (``u = sign · (v_n if swap else u_n)``, and likewise ``v``).
-    """
-    u0 = check_vector(u0, p, "u0")
-    v0 = check_vector(v0, p, "v0")
-    degenerate = np.abs(u0) == np.abs(v0)
-    if np.any(degenerate):
-        raise ValueError(
-            f"|u0_i| = |v0_i| at coordinates {np.flatnonzero(degenerate).tolist()}: this degenerate initialisation "
-            "violates the paper's Assumption 4.2 (then u_i − v_i or u_i + v_i stays 0, w̄ = 0, and the "
-            "log-coordinate form is singular). Perturb u0 there, e.g. u0[i] *= 1 + 1e-6."
-        )
-    swap = np.abs(u0) < np.abs(v0)
-    un, vn = np.where(swap, v0, u0), np.where(swap, u0, v0)
-    sign = np.sign(un)
-    un, vn = sign * un, sign * vn
-    log_c = np.log(un - np.abs(vn)) + np.log(un + np.abs(vn))
-    return un, vn, log_c, swap, sign
 
 
 def check_state(start, p: int):
@@ -476,10 +431,10 @@ def check_state(start, p: int):
         if np.any(np.isnan(x) | (x == np.inf)):
             raise ValueError(f"start.{name} contains NaN or +inf.")
         if np.any(x == -np.inf):
-            where = np.unique(np.nonzero(x == -np.inf)[-1]).tolist()
-            raise ValueError(
-                f"start.{name} is -inf at coordinates {where}: there |u_i| = |v_i|, the degenerate case of "
-                "Assumption 4.2, which the log-coordinate flow cannot represent."
+            raise degenerate_error(
+                f"start.{name} is -inf (|u_i| = |v_i|)",
+                np.unique(np.nonzero(x == -np.inf)[-1]),
+                "The log-coordinate flow cannot represent it; start from a state with |u_i| ≠ |v_i|.",
             )
     swap, sign = np.asarray(start.swap), np.asarray(start.sign, dtype=np.float64)
     for name, x in (("swap", swap), ("sign", sign)):
@@ -506,17 +461,19 @@ def simulate_flow(
     atol: float = 1e-8,
     max_steps: int = 20_000,
     jacobian_rank: int | None = None,
+    throw: bool = True,
 ) -> FlowResult:
     """Solve the gradient flow from ``θ(0) = α (u0, v0)`` (or from ``start``) exactly, at rescaled times ``ts``.
 
-    Integrates ``d(log w)/dτ = log(1/α) g(β)`` (SPEC §2; paper appendix C.3–C.4, eq. 13) with an
-    L-stable implicit method, stepping exactly onto every ``ts``. Works for every scale: ``log_alpha``
-    may be far below the float64 range (−1e4), and the cost barely grows with ``log(1/α)``.
+    Integrates ``d(log w)/dτ = log(1/α) g(β)`` (paper appendix C.3–C.4, eq. 13; docs/math.md, *Rescaled time and
+    log coordinates*) with an L-stable implicit method, stepping exactly onto every ``ts``. Works for every
+    scale: ``log_alpha`` may be far below the float64 range (−1e4), and the cost barely grows with ``log(1/α)``.
 
     Args:
         model: the model and data.
         ts: rescaled times ``τ = t / log(1/α)`` from the start, 1-D, increasing, ``ts[0] ≥ 0``.
-        u0, v0: initialisation directions, shape ``(p,)``, with ``|u0_i| ≠ |v0_i|`` (Assumption 4.2).
+        u0, v0: initialisation directions, shape ``(p,)``, with ``|u0_i| ≠ |v0_i|`` (Assumption 4.2; a
+            near-degenerate gap is an ``AssumptionWarning``, see docs/math.md).
         start: instead of ``u0, v0``, the exact state to start from, e.g. ``flow.state_at(k)``: a
             [`FlowState`][gradflow.FlowState], or a batch of them (solved together, one compilation).
             ``ts`` then counts from that state, and ``α`` sets only the time unit and ``b = log w / log α``;
@@ -533,6 +490,9 @@ def simulate_flow(
         max_steps: the most solver steps (accepted and rejected) before giving up.
         jacobian_rank: how many Jacobian columns (those of the largest ``u_i² + v_i²``) the implicit
             stages use; default ``min(p, 16)``. Raise it if many coordinates are awake at once.
+        throw: as in diffrax: raise a ``RuntimeError`` if a run does not reach ``ts[-1]``. With
+            ``throw=False`` the result comes back with the failure in ``result`` and ``message``, and
+            the state after the time it stopped at is ``+inf``.
 
     Returns:
         A [`FlowResult`][gradflow.FlowResult].
@@ -542,19 +502,18 @@ def simulate_flow(
             start state), α outside (0, 1), both or neither of ``alpha``/``log_alpha``, both or neither
             of ``u0, v0``/``start``, a batch of states and of scales of different sizes, or ``ts`` not
             increasing from ``τ ≥ 0``.
-        RuntimeError: the solver did not reach ``ts[-1]`` (the message says where it stopped and why).
+        RuntimeError: with ``throw=True``, the solver did not reach ``ts[-1]`` (the message says where it
+            stopped and why).
     """
-    if not isinstance(model, DiagonalModel):
-        raise TypeError(f"model must be a gradflow.DiagonalModel; got {type(model).__name__}.")
+    check_model(model)
     log_a, batched = check_scales(alpha, log_alpha)
     if start is None:
         if u0 is None or v0 is None:
             raise ValueError(
                 "give the initialisation directions u0 and v0 (θ(0) = α (u0, v0)), or start (a FlowState)."
             )
-        un, vn, log_c, swap, sign = normalise_init(u0, v0, model.p)
-        y0 = log_a[..., None] + np.log(un + vn)
-        log_wwbar = 2.0 * log_a[..., None] + log_c
+        u0, v0 = check_init(u0, v0, model.p, model.names, stacklevel=3)
+        y0, log_wwbar, swap, sign = initial_state(u0, v0, log_a)
     else:
         if u0 is not None or v0 is not None:
             raise ValueError("give either u0 and v0 (the flow from α (u0, v0)) or start (a FlowState), not both.")
@@ -571,8 +530,7 @@ def simulate_flow(
         y0, log_wwbar, swap, sign = (np.broadcast_to(x, (n, model.p)) for x in (y0, log_wwbar, swap, sign))
         log_a = np.broadcast_to(log_a, (n,))
     ts = check_times(ts)
-    if isinstance(max_steps, bool) or not isinstance(max_steps, (int, np.integer)) or max_steps < 1:
-        raise ValueError(f"max_steps must be a positive integer; got {max_steps!r}.")
+    max_steps = check_int(max_steps, "max_steps")
     if not (rtol >= 0 and atol >= 0 and rtol + atol > 0):
         raise ValueError(f"rtol and atol must be >= 0 and not both 0; got rtol={rtol!r}, atol={atol!r}.")
     rank = min(model.p, 16) if jacobian_rank is None else int(jacobian_rank)
@@ -587,43 +545,68 @@ def simulate_flow(
         rtol,
         atol,
         solver=_default_solver(rank, atol + rtol),
-        max_steps=int(max_steps),
+        max_steps=max_steps,
         batched=batched,
     )
-    log_w, log_wbar, u_n, v_n, loss, result, stats = jax.tree_util.tree_map(np.asarray, out)
-    _raise_on_failure(result, log_w, ts, log_a, max_steps)
-    u, v = _unnormalise(u_n, v_n, swap[..., None, :], sign[..., None, :])
+    result = flow_result(out, ts, log_a, swap, sign, max_steps)
+    failed = np.flatnonzero(np.ravel(result.result) != "successful")
+    if throw and failed.size:
+        raise RuntimeError(str(np.ravel(result.message)[failed[0]]))
+    return result
+
+
+def initial_state(u0, v0, log_a) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(log w, log(w w̄), swap, sign)`` of ``θ(0) = α (u0, v0)`` for checked ``u0, v0``, at each ``log α`` of ``log_a``.
+
+    In the frame where ``u0_i > |v0_i|``: ``log w = log α + log(u0 + v0)`` and
+    ``log(w w̄) = 2 log α + log(u0² − v0²)`` (docs/math.md, *Rescaled time and log coordinates*).
+    """
+    swap, sign = frame_of(u0, v0)
+    un, vn = apply_frame(u0, v0, swap, sign)
+    log_a = np.asarray(log_a, dtype=np.float64)
+    y0 = log_a[..., None] + np.log(un + vn)
+    log_wwbar = 2.0 * log_a[..., None] + (np.log(un - np.abs(vn)) + np.log(un + np.abs(vn)))
+    return y0, log_wwbar, swap, sign
+
+
+def flow_result(out, ts, log_a, swap, sign, max_steps) -> FlowResult:
+    """The :class:`FlowResult` of the solver's output ``out`` (one run or a batch), with ``result``/``message``."""
+    log_w, log_wbar, loss, solver_result, stats = jax.tree_util.tree_map(np.asarray, out)
+    result, message = _status(solver_result, log_w, ts, log_a, max_steps)
     return FlowResult(
         ts=ts,
-        u=u,
-        v=v,
-        beta=u * v,
-        b=log_w / log_a[..., None, None],
         log_w=log_w,
         log_wbar=log_wbar,
         swap=np.array(swap),
         sign=np.array(sign),
         loss=loss,
         log_alpha=np.array(log_a),
-        alpha=np.exp(log_a),
-        num_steps=stats[0],
-        num_accepted_steps=stats[1],
-        num_rejected_steps=stats[2],
+        stats=dict(num_steps=stats[0], num_accepted_steps=stats[1], num_rejected_steps=stats[2], max_steps=max_steps),
+        result=result,
+        message=message,
     )
 
 
-def _raise_on_failure(result, log_w, ts, log_a, max_steps) -> None:
-    result, log_w, log_a = np.atleast_1d(result), log_w.reshape(-1, *log_w.shape[-2:]), np.atleast_1d(log_a)
-    for k in np.flatnonzero(result != dfx.RESULTS.successful._value):
+def _status(solver_result, log_w, ts, log_a, max_steps) -> tuple[np.ndarray, np.ndarray]:
+    """Each run's ``result`` and ``message``, from diffrax's result (read through diffrax's public API)."""
+    ok = np.asarray(solver_result == dfx.RESULTS.successful)
+    hit = np.asarray(solver_result == dfx.RESULTS.max_steps_reached)
+    result = np.where(ok, "successful", np.where(hit, "max_steps_reached", "solver_failed"))
+    message = np.full(result.shape, "", dtype=object)
+    for k in np.ndindex(result.shape):
+        if ok[k]:
+            continue
         done = np.all(np.isfinite(log_w[k]), axis=-1)
         reached = ts[np.flatnonzero(done)[-1]] if done.any() else 0.0
         where = f"log α = {log_a[k]:.6g}: the flow stopped after τ = {reached:.6g} (ts[-1] = {ts[-1]:.6g})"
-        if result[k] == dfx.RESULTS.max_steps_reached._value:
-            raise RuntimeError(
+        if hit[k]:
+            message[k] = (
                 f"simulate_flow hit max_steps={max_steps} at {where}. Raise max_steps, loosen atol, or shorten ts."
             )
-        messages = getattr(dfx.RESULTS, "_index_to_message", ())
-        why = messages[result[k]] if 0 <= result[k] < len(messages) else f"diffrax result code {result[k]}"
-        raise RuntimeError(
-            f"simulate_flow failed at {where}: {why} Try a larger jacobian_rank, a looser atol, or a larger max_steps."
-        )
+        else:
+            why = dfx.RESULTS[jax.tree_util.tree_map(lambda x: x[k], solver_result)]  # noqa: B023
+            message[k] = (
+                f"simulate_flow failed at {where}: {why} Try a larger jacobian_rank, a looser atol, or a larger "
+                "max_steps."
+            )
+    return result, message.astype(str)

@@ -14,9 +14,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from ._checks import check_init, check_int, check_scales
 from ._config import float64
-from ._flow import check_scales, normalise_init
-from ._model import DiagonalModel
+from ._model import DiagonalModel, check_model
 
 _OPTIMIZERS = ("gd", "sgd", "adam")
 _TINY = float(np.finfo(np.float64).tiny)
@@ -25,41 +25,54 @@ _TINY = float(np.finfo(np.float64).tiny)
 class GDResult(eqx.Module):
     """Discrete training recorded every ``record_every`` steps (all fields NumPy float64/int64).
 
-    With ``A`` scales every field but ``steps`` gains a leading axis of length ``A`` (``ts`` too,
-    since ``τ`` depends on α).
+    The stored fields are the state the optimizer updated, ``θ = (u, v)``, with the loss and the scale;
+    ``ts``, ``beta`` and ``b`` are computed from them. With ``A`` scales every field but ``steps`` and
+    ``lr`` gains a leading axis of length ``A`` (so do ``ts``, since ``τ`` depends on α). A
+    [`Trajectory`][gradflow.Trajectory].
 
     Attributes:
         steps: the recorded step numbers ``0, record_every, …, steps``, shape ``(m,)``.
-        ts: their rescaled times ``τ = step · lr / log(1/α)``, shape ``(m,)``.
         u, v: the weights, shape ``(m, p)``.
-        beta: ``β = u ⊙ v``, shape ``(m, p)``.
-        b: log-scale weights ``log|w| / log α`` with ``w = u + v`` after the sign normalisation
-            ``u0_i > |v0_i|`` (as in [`FlowResult`][gradflow.FlowResult]); ``|w|`` is clipped to
-            the smallest positive float64, so ``b`` stays finite.
         loss: the full-batch loss ``L(θ)``, shape ``(m,)``.
-        log_alpha, alpha: the scale.
+        log_alpha: ``log α``.
+        alpha: ``α``, the float64 number the weights were started from, ``θ(0) = α (u0, v0)``.
         lr: the learning rate.
     """
 
     steps: np.ndarray
-    ts: np.ndarray
     u: np.ndarray
     v: np.ndarray
-    beta: np.ndarray
-    b: np.ndarray
     loss: np.ndarray
     log_alpha: np.ndarray
     alpha: np.ndarray
     lr: float
+
+    @property
+    def ts(self) -> np.ndarray:
+        """The rescaled times ``τ = step · lr / log(1/α)``, shape ``(m,)``."""
+        return self.steps * self.lr / -self.log_alpha[..., None]
+
+    @property
+    def beta(self) -> np.ndarray:
+        """``β = u ⊙ v``, shape ``(m, p)``."""
+        return self.u * self.v
+
+    @property
+    def b(self) -> np.ndarray:
+        """Log-scale weights ``log|w| / log α``, ``w = u + v`` up to the sign frame (as in
+        [`FlowResult`][gradflow.FlowResult]); ``|w|`` is clipped to the smallest positive float64, so
+        ``b`` stays finite. Shape ``(m, p)``."""
+        return np.log(np.maximum(np.abs(self.u + self.v), _TINY)) / self.log_alpha[..., None, None]
 
 
 @float64
 def simulate_gd(
     model: DiagonalModel,
     *,
-    alpha,
     u0,
     v0,
+    alpha=None,
+    log_alpha=None,
     lr: float,
     steps: int,
     optimizer: str = "gd",
@@ -71,8 +84,11 @@ def simulate_gd(
 
     Args:
         model: the model and data.
+        u0, v0: initialisation directions, shape ``(p,)``, with ``|u0_i| ≠ |v0_i|`` (as in
+            [`simulate_flow`][gradflow.simulate_flow]).
         alpha: the scale in (0, 1), or a 1-D array of scales (trained together, vmapped).
-        u0, v0: initialisation directions, shape ``(p,)``, with ``|u0_i| ≠ |v0_i|``.
+        log_alpha: ``log α`` (< 0) instead of ``alpha``, scalar or 1-D array. Gradient descent trains the
+            weights themselves, so α must be a normal float64 number (``α ≥ 2.2e-308``, ``log α ≥ −708``).
         lr: the learning rate.
         steps: the number of steps; a multiple of ``record_every``.
         optimizer: ``"gd"`` (full-batch gradient descent, ``θ ← θ − lr ∇L``), ``"sgd"`` (the same on
@@ -86,16 +102,19 @@ def simulate_gd(
     Returns:
         A [`GDResult`][gradflow.GDResult].
     """
-    if not isinstance(model, DiagonalModel):
-        raise TypeError(f"model must be a gradflow.DiagonalModel; got {type(model).__name__}.")
-    *_, sign = normalise_init(u0, v0, model.p)  # validates; sign gives w = sign · (u + v) > 0 at τ = 0
-    log_a, batched = check_scales(alpha, None)
+    check_model(model)
+    u0, v0 = check_init(u0, v0, model.p, model.names, stacklevel=3)
+    log_a, batched = check_scales(alpha, log_alpha)
+    alphas = np.exp(log_a) if alpha is None else np.asarray(alpha, dtype=np.float64)
+    if np.any(alphas < _TINY):
+        raise ValueError(
+            f"simulate_gd trains the weights θ = α (u0, v0) themselves, so α must be a normal float64 number; got "
+            f"α = e^{float(np.min(log_a)):.6g} < {_TINY:.3g}. The exact flow takes any log α: use simulate_flow."
+        )
     if not (isinstance(lr, (int, float, np.floating)) and np.isfinite(lr) and lr > 0):
         raise ValueError(f"lr must be a positive number; got {lr!r}.")
-    for name, value in (("steps", steps), ("record_every", record_every), ("seed", seed)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < (0 if name == "seed" else 1):
-            kind = "non-negative" if name == "seed" else "positive"
-            raise ValueError(f"{name} must be a {kind} integer; got {value!r}.")
+    steps, record_every = check_int(steps, "steps"), check_int(record_every, "record_every")
+    seed = check_int(seed, "seed", minimum=0)
     if steps % record_every:
         raise ValueError(f"steps ({steps}) must be a multiple of record_every ({record_every}).")
     if optimizer not in _OPTIMIZERS:
@@ -104,14 +123,9 @@ def simulate_gd(
         raise ValueError("optimizer='sgd' needs a batch_size.")
     if optimizer == "gd" and batch_size is not None:
         raise ValueError("optimizer='gd' is full-batch; use optimizer='sgd' for minibatches.")
-    if batch_size is not None and (
-        isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or not 1 <= batch_size <= model.n
-    ):
-        raise ValueError(f"batch_size must be an integer in [1, n={model.n}]; got {batch_size!r}.")
+    if batch_size is not None and check_int(batch_size, "batch_size") > model.n:
+        raise ValueError(f"batch_size must be at most the number of samples, n={model.n}; got {batch_size!r}.")
 
-    u0 = np.asarray(u0, dtype=np.float64)
-    v0 = np.asarray(v0, dtype=np.float64)
-    alphas = np.asarray(alpha, dtype=np.float64)
     static = dict(optimizer=optimizer, batch_size=batch_size, batched=batched)
     lr_, every, key = jnp.asarray(float(lr)), jnp.asarray(int(record_every)), jax.random.PRNGKey(int(seed))
     carry, first = _start(model, jnp.asarray(alphas), jnp.asarray(u0), jnp.asarray(v0), lr_, **static)
@@ -126,20 +140,7 @@ def simulate_gd(
         records.append([np.take(np.asarray(x), np.arange(active), axis=axis) for x in rec])
     u, v, loss = (np.concatenate(parts, axis=axis) for parts in zip(*records))
     rec = np.arange(steps // record_every + 1, dtype=np.int64) * record_every
-    w = sign * (u + v)
-    la = log_a[..., None]
-    return GDResult(
-        steps=rec,
-        ts=rec * float(lr) / -la,
-        u=u,
-        v=v,
-        beta=u * v,
-        b=np.log(np.maximum(np.abs(w), _TINY)) / la[..., None],
-        loss=loss,
-        log_alpha=log_a,
-        alpha=alphas,
-        lr=float(lr),
-    )
+    return GDResult(steps=rec, u=u, v=v, loss=loss, log_alpha=log_a, alpha=alphas, lr=float(lr))
 
 
 _BLOCK = 64  # records per compiled call: any `steps` and `record_every` reuse one compilation

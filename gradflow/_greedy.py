@@ -1,4 +1,5 @@
-"""The greedy limit of gradient flow from small initialisation: the paper's Algorithm 1 (SPEC §3).
+"""The greedy limit of gradient flow from small initialisation: the paper's Algorithm 1 (docs/math.md,
+*Algorithm 1: the greedy limit*).
 
 As the initialisation scale α → 0, gradient flow in rescaled time τ = t / log(1/α) follows a
 piecewise-constant path of stationary points θ^k = (u^k, v^k), v^k = s^k ⊙ u^k, held on
@@ -7,8 +8,8 @@ piecewise-constant path of stationary points θ^k = (u^k, v^k), v^k = s^k ⊙ u^
 
 - (A) paper eqs. (8)–(10): ``Δ_k(i) = (b_i^k − 1 + sgn g_i(θ^k)) / g_i(θ^k)`` for coordinates outside
   ``S_k`` with ``g_i ≠ 0`` (else ∞), ``i_k = argmin Δ_k``, ``T_{k+1} = T_k + Δ_k(i_k)``,
-  ``b^{k+1} = b^k − g(θ^k) Δ_k(i_k)``; started from ``T_0 = 0``, ``b^0 = 1``, ``θ^0 = 0`` (SPEC §3: the
-  paper's pseudocode misprints ``b^0 = 0``).
+  ``b^{k+1} = b^k − g(θ^k) Δ_k(i_k)``; started from ``T_0 = 0``, ``b^0 = 1``, ``θ^0 = 0`` (docs/math.md,
+  *The initial log-scale weight*: the paper's pseudocode misprints ``b^0 = 0``).
 - (B) paper eq. (11): ``θ^{k+1} = lim_{ε→0} lim_{t→∞} ψ(t, ε)``, ψ the unscaled gradient flow from
   ``θ^k + (ε e_{i_k}, sgn(g_{i_k}) ε e_{i_k})``.
 
@@ -36,8 +37,10 @@ limit (11) is not reached at these ε (reported, never hidden).
 from __future__ import annotations
 
 import dataclasses
+import enum
 import math
 import warnings
+from typing import NamedTuple
 
 import diffrax
 import equinox as eqx
@@ -49,7 +52,6 @@ import optimistix as optx
 
 from ._assumptions import (
     AssumptionWarning,
-    check_initialisation,
     choose_coordinate,
     embed,
     hessian_min_eig,
@@ -57,8 +59,10 @@ from ._assumptions import (
     restricted_hessian,
     time_until_active,
 )
+from ._checks import check_init, check_int
 from ._config import float64
-from ._model import DiagonalModel, check_vector
+from ._frame import apply_frame, frame_of
+from ._model import DiagonalModel, check_model
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,8 +114,6 @@ class GreedyTolerances:
         perturbations: how many perturbed starts to run per stage (0 disables the 4.4 spread check).
         spread: Assumption 4.4 holds when every perturbed endpoint is within
             ``spread · ‖u^{k+1}‖_∞`` of the unperturbed one.
-        init_degenerate: ``|u0_i|`` and ``|v0_i|`` count as equal (Assumption 4.2 fails) when they differ
-            by at most ``init_degenerate · max(|u0_i|, |v0_i|)``.
         ode_rtol, ode_atol: the step-size controller's tolerances for phase (B) (``ode_atol`` relative to
             the larger of ``‖u^k‖_∞`` and the natural size of the new coordinate). Loose on purpose: the endpoint is an attractor, so the
             trajectory only has to stay in its basin (the ε and perturbation checks test exactly
@@ -132,7 +134,6 @@ class GreedyTolerances:
     perturbation: float = 1e-2
     perturbations: int = 2
     spread: float = 1e-6
-    init_degenerate: float = 1e-12
     ode_rtol: float = 1e-4
     ode_atol: float = 1e-9
     max_steps: int = 2048
@@ -166,22 +167,15 @@ class GreedyTolerances:
                 f"GreedyTolerances.epsilons needs at least two distinct values in (0, 1); got {self.epsilons!r}."
             )
         object.__setattr__(self, "epsilons", tuple(sorted(eps, reverse=True)))
-        if not (isinstance(self.perturbations, int) and self.perturbations >= 0):
-            raise ValueError(
-                f"GreedyTolerances.perturbations must be a non-negative integer; got {self.perturbations!r}."
-            )
+        check_int(self.perturbations, "GreedyTolerances.perturbations", minimum=0)
         if not 0 < self.perturbation < 1 / 3:
             raise ValueError(f"GreedyTolerances.perturbation must lie in (0, 1/3); got {self.perturbation!r}.")
-        if not 0 <= self.init_degenerate < 1:
-            raise ValueError(f"GreedyTolerances.init_degenerate must lie in [0, 1); got {self.init_degenerate!r}.")
         for name in ("max_steps", "newton_steps"):
-            value = getattr(self, name)
-            if not (isinstance(value, int) and value > 0):
-                raise ValueError(f"GreedyTolerances.{name} must be a positive integer; got {value!r}.")
+            check_int(getattr(self, name), f"GreedyTolerances.{name}")
 
 
 class GreedyPath(eqx.Module):
-    """The output of Algorithm 1 (SPEC §3): stages ``k = 0..K`` and their diagnostics.
+    """The output of Algorithm 1 (docs/math.md, *The stages*): stages ``k = 0..K`` and their diagnostics.
 
     Stage ``k`` holds ``θ^k`` on ``[T_k, T_{k+1})`` in rescaled time (``T_{K+1} = ∞``). Arrays indexed by
     stage have ``K + 1`` rows; arrays indexed by transition ``k → k+1`` have ``K`` rows.
@@ -200,7 +194,6 @@ class GreedyPath(eqx.Module):
         coordinate: ``(K,)`` the coordinate ``i_k`` activated at ``T_{k+1}``.
         sign: ``(K,)`` bool, whether ``v_{i_k}`` took the sign of ``u_{i_k}`` (``g_{i_k}(θ^k) > 0``).
         final_delta: ``(p,)`` Δ at the last stage (all ∞ when the path ended with ``T = ∞``).
-        end_reason: ``"T = inf"``, ``"max_stages"`` or ``"assumption failed: …"``.
         delta_gap: ``(K,)`` Δ of the runner-up minus Δ of the winner (Assumption 4.2; ∞ if alone).
         runner_up: ``(K,)`` the runner-up coordinate (-1 if none).
         hessian_min_eig: ``(K+1,)`` the smallest eigenvalue of the Hessian of ``ũ ↦ L(ũ, s^k ⊙ ũ)`` on
@@ -212,7 +205,12 @@ class GreedyPath(eqx.Module):
         stationarity: ``(K+1,)`` ``max_{i ∈ S_k} |g_i(θ^k)| / G``, the residual of the steady state.
         assumptions_ok: ``(K+1, 3)`` bool, columns Assumptions 4.2, 4.3, 4.4 for stage k (row k
             covers θ^k and the transition out of it; a check that was not run reads True).
-        warnings: every assumption failure, in words (each was also emitted with ``warnings.warn``).
+        result: why the path ended, as in diffrax: ``"successful"`` (``T_{K+1} = ∞``: nothing is left to
+            learn), ``"max_stages"`` (stopped at ``max_stages``) or ``"phase_b_failed"`` (a phase (B) did not
+            reach a stationary point; returned only with ``throw=False``).
+        message: the same in words, with the stage and the reason for a failure.
+        warnings: every assumption failure, in words (each was also emitted with ``warnings.warn``; a failed
+            phase (B) is in ``message`` instead).
     """
 
     times: np.ndarray
@@ -234,7 +232,8 @@ class GreedyPath(eqx.Module):
     epsilon_discrepancy: np.ndarray
     stationarity: np.ndarray
     assumptions_ok: np.ndarray
-    end_reason: str = eqx.field(static=True)
+    result: str = eqx.field(static=True)
+    message: str = eqx.field(static=True)
     warnings: tuple[str, ...] = eqx.field(static=True)
 
     @property
@@ -267,12 +266,35 @@ class GreedyPath(eqx.Module):
 # ----------------------------------------------------------------------------------------------
 # Phase (B): the flow on the support from each start, then Newton's method, in one compiled call.
 
-# Why a row of phase (B) did not give a stationary point (``_phase_b``'s status; 0: it did).
-_STATUS = {
-    1: "the flow took max_steps = {max_steps} solver steps without becoming steady",
-    2: "the flow reached t1 (or its solver failed) without becoming steady",
-    3: "Newton's method did not converge, or moved a coordinate that is not leaving out of its sign orthant",
+
+class _Outcome(enum.IntEnum):
+    """How a run of phase (B) ended: the status per row that :func:`_phase_b` returns."""
+
+    STATIONARY = 0
+    MAX_STEPS = 1  # the flow took max_steps without becoming steady
+    NOT_STEADY = 2  # the flow reached t1 (or its solver failed) without becoming steady
+    NEWTON_FAILED = 3  # Newton's method did not converge or left the sign orthant
+
+
+_WHY = {
+    _Outcome.MAX_STEPS: "the flow took max_steps = {max_steps} solver steps without becoming steady",
+    _Outcome.NOT_STEADY: "the flow reached t1 (or its solver failed) without becoming steady",
+    _Outcome.NEWTON_FAILED: (
+        "Newton's method did not converge, or moved a coordinate that is not leaving out of its sign orthant"
+    ),
 }
+
+
+class _Thresholds(NamedTuple):
+    """Phase (B)'s thresholds for one stage, as traced scalars, so that every stage reuses one compilation."""
+
+    steady: jax.Array  # the flow stops once every support |g_i| is below this (or the coordinate is leaving)
+    support: jax.Array  # y_i ≤ support · max y is off the support
+    rtol: jax.Array  # the step-size controller's tolerances
+    atol: jax.Array
+    root_tol: jax.Array  # the chord iteration's tolerance
+    t1: jax.Array  # the flow's last time
+    stationary: jax.Array  # Newton's method stops at max_S |g| ≤ stationary
 
 
 class _ColumnLU(lx.LU):
@@ -346,13 +368,13 @@ def _phase_b(model, starts, index, mask, signs, thresholds, max_steps, newton_st
     """Phase (B) from each row of ``starts``: the flow ``dy/dt = s ⊙ y ⊙ g(s ⊙ y²)`` until nearly
     steady, then Newton's method (:func:`_newton`) from its endpoint.
 
-    ``thresholds = (steady, support, rtol, atol, root_tol, t1, stationary)``: the flow stops when
+    ``thresholds`` (a ``_Thresholds``): the flow stops when
     every support coordinate has ``|g_i| ≤ steady`` or is leaving (``y_i ≤ support · max y`` and
     shrinking, ``s_i g_i < 0``); coordinates with ``y_i ≤ support · max y`` are set to 0 before and
     after Newton's method (the path's definition of the support). The rows run one after the other
     (``lax.map``): each stops at its own step count, and batching them would make every small matrix
     product of g a slower batched one. Returns the polished endpoints, a status per row (0:
-    stationary, else a key of ``_STATUS``), the flow's step counts and the Newton residuals.
+    stationary, else an ``_Outcome``), the flow's step counts and the Newton residuals.
     """
     steady, support, rtol, atol, root_tol, t1, stationary = thresholds
 
@@ -442,15 +464,18 @@ def greedy_limit(
     check_assumptions: bool = True,
     seed: int = 0,
     progress: bool = False,
+    throw: bool = True,
 ) -> GreedyPath:
-    """The α → 0 limit of gradient flow from ``α (u0, v0)``: Algorithm 1 of the paper (SPEC §3).
+    """The α → 0 limit of gradient flow from ``α (u0, v0)``: Algorithm 1 of the paper (docs/math.md,
+    *Algorithm 1: the greedy limit*).
 
     Args:
         model: the model with diagonal weights.
         u0, v0: optional initialisation directions. They do not change the path (only ``b^0 = 1``
             enters), but they are checked against Assumption 4.2 (``|u0_i| ≠ |v0_i|``, else a
-            ``ValueError`` naming the coordinates) and fix the signs of the returned ``u, v`` to match
-            the flow from ``α (u0, v0)``.
+            ``ValueError`` naming the coordinates; a near-degenerate gap is an ``AssumptionWarning``, as
+            for [`simulate_flow`][gradflow.simulate_flow]) and fix the signs of the returned ``u, v`` to
+            match the flow from ``α (u0, v0)``.
         max_stages: stop after this many activations (``None``: until ``T = ∞``, which includes a
             loss that has reached zero, since then ``g = 0``).
         tolerances: the thresholds, see :class:`GreedyTolerances`.
@@ -459,291 +484,381 @@ def greedy_limit(
             part of the algorithm and always run.
         seed: seeds the perturbations of Assumption 4.4.
         progress: print one line per stage.
+        throw: as in diffrax: raise a ``RuntimeError`` if a phase (B) does not reach a stationary point.
+            With ``throw=False`` the path up to that stage comes back, with the failure in ``result``
+            and ``message``.
 
     Returns:
         A :class:`GreedyPath`. Assumption failures are recorded in it and emitted as
         :class:`AssumptionWarning`; only a phase (B) that cannot reach a stationary point ends the path
-        early (``end_reason = "assumption failed: …"``).
+        early (``result = "phase_b_failed"``).
 
     Ties in eq. (9) (Δ within ``tolerances.tie · T_{k+1}``) are broken towards the lowest coordinate
     index; the other tied coordinates land on ``b ∈ {0, 2}`` too and are activated at the next stages
     at the same time.
     """
-    if not isinstance(model, DiagonalModel):
-        raise TypeError(f"model must be a gradflow.DiagonalModel; got {type(model).__name__}.")
+    check_model(model)
     if not isinstance(tolerances, GreedyTolerances):
         raise TypeError(f"tolerances must be a GreedyTolerances; got {type(tolerances).__name__}.")
-    if max_stages is not None and (
-        isinstance(max_stages, bool) or not isinstance(max_stages, (int, np.integer)) or max_stages < 0
-    ):
-        raise ValueError(f"max_stages must be a non-negative integer or None; got {max_stages!r}.")
+    if max_stages is not None:
+        max_stages = check_int(max_stages, "max_stages", minimum=0)
     p = model.p
-    tol = tolerances
     if (u0 is None) != (v0 is None):
         raise ValueError("give both u0 and v0, or neither.")
-    orient = np.ones(p)
-    v_major = np.zeros(p, dtype=bool)
+    swap, sign = np.zeros(p, dtype=bool), np.ones(p)
     if u0 is not None:
-        u0 = check_vector(u0, p, "u0")
-        v0 = check_vector(v0, p, "v0")
-        check_initialisation(u0, v0, tol.init_degenerate, model.names)
-        v_major = np.abs(v0) > np.abs(u0)
-        orient = np.where(v_major, np.sign(v0), np.sign(u0))
+        swap, sign = frame_of(*check_init(u0, v0, p, model.names, stacklevel=3))
     # The data go to the device once, not with every compiled call.
     model = jax.tree_util.tree_map(lambda x: jnp.asarray(x) if eqx.is_array(x) else x, model)
-    return _Run(model, tol, check_assumptions, np.random.default_rng([seed, 4]), progress, orient, v_major).path(
-        max_stages
+    g0, loss0 = _evaluate(model, np.zeros(p), np.ones(p))
+    G = float(np.max(np.abs(g0))) or 1.0  # g(0) = 0: every Δ is ∞; any positive G keeps the thresholds finite
+    ctx = _Context(model, tolerances, G, check_assumptions, np.random.default_rng([seed, 4]))
+    stages, transitions, end = _run(ctx, g0, loss0, max_stages, progress)
+    if throw and end.result == "phase_b_failed":
+        raise RuntimeError(
+            f"greedy_limit: {end.message}. Pass throw=False to get the path up to stage {len(transitions)}."
+        )
+    return _stack(stages, transitions, end, swap, sign)
+
+
+# ----------------------------------------------------------------------------------------------
+# Algorithm 1 as a loop over immutable records: a stage θ^k, then the transition k → k+1.
+
+
+@dataclasses.dataclass(frozen=True)
+class _Context:
+    """What stays fixed during one run of Algorithm 1."""
+
+    model: DiagonalModel
+    tol: GreedyTolerances
+    G: float  # ‖g(0)‖_∞, the scale of every gradient threshold
+    check: bool  # run the checks of Assumptions 4.3 and 4.4
+    rng: np.random.Generator  # the perturbations of Assumption 4.4
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Checked:
+    """A record's two flags of Assumptions 4.2–4.4 (which ones: see the record) and its warnings, in words."""
+
+    ok: tuple[bool, bool] = (True, True)
+    warnings: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Stage(_Checked):
+    """``θ^k`` and its checks: one row of the stage arrays of :class:`GreedyPath`.
+
+    The weights are held in the frame ``u_n > |v_n|`` of the flow as magnitudes ``y = |u_n|`` and signs
+    ``s`` (``v_n = s ⊙ u_n``); ``ok`` is Assumption 4.2 (every coordinate that left on the way in has
+    ``g ≠ 0``) and 4.3.
+    """
+
+    time: float
+    y: np.ndarray
+    signs: np.ndarray
+    b: np.ndarray
+    support: np.ndarray
+    g: np.ndarray  # g(θ^k) with the support and |g_i| ≤ g_zero·G set to 0, as Algorithm 1 uses it
+    loss: float
+    stationarity: float
+    hessian_min_eig: float
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Transition(_Checked):
+    """Stage ``k → k+1``: phase (A)'s choice and phase (B)'s end; one row of the transition arrays.
+
+    ``ok`` is Assumption 4.2 (no tie in eq. 9) and 4.4 (the ε → 0 limit is reached and the perturbed
+    starts agree).
+    """
+
+    delta: np.ndarray
+    coordinate: int
+    sign: bool
+    delta_gap: float
+    runner_up: int
+    epsilon_discrepancy: float
+    perturbation_spread: float
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _End(_Checked):
+    """Why the path ended; ``ok`` holds the flags (4.2, 4.4) of a transition that was started but failed."""
+
+    result: str
+    message: str
+    final_delta: np.ndarray
+
+
+@dataclasses.dataclass(frozen=True)
+class _PhaseB:
+    """The end of phase (B) (eq. 11) from every ε and the perturbed starts.
+
+    ``outcome`` is that of the first ε whose run failed (then ``epsilon`` is that ε and ``y`` is None),
+    else ``STATIONARY`` with ``y = |u^{k+1}|``, the ε discrepancy and the spread of the perturbed runs.
+    """
+
+    outcome: _Outcome
+    epsilon: float
+    y: np.ndarray | None = None
+    discrepancy: float = math.nan
+    spread: float = math.nan
+
+
+def _run(ctx: _Context, g0, loss0, max_stages, progress) -> tuple[list[_Stage], list[_Transition], _End]:
+    """Algorithm 1 from ``θ^0 = 0``, ``b^0 = 1``, ``T_0 = 0``: the stages, the transitions and the end."""
+    p, names, tol = ctx.model.p, ctx.model.names, ctx.tol
+    stage = _stage(ctx, 0, 0.0, np.zeros(p), np.ones(p), np.ones(p), np.zeros(p, dtype=bool), g0, loss0, (True, ()))
+    _emit(stage.warnings)
+    stages, transitions = [stage], []
+    while True:
+        k = len(transitions)
+        delta = time_until_active(stage.b, stage.g, ~stage.support)
+        if not np.any(np.isfinite(delta)):
+            message = "T = ∞: no coordinate off the support has a gradient above g_zero·G, so none activates"
+            return stages, transitions, _End(result="successful", message=message, final_delta=delta)
+        if max_stages is not None and k >= max_stages:
+            message = f"stopped after max_stages = {max_stages} activations (final_delta holds the next Δ)"
+            return stages, transitions, _End(result="max_stages", message=message, final_delta=delta)
+        choice = choose_coordinate(delta, tol.tie * (stage.time + float(np.min(delta))))
+        i = choice.coordinate
+        tie = ()
+        if choice.tied.size:
+            tie = (
+                f"Assumption 4.2 fails at stage {k}: Δ is tied between {names[i]} and "
+                f"{', '.join(names[j] for j in choice.tied)} (gap {choice.gap:.3g}); activating "
+                f"{names[i]} (lowest index) first.",
+            )
+        signs = stage.signs.copy()
+        signs[i] = np.sign(stage.g[i])
+        phase_b = _phase_b_ends(ctx, stage, signs, i)
+        if phase_b.outcome is not _Outcome.STATIONARY:
+            why = _WHY[phase_b.outcome].format(max_steps=tol.max_steps)
+            message = (
+                f"phase (B) of stage {k} (activating {names[i]}) did not reach a stationary point: from "
+                f"ε = {phase_b.epsilon:g}, {why}"
+            )
+            _emit(tie)
+            end = _End(result="phase_b_failed", message=message, final_delta=delta, ok=(not tie, False), warnings=tie)
+            return stages, transitions, end
+        transition = _transition(ctx, k, delta, choice, stage.g[i], phase_b, tie)
+        _emit(transition.warnings)
+        transitions.append(transition)
+        step = float(delta[i])
+        b = np.clip(stage.b - stage.g * step, 0.0, 2.0)
+        landed = np.concatenate([[i], choice.tied])
+        b[landed] = 1.0 - np.sign(stage.g[landed])  # eq. (10): exactly 0 (v takes u's sign) or 2 (v flips)
+        support = phase_b.y > tol.support * np.max(phase_b.y)
+        y = np.where(support, phase_b.y, 0.0)
+        g_raw, loss = _evaluate(ctx.model, y, signs)
+        dropped = np.flatnonzero((stage.support | (np.arange(p) == i)) & ~support)
+        stage = _stage(
+            ctx, k + 1, stage.time + step, y, signs, b, support, g_raw, loss, _left(ctx, k + 1, dropped, g_raw, signs)
+        )
+        _emit(stage.warnings)
+        stages.append(stage)
+        if progress:
+            left = f", left: {_names(names, dropped)}" if dropped.size else ""
+            print(
+                f"greedy stage {k + 1}: T = {stage.time:.6g}, activated {names[i]}{left}, loss = {loss:.6g}", flush=True
+            )
+
+
+def _emit(messages) -> None:
+    """Emit ``messages`` as ``AssumptionWarning`` at the caller of ``greedy_limit``."""
+    for message in messages:
+        warnings.warn(message, AssumptionWarning, stacklevel=5)
+
+
+def _evaluate(model, y, signs) -> tuple[np.ndarray, float]:
+    g, loss = _g_and_loss(model, jnp.asarray(signs * y * y))
+    return np.asarray(g), float(loss)
+
+
+def _names(names, idx) -> str:
+    return "{" + ", ".join(names[i] for i in idx) + "}"
+
+
+def _left(ctx: _Context, k: int, dropped, g_raw, signs) -> tuple[bool, tuple[str, ...]]:
+    """Assumption 4.2 for the coordinates that left the support on the way into stage ``k``.
+
+    Lemma D.4: a leaving coordinate sits at ``b_j ∈ {0, 2}`` with ``s_j g_j(θ^k) < 0``, and Assumption 4.2
+    asks ``g_j(θ^k) ≠ 0``.
+    """
+    messages = tuple(
+        f"Assumption 4.2 fails at stage {k}: {ctx.model.names[j]} left the support with g = {g_raw[j]:.3g} "
+        "(needs g ≠ 0 of sign opposite to its weight's sign, Lemma D.4)."
+        for j in dropped
+        if not (np.abs(g_raw[j]) > ctx.tol.g_zero * ctx.G and signs[j] * g_raw[j] < 0)
+    )
+    return not messages, messages
+
+
+def _stage(ctx: _Context, k, T, y, signs, b, support, g_raw, loss, left) -> _Stage:
+    """Stage ``k`` at ``θ^k`` (magnitudes ``y``, signs ``s``), with its Assumption 4.3 checks."""
+    tol, p = ctx.tol, ctx.model.p
+    ok42, messages = left
+    g = np.where(support | (np.abs(g_raw) <= tol.g_zero * ctx.G), 0.0, g_raw)
+    stationarity = float(np.max(np.abs(g_raw[support]), initial=0.0) / ctx.G)
+    ok43 = True
+    if stationarity > tol.stationary:
+        ok43 = False
+        messages += (
+            f"Assumption 4.3 fails at stage {k}: θ^{k} is not a stationary point on its support "
+            f"(max |g_i| = {stationarity:.3g}·G after the Newton polish).",
+        )
+    eig = float("nan")
+    if ctx.check:
+        red = _reduce(np.flatnonzero(support), signs, p)
+        hess = np.asarray(restricted_hessian(ctx.model, red.index, red.mask, red.signs, jnp.asarray(y[red.index])))
+        eig = hessian_min_eig(hess, red.mask)
+        if not eig > tol.hessian * ctx.G:
+            ok43 = False
+            messages += (
+                f"Assumption 4.3 fails at stage {k}: the Hessian of L restricted to the support "
+                f"{_names(ctx.model.names, np.flatnonzero(support))} has smallest eigenvalue {eig:.3g}, so θ^{k} "
+                "is not a strict local minimum.",
+            )
+    return _Stage(
+        time=T,
+        y=y,
+        signs=signs,
+        b=b.copy(),
+        support=support.copy(),
+        g=g,
+        loss=loss,
+        stationarity=stationarity,
+        hessian_min_eig=eig,
+        ok=(ok42, ok43),
+        warnings=messages,
     )
 
 
-class _Run:
-    """The state of one run of Algorithm 1 and the per-stage records (plain Python, not traced)."""
-
-    def __init__(self, model, tol, check, rng, progress, orient, v_major):
-        self.model, self.tol, self.check, self.rng, self.progress = model, tol, check, rng, progress
-        self.orient, self.v_major = orient, v_major
-        self.p = model.p
-        self.records: dict[str, list] = {k: [] for k in _STAGE_FIELDS + _TRANSITION_FIELDS}
-        self.messages: list[str] = []
-
-    def warn(self, message: str) -> None:
-        self.messages.append(message)
-        warnings.warn(message, AssumptionWarning, stacklevel=4)
-
-    def _evaluate(self, y, signs):
-        g, loss = _g_and_loss(self.model, jnp.asarray(signs * y * y))
-        return np.asarray(g), float(loss)
-
-    def _record_stage(self, k, T, y, signs, b, support, g_raw, loss, ok42):
-        p, tol = self.p, self.tol
-        g = np.where(support | (np.abs(g_raw) <= tol.g_zero * self.G), 0.0, g_raw)
-        stationarity = float(np.max(np.abs(g_raw[support]), initial=0.0) / self.G)
-        ok = [ok42, True, True]
-        if stationarity > tol.stationary:
-            ok[1] = False
-            self.warn(
-                f"Assumption 4.3 fails at stage {k}: θ^{k} is not a stationary point on its support "
-                f"(max |g_i| = {stationarity:.3g}·G after the Newton polish)."
-            )
-        eig = float("nan")
-        if self.check:
-            red = _reduce(np.flatnonzero(support), signs, p)
-            hess = np.asarray(restricted_hessian(self.model, red.index, red.mask, red.signs, jnp.asarray(y[red.index])))
-            eig = hessian_min_eig(hess, red.mask)
-            if not eig > tol.hessian * self.G:
-                ok[1] = False
-                self.warn(
-                    f"Assumption 4.3 fails at stage {k}: the Hessian of L restricted to the support "
-                    f"{self._names(np.flatnonzero(support))} has smallest eigenvalue {eig:.3g}, so θ^{k} is not a "
-                    "strict local minimum."
-                )
-        u = self.orient * np.where(self.v_major, signs, 1.0) * y
-        v = signs * u
-        rec = self.records
-        for name, value in (
-            ("times", T),
-            ("u", u),
-            ("v", v),
-            ("beta", signs * y * y),
-            ("b", b.copy()),
-            ("loss", loss),
-            ("g", g),
-            ("support", support.copy()),
-            ("hessian_min_eig", eig),
-            ("stationarity", stationarity),
-            ("ok", ok),
-        ):
-            rec[name].append(value)
-        return g
-
-    def _names(self, idx) -> str:
-        return "{" + ", ".join(self.model.names[i] for i in idx) + "}"
-
-    def path(self, max_stages):
-        model, tol, p = self.model, self.tol, self.p
-        y, signs, support, b, T = np.zeros(p), np.ones(p), np.zeros(p, dtype=bool), np.ones(p), 0.0
-        g_raw, loss = self._evaluate(y, signs)
-        self.G = float(np.max(np.abs(g_raw)))
-        if self.G == 0:
-            self.G = 1.0  # g(0) = 0: every Δ is ∞; any positive reference keeps the thresholds finite.
-        g = self._record_stage(0, T, y, signs, b, support, g_raw, loss, True)
-        end_reason = "T = inf"
-        k = 0
-        while True:
-            delta = time_until_active(b, g, ~support)
-            if not np.any(np.isfinite(delta)):
-                final_delta = delta
-                break
-            if max_stages is not None and k >= max_stages:
-                final_delta, end_reason = delta, "max_stages"
-                break
-            choice = choose_coordinate(delta, tol.tie * (T + float(np.min(delta))))
-            i = choice.coordinate
-            step = float(delta[i])
-            if choice.tied.size:
-                self.records["ok"][k][0] = False
-                self.warn(
-                    f"Assumption 4.2 fails at stage {k}: Δ is tied between {model.names[i]} and "
-                    f"{', '.join(model.names[j] for j in choice.tied)} (gap {choice.gap:.3g}); activating "
-                    f"{model.names[i]} (lowest index) first."
-                )
-            b_next = np.clip(b - g * step, 0.0, 2.0)
-            landed = np.concatenate([[i], choice.tied])
-            b_next[landed] = 1.0 - np.sign(g[landed])  # eq. (10): exactly 0 (v takes u's sign) or 2 (v flips)
-            new_signs = signs.copy()
-            new_signs[i] = np.sign(g[i])
-            outcome = self._phase_b(k, y, new_signs, support, i, g[i])
-            if isinstance(outcome, str):
-                final_delta = delta
-                end_reason = f"assumption failed: phase (B) of stage {k} (activating {model.names[i]}) did not reach a stationary point"
-                self.records["ok"][k][2] = False
-                self.warn(f"Assumption 4.4 fails: {end_reason}: {outcome}.")
-                break
-            y_next, disc, spread = outcome
-            support_next = y_next > tol.support * np.max(y_next)
-            y_next = np.where(support_next, y_next, 0.0)
-            T += step
-            ok44 = disc <= tol.epsilon_agreement and not spread > tol.spread
-            self.records["ok"][k][2] = ok44
-            if disc > tol.epsilon_agreement:
-                self.warn(
-                    f"the ε → 0 limit of eq. (11) is not reached at stage {k}: endpoints from ε = "
-                    f"{tol.epsilons[-2]:g} and {tol.epsilons[-1]:g} differ by {disc:.3g} (relative; inf: different supports)."
-                )
-            if spread > tol.spread:
-                self.warn(
-                    f"Assumption 4.4 fails at stage {k}: perturbing phase (B)'s start moves its endpoint by "
-                    f"{spread:.3g} (relative)."
-                )
-            g_raw, loss = self._evaluate(y_next, new_signs)
-            dropped = np.flatnonzero((support | (np.arange(p) == i)) & ~support_next)
-            ok_next = True
-            for j in dropped:
-                # Lemma D.4: a leaving coordinate sits at b_j ∈ {0, 2} with s_j g_j(θ^{k+1}) < 0, and
-                # Assumption 4.2 asks g_j(θ^{k+1}) ≠ 0.
-                if not (np.abs(g_raw[j]) > tol.g_zero * self.G and new_signs[j] * g_raw[j] < 0):
-                    ok_next = False
-                    self.warn(
-                        f"Assumption 4.2 fails at stage {k + 1}: {model.names[j]} left the support with "
-                        f"g = {g_raw[j]:.3g} (needs g ≠ 0 of sign opposite to its weight's sign, Lemma D.4)."
-                    )
-            for name, value in (
-                ("delta", delta),
-                ("coordinate", i),
-                ("sign", bool(g[i] > 0)),
-                ("delta_gap", choice.gap),
-                ("runner_up", choice.runner_up),
-                ("epsilon_discrepancy", disc),
-                ("perturbation_spread", spread),
-            ):
-                self.records[name].append(value)
-            y, signs, support, b = y_next, new_signs, support_next, b_next
-            k += 1
-            g = self._record_stage(k, T, y, signs, b, support, g_raw, loss, ok_next)
-            if self.progress:
-                left = f", left: {self._names(dropped)}" if dropped.size else ""
-                print(f"greedy stage {k}: T = {T:.6g}, activated {model.names[i]}{left}, loss = {loss:.6g}", flush=True)
-        return self._finish(final_delta, end_reason)
-
-    def _phase_b(self, k, y, signs, support, i, g_i):
-        """Phase (B) from every ε (and the perturbed starts).
-
-        Each run is integrated until nearly steady (``tolerances.steady``), its leaving coordinates
-        are dropped, and its endpoint is polished by Newton's method on ``g_S(β_S) = 0`` to
-        ``tolerances.stationary`` (the flow has already chosen the basin; Newton only removes the
-        last digits of the slow approach). Returns ``(y^{k+1}, ε discrepancy, spread)``, or a string
-        saying why a run from an ε did not reach a stationary point.
-        """
-        model, tol, p = self.model, self.tol, self.p
-        coords = np.flatnonzero(support | (np.arange(p) == i))
-        red = _reduce(coords, signs, p)
-        beta = signs * y * y
-        curvature = abs(float(_self_curvature(model, jnp.asarray(beta), jnp.asarray(i))))
-        natural = math.sqrt(abs(g_i) / curvature) if curvature > 0 else max(float(np.max(y)), 1.0)
-        scale = max(float(np.max(y)), natural)
-        slot = int(np.flatnonzero(red.index == i)[0])
-        base = np.where(red.mask, y[red.index], 0.0)
-        starts = np.repeat(base[None], len(tol.epsilons), axis=0)
-        starts[:, slot] = np.asarray(tol.epsilons) * natural
-        n_pert = tol.perturbations if self.check else 0
-        if n_pert:
-            starts = np.concatenate([starts, perturbed_starts(starts[0], red.mask, n_pert, tol.perturbation, self.rng)])
-        t1 = 1e6 * (math.log(1.0 / tol.epsilons[-1]) + 1.0) / abs(g_i)
-        thresholds = (
-            tol.steady * abs(g_i),
-            tol.support,
-            tol.ode_rtol,
-            tol.ode_atol * scale,
-            tol.ode_atol * scale * self.G,
-            t1,
-            tol.stationary * self.G,
+def _transition(ctx: _Context, k, delta, choice, g_i, end: _PhaseB, tie) -> _Transition:
+    """The transition ``k → k+1`` with its Assumption 4.4 and ε → 0 checks."""
+    tol = ctx.tol
+    messages = tie
+    if end.discrepancy > tol.epsilon_agreement:
+        messages += (
+            f"the ε → 0 limit of eq. (11) is not reached at stage {k}: endpoints from ε = "
+            f"{tol.epsilons[-2]:g} and {tol.epsilons[-1]:g} differ by {end.discrepancy:.3g} (relative; inf: "
+            "different supports).",
         )
-        ends, status, _, _ = _phase_b(
-            model,
-            jnp.asarray(starts),
-            red.index,
-            red.mask,
-            red.signs,
-            jnp.asarray(thresholds),
-            tol.max_steps,
-            tol.newton_steps,
+    if end.spread > tol.spread:
+        messages += (
+            f"Assumption 4.4 fails at stage {k}: perturbing phase (B)'s start moves its endpoint by "
+            f"{end.spread:.3g} (relative).",
         )
-        ends, status = np.asarray(ends), np.asarray(status)
-        n_eps = len(tol.epsilons)
-        for eps, code in zip(tol.epsilons, status[:n_eps]):
-            if code:
-                return f"from ε = {eps:g}, " + _STATUS[int(code)].format(max_steps=tol.max_steps)
-        ref, prev = ends[n_eps - 1], ends[n_eps - 2]
-        norm = float(np.max(ref))
-        same = np.array_equal(ref > 0, prev > 0)
-        disc = float(np.max(np.abs(prev - ref)) / norm) if same else float("inf")
-        spread = float("nan")
-        if n_pert:
-            pert = ends[n_eps:]
-            spread = float(np.max(np.abs(pert - ref)) / norm) if np.all(status[n_eps:] == 0) else float("inf")
-        y_next = np.zeros(p)
-        y_next[red.index[red.mask]] = ref[red.mask]
-        return y_next, disc, spread
+    ok44 = end.discrepancy <= tol.epsilon_agreement and not end.spread > tol.spread
+    return _Transition(
+        delta=delta,
+        coordinate=choice.coordinate,
+        sign=bool(g_i > 0),
+        delta_gap=choice.gap,
+        runner_up=choice.runner_up,
+        epsilon_discrepancy=end.discrepancy,
+        perturbation_spread=end.spread,
+        ok=(not tie, ok44),
+        warnings=messages,
+    )
 
-    def _finish(self, final_delta, end_reason) -> GreedyPath:
-        rec, p = self.records, self.p
-        K = len(rec["coordinate"])
 
-        def stack(name, shape, dtype=np.float64):
-            return np.asarray(rec[name], dtype=dtype).reshape(shape)
+def _phase_b_ends(ctx: _Context, stage: _Stage, signs, i) -> _PhaseB:
+    """Phase (B) from every ε (and the perturbed starts), in one compiled call of :func:`_phase_b`.
 
-        return GreedyPath(
-            times=stack("times", (K + 1,)),
-            u=stack("u", (K + 1, p)),
-            v=stack("v", (K + 1, p)),
-            beta=stack("beta", (K + 1, p)),
-            b=stack("b", (K + 1, p)),
-            loss=stack("loss", (K + 1,)),
-            g=stack("g", (K + 1, p)),
-            support=stack("support", (K + 1, p), bool),
-            delta=stack("delta", (K, p)),
-            coordinate=stack("coordinate", (K,), np.int64),
-            sign=stack("sign", (K,), bool),
-            final_delta=np.asarray(final_delta, dtype=np.float64),
-            delta_gap=stack("delta_gap", (K,)),
-            runner_up=stack("runner_up", (K,), np.int64),
-            hessian_min_eig=stack("hessian_min_eig", (K + 1,)),
-            perturbation_spread=stack("perturbation_spread", (K,)),
-            epsilon_discrepancy=stack("epsilon_discrepancy", (K,)),
-            stationarity=stack("stationarity", (K + 1,)),
-            assumptions_ok=stack("ok", (K + 1, 3), bool),
-            end_reason=end_reason,
-            warnings=tuple(self.messages),
+    Each run is integrated until nearly steady (``tolerances.steady``), its leaving coordinates
+    are dropped, and its endpoint is polished by Newton's method on ``g_S(β_S) = 0`` to
+    ``tolerances.stationary`` (the flow has already chosen the basin; Newton only removes the
+    last digits of the slow approach).
+    """
+    model, tol, p, y, g_i = ctx.model, ctx.tol, ctx.model.p, stage.y, stage.g[i]
+    coords = np.flatnonzero(stage.support | (np.arange(p) == i))
+    red = _reduce(coords, signs, p)
+    beta = signs * y * y
+    curvature = abs(float(_self_curvature(model, jnp.asarray(beta), jnp.asarray(i))))
+    natural = math.sqrt(abs(g_i) / curvature) if curvature > 0 else max(float(np.max(y)), 1.0)
+    scale = max(float(np.max(y)), natural)
+    slot = int(np.flatnonzero(red.index == i)[0])
+    base = np.where(red.mask, y[red.index], 0.0)
+    starts = np.repeat(base[None], len(tol.epsilons), axis=0)
+    starts[:, slot] = np.asarray(tol.epsilons) * natural
+    n_pert = tol.perturbations if ctx.check else 0
+    if n_pert:
+        starts = np.concatenate([starts, perturbed_starts(starts[0], red.mask, n_pert, tol.perturbation, ctx.rng)])
+    t1 = 1e6 * (math.log(1.0 / tol.epsilons[-1]) + 1.0) / abs(g_i)
+    thresholds = _Thresholds(
+        *map(
+            jnp.asarray,
+            (
+                tol.steady * abs(g_i),
+                tol.support,
+                tol.ode_rtol,
+                tol.ode_atol * scale,
+                tol.ode_atol * scale * ctx.G,
+                t1,
+                tol.stationary * ctx.G,
+            ),
         )
+    )
+    ends, status, _, _ = _phase_b(
+        model, jnp.asarray(starts), red.index, red.mask, red.signs, thresholds, tol.max_steps, tol.newton_steps
+    )
+    ends, status = np.asarray(ends), np.asarray(status)
+    n_eps = len(tol.epsilons)
+    for eps, code in zip(tol.epsilons, status[:n_eps]):
+        if code:
+            return _PhaseB(_Outcome(int(code)), eps)
+    ref, prev = ends[n_eps - 1], ends[n_eps - 2]
+    norm = float(np.max(ref))
+    same = np.array_equal(ref > 0, prev > 0)
+    disc = float(np.max(np.abs(prev - ref)) / norm) if same else float("inf")
+    spread = float("nan")
+    if n_pert:
+        pert = ends[n_eps:]
+        spread = float(np.max(np.abs(pert - ref)) / norm) if np.all(status[n_eps:] == 0) else float("inf")
+    y_next = np.zeros(p)
+    y_next[red.index[red.mask]] = ref[red.mask]
+    return _PhaseB(_Outcome.STATIONARY, tol.epsilons[-1], y_next, disc, spread)
 
 
-_STAGE_FIELDS = ("times", "u", "v", "beta", "b", "loss", "g", "support", "hessian_min_eig", "stationarity", "ok")
-_TRANSITION_FIELDS = (
-    "delta",
-    "coordinate",
-    "sign",
-    "delta_gap",
-    "runner_up",
-    "epsilon_discrepancy",
-    "perturbation_spread",
-)
+def _stack(stages: list[_Stage], transitions: list[_Transition], end: _End, swap, sign) -> GreedyPath:
+    """The records as the arrays of a :class:`GreedyPath`, the weights mapped out of the flow's frame."""
+    K, p = len(transitions), stages[0].y.size
+
+    def rows(records, name, shape, dtype=np.float64):
+        return np.asarray([getattr(r, name) for r in records], dtype=dtype).reshape(shape)
+
+    y, signs = rows(stages, "y", (K + 1, p)), rows(stages, "signs", (K + 1, p))
+    u, v = apply_frame(y, signs * y, swap, sign)
+    stage_ok, out_ok = rows(stages, "ok", (K + 1, 2), bool), rows(transitions + [end], "ok", (K + 1, 2), bool)
+    return GreedyPath(
+        times=rows(stages, "time", (K + 1,)),
+        u=u,
+        v=v,
+        beta=signs * y * y,
+        b=rows(stages, "b", (K + 1, p)),
+        loss=rows(stages, "loss", (K + 1,)),
+        g=rows(stages, "g", (K + 1, p)),
+        support=rows(stages, "support", (K + 1, p), bool),
+        delta=rows(transitions, "delta", (K, p)),
+        coordinate=rows(transitions, "coordinate", (K,), np.int64),
+        sign=rows(transitions, "sign", (K,), bool),
+        final_delta=np.asarray(end.final_delta, dtype=np.float64),
+        delta_gap=rows(transitions, "delta_gap", (K,)),
+        runner_up=rows(transitions, "runner_up", (K,), np.int64),
+        hessian_min_eig=rows(stages, "hessian_min_eig", (K + 1,)),
+        perturbation_spread=rows(transitions, "perturbation_spread", (K,)),
+        epsilon_discrepancy=rows(transitions, "epsilon_discrepancy", (K,)),
+        stationarity=rows(stages, "stationarity", (K + 1,)),
+        assumptions_ok=np.stack([stage_ok[:, 0] & out_ok[:, 0], stage_ok[:, 1], out_ok[:, 1]], axis=1),
+        result=end.result,
+        message=end.message,
+        warnings=tuple(m for r in _interleave(stages, transitions, end) for m in r.warnings),
+    )
+
+
+def _interleave(stages, transitions, end):
+    """Stage 0, transition 0, stage 1, …, stage K, then the end: the order the warnings were emitted in."""
+    for stage, transition in zip(stages, transitions + [end]):
+        yield stage
+        yield transition

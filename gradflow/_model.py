@@ -1,4 +1,5 @@
-"""Models with diagonal weights, ``f(x; θ) = h(x; u ⊙ v)`` (paper Definition 3.1, SPEC §1).
+"""Models with diagonal weights, ``f(x; θ) = h(x; u ⊙ v)`` (paper Definition 3.1; docs/math.md, *Models with
+diagonal weights* and *The loss and the sign convention*).
 
 The loss is ``L(θ) = (1/n) Σ_j ℓ(y_j, h(x_j; u ⊙ v))`` and the sign convention used throughout
 gradflow is ``g(θ) = −∇_β L`` at ``β = u ⊙ v``, so gradient flow reads ``du/dt = v ⊙ g``,
@@ -14,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._checks import check_int, check_vector
 from ._config import float64
 
 LossFn = Callable[[jax.Array, jax.Array], jax.Array]
@@ -69,8 +71,7 @@ class DiagonalModel(eqx.Module):
     ):
         if not callable(h):
             raise TypeError(f"h must be a function h(x, beta); got {type(h).__name__}.")
-        if isinstance(p, bool) or not isinstance(p, (int, np.integer)) or p < 1:
-            raise ValueError(f"p must be a positive integer (the number of diagonal weights); got {p!r}.")
+        p = check_int(p, "p")
         if isinstance(loss, str) and loss not in _LOSSES:
             raise ValueError(f"loss must be one of {_LOSSES} or a function loss(y, y_hat); got {loss!r}.")
         if not isinstance(loss, str) and not callable(loss):
@@ -166,7 +167,7 @@ class DiagonalModel(eqx.Module):
         return self.loss_of_beta(u * v, batch=batch)
 
     def g(self, beta, *, batch=None) -> jax.Array:
-        """``g = −∇_β L`` (SPEC §1 sign convention)."""
+        """``g = −∇_β L`` (the sign convention of docs/math.md, *The loss and the sign convention*)."""
         return -jax.grad(lambda b: self.loss_of_beta(b, batch=batch))(beta)
 
     def predict(self, beta, X=None) -> jax.Array:
@@ -203,16 +204,7 @@ def _batched_g(model, betas):
     return jax.vmap(model.g)(betas)
 
 
-def check_vector(x, p: int, name: str, *, allow_batch: bool = False) -> np.ndarray:
-    """Validate a float vector of length ``p`` (or a stack of them) and return it as float64."""
-    try:
-        arr = np.asarray(x, dtype=np.float64)
-    except (TypeError, ValueError) as err:
-        raise TypeError(f"{name} must be an array of numbers; got {type(x).__name__}.") from err
-    ok = arr.shape[-1:] == (p,) and (arr.ndim == 1 or allow_batch)
-    if not ok:
-        want = f"(..., {p})" if allow_batch else f"({p},)"
-        raise ValueError(f"{name} must have shape {want} to match the model's p={p}; got {arr.shape}.")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} contains NaN or inf at index {np.argwhere(~np.isfinite(arr))[0].tolist()}.")
-    return arr
+def check_model(model) -> None:
+    """A ``TypeError`` unless ``model`` is a :class:`DiagonalModel`."""
+    if not isinstance(model, DiagonalModel):
+        raise TypeError(f"model must be a gradflow.DiagonalModel; got {type(model).__name__}.")

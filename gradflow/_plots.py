@@ -7,7 +7,6 @@ non-negligible coordinates are labelled.
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from pathlib import Path
@@ -16,17 +15,9 @@ import numpy as np
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 
-from ._compare import Comparison, Perturbation, fit_rate
-
-
-def format_alpha(log_alpha: float) -> str:
-    """``α`` from ``log α`` as short text: ``0.01``, ``1e-32``, ``2.5e-300``, ``1e-4343`` (beyond float64)."""
-    e10 = log_alpha / math.log(10.0)
-    if e10 >= -3:
-        return f"{math.exp(log_alpha):.3g}"
-    exponent = math.floor(e10 + 1e-9)
-    mantissa = 10 ** (e10 - exponent)
-    return f"1e{exponent}" if abs(mantissa - 1) < 1e-6 else f"{mantissa:.3g}e{exponent}"
+from ._compare import Comparison, fit_rate
+from ._experiments import Perturbation
+from ._report import format_alpha
 
 
 def save_figure(fig: Figure, path: str | os.PathLike) -> Path:

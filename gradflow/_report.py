@@ -11,8 +11,18 @@ from typing import Any
 
 import numpy as np
 
-from ._compare import Comparison, Perturbation
-from ._plots import format_alpha
+from ._compare import Comparison
+from ._experiments import Perturbation
+
+
+def format_alpha(log_alpha: float) -> str:
+    """``α`` from ``log α`` as short text: ``0.01``, ``1e-32``, ``2.5e-300``, ``1e-4343`` (beyond float64)."""
+    e10 = log_alpha / math.log(10.0)
+    if e10 >= -3:
+        return f"{math.exp(log_alpha):.3g}"
+    exponent = math.floor(e10 + 1e-9)
+    mantissa = 10 ** (e10 - exponent)
+    return f"1e{exponent}" if abs(mantissa - 1) < 1e-6 else f"{mantissa:.3g}e{exponent}"
 
 
 def _fmt(x: Any, spec: str = ".4g") -> str:
@@ -102,7 +112,7 @@ def greedy_summary(path, names) -> str:
     """The greedy path as a Markdown table, with its end reason and warnings."""
     header, rows = greedy_rows(path, names)
     text = markdown_table(header, rows)
-    text += f"\nThe path ends with: {path.end_reason}.\n"
+    text += f"\nThe path ends with: {path.message}.\n"
     warnings = list(path.warnings)
     if warnings:
         text += "\nWarnings:\n\n" + "".join(f"- {w}\n" for w in warnings)
@@ -143,7 +153,8 @@ def comparison_json(comparison: Comparison, path, names) -> dict[str, Any]:
         records=comparison.to_records(),
         rates=comparison.rate_records(),
         greedy=[dict(zip(header, row)) for row in rows],
-        end_reason=path.end_reason,
+        result=path.result,
+        message=path.message,
     )
 
 

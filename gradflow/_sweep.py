@@ -46,7 +46,7 @@ from . import _flow, models
 from ._assumptions import AssumptionWarning
 from ._compare import compare_limits, default_times, fit_rate
 from ._config import float64
-from ._demo import MODELS
+from ._flow import FlowResult
 from ._greedy import greedy_limit
 from ._io import ResultStore, config_hash
 from ._sweep_config import SweepConfig
@@ -73,7 +73,7 @@ class SweepTask:
         return config_hash(self.key)
 
     def build(self) -> models.Task:
-        return MODELS[self.model](**dict(self.setting), seed=self.seed)
+        return models.builtin(self.model).build(**dict(self.setting), seed=self.seed)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -159,7 +159,7 @@ def greedy_rows(path, names: Sequence[str]) -> list[dict[str, Any]]:
             dict(
                 stage=k,
                 num_stages=K,
-                end_reason=path.end_reason,
+                result=str(path.result),
                 T_greedy=float(path.times[k]),
                 loss_greedy=float(path.loss[k]),
                 coordinate=names[int(path.coordinate[k - 1])] if k else "",
@@ -176,14 +176,14 @@ _FLOW_COLUMNS = ("T_detected", "time_error", "beta_distance", "b_distance", "los
 def point_rows(point: SweepPoint, *, path=None, names=(), flow=None, comparison=None, error: str = ""):
     """The rows of one point: per greedy stage (``path``), with the flow's comparison columns if given.
 
-    ``flow`` is the point's flow (fields ``loss``, ``num_steps``); ``comparison`` its
+    ``flow`` is the point's [`FlowResult`][gradflow.FlowResult]; ``comparison`` its
     [`Comparison`][gradflow.Comparison] with ``path`` (one α). Without a path (``run = "flow"``) there is
     one row. ``error`` says why a part could not be computed (its columns are then NaN).
     """
     base = point_params(point)
     extra = {}
     if flow is not None:
-        extra = dict(final_loss=float(np.asarray(flow.loss)[-1]), flow_steps=int(flow.num_steps))
+        extra = dict(final_loss=float(np.asarray(flow.loss)[-1]), flow_steps=int(flow.stats["num_steps"]))
     elif point.log_alpha is not None:
         extra = dict(final_loss=math.nan, flow_steps=-1)
     if path is None:
@@ -198,18 +198,6 @@ def point_rows(point: SweepPoint, *, path=None, names=(), flow=None, comparison=
 
 # --------------------------------------------------------------------------------------------------
 # The flows of one shape, batched: the one place that uses the flow solver's internals.
-
-
-class FlowRun(eqx.Module):
-    """One flow of a batch: the fields of [`FlowResult`][gradflow.FlowResult] that the comparison reads."""
-
-    ts: np.ndarray
-    beta: np.ndarray
-    b: np.ndarray
-    loss: np.ndarray
-    log_alpha: np.ndarray
-    num_steps: np.ndarray
-    error: str = eqx.field(static=True)
 
 
 @eqx.filter_jit
@@ -238,7 +226,8 @@ def solve_flows(
     and array shapes. The batch is padded by repeating its last run to ``width`` (a multiple of the
     device count) and every ``ts`` to ``length`` times by repeating its last time: the solver steps
     onto each saved time, so a repeated one adds no step and leaves the others bit for bit. Returns
-    a :class:`FlowRun` per run; a run that the solver could not finish carries the reason in ``error``.
+    a [`FlowResult`][gradflow.FlowResult] per run; a run that the solver could not finish has its ``result`` and
+    ``message`` set (as with ``simulate_flow(..., throw=False)``).
     """
     B = len(tasks)
     p = tasks[0].model.p
@@ -249,9 +238,8 @@ def solve_flows(
         eqx.filter(tasks[0].model, eqx.is_array, inverse=True),
     )
     log_a = np.asarray(log_alphas, dtype=np.float64)
-    init = [_flow.normalise_init(t.u0, t.v0, p) for t in tasks]
-    y0 = log_a[:, None] + np.log(np.stack([un + vn for un, vn, *_ in init]))
-    log_wwbar = 2.0 * log_a[:, None] + np.stack([log_c for _, _, log_c, *_ in init])
+    states = [_flow.initial_state(t.u0, t.v0, la) for t, la in zip(tasks, log_a)]
+    y0, log_wwbar, swap, sign = (np.stack(x) for x in zip(*states))
     ts = np.stack([np.concatenate([t, np.full(length - len(t), t[-1])]) for t in tss])
     out = _solve_sharded(
         models,
@@ -265,17 +253,12 @@ def solve_flows(
         max_steps=max_steps,
         mesh=mesh,
     )
-    log_w, _, u_n, v_n, loss, result, stats = jax.tree_util.tree_map(lambda x: np.asarray(x)[:B], out)
     runs = []
     for j in range(B):
         k = len(tss[j])
-        error = ""
-        try:
-            _flow._raise_on_failure(result[j], log_w[j, :k], tss[j], log_a[j], max_steps)
-        except RuntimeError as err:
-            error = str(err)
-        beta = u_n[j, :k] * v_n[j, :k]  # = u ⊙ v: the sign normalisation cancels in the product
-        runs.append(FlowRun(tss[j], beta, log_w[j, :k] / log_a[j], loss[j, :k], log_a[j], stats[0][j], error))
+        one = jax.tree_util.tree_map(lambda x: np.asarray(x)[j], out)
+        one = jax.tree_util.tree_map(lambda x: x[:k] if np.ndim(x) else x, one[:3]) + one[3:]
+        runs.append(_flow.flow_result(one, tss[j], log_a[j], swap[j], sign[j], max_steps))
     return runs
 
 
@@ -412,6 +395,7 @@ def _greedy(config: SweepConfig, task: SweepTask, store: ResultStore):
                 max_stages=config.max_stages,
                 check_assumptions=config.check_assumptions,
                 seed=task.seed,
+                throw=False,
             )
 
     try:
@@ -435,7 +419,7 @@ def _names(task: SweepTask) -> tuple[str, ...]:
 @functools.lru_cache(maxsize=64)
 def _setting_model(name: str, setting: tuple) -> Any:
     """A model of this setting (seed 0), for its shape and coordinate names (the same for every seed)."""
-    return MODELS[name](**dict(setting), seed=0).model
+    return models.builtin(name).build(**dict(setting), seed=0).model
 
 
 def _times(config: SweepConfig, path) -> np.ndarray:
@@ -483,11 +467,11 @@ def _flows(config: SweepConfig, todo: list[SweepPoint], paths: dict, out: Path, 
                 bar.update()
 
 
-def _compared(config: SweepConfig, point: SweepPoint, task: models.Task, path, flow: FlowRun) -> list[dict]:
+def _compared(config: SweepConfig, point: SweepPoint, task: models.Task, path, flow: FlowResult) -> list[dict]:
     """A point's rows from its greedy path (or None) and its flow, compared as [`compare_limits`][gradflow.compare_limits] does."""
     names = task.model.names
-    if flow.error:
-        return point_rows(point, path=path, names=names, error=flow.error)
+    if flow.result != "successful":
+        return point_rows(point, path=path, names=names, error=str(flow.message))
     if path is None:
         return point_rows(point, flow=flow)
     comparison = compare_limits(

@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ._demo import MODELS
+from . import models
 
 RUNS = ("greedy", "flow", "compare")
 DENSE = "dense"  # the TOML spelling of a dense teacher (the builders' None)
@@ -112,7 +112,7 @@ _OPTIONS: dict[str, dict[str, _Kind]] = {
 
 def _defaults(model: str) -> dict[str, Any]:
     """The builder's default value of every sweepable option."""
-    params = inspect.signature(MODELS[model]).parameters
+    params = inspect.signature(models.builtin(model).build).parameters
     return {name: params[name].default for name in _OPTIONS[model]}
 
 
@@ -139,9 +139,9 @@ class ModelGrid:
         if not isinstance(table, Mapping):
             raise ValueError(f"{where}: expected a table (write [[model]] followed by name = ...).")
         name = table.get("name")
-        if name not in MODELS:
+        if name not in models.BUILTIN:
             got = "no name" if name is None else f"name = {name!r}"
-            choices = ", ".join(f'"{m}"' for m in MODELS)
+            choices = ", ".join(f'"{m}"' for m in models.BUILTIN)
             raise ValueError(f"{where}: {got}; set name = one of {choices}.")
         kinds = _OPTIONS[name]
         values = _defaults(name)
@@ -165,7 +165,7 @@ class ModelGrid:
         grid = cls(name, options)
         for setting in grid.settings():  # the builders' own checks (e.g. nonzero <= p), once per setting
             try:
-                MODELS[name](**dict(setting), seed=0)
+                models.builtin(name).build(**dict(setting), seed=0)
             except ValueError as err:
                 shown = ", ".join(f"{k}={v!r}" for k, v in setting if k in given)
                 raise ValueError(f"{where} ({name}, {shown}): {err}") from None

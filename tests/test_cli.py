@@ -1,12 +1,14 @@
 """The command line: parsing, one-line errors (exit status 2), subcommands on tiny models."""
 
+import inspect
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-from gradflow._cli import build_parser, main
+from gradflow import models
+from gradflow._cli import main
 from gradflow._io import load_result
 
 
@@ -37,21 +39,16 @@ def test_argparse_errors(capsys, argv, message):
 
 
 def test_option_not_for_model_is_one_line_error(capsys):
+    """A size option the model does not take is a one-line error listing the options it does take, each of them
+    a keyword argument of the model's builder."""
     status = main(["greedy", "--model", "diagonal_attention", "--p", "3"])
-    err = capsys.readouterr().err
-    assert status == 2
-    assert (
-        err.strip() == "gradflow: error: --p does not apply to diagonal_attention (it takes --n --tokens --dim --seed)"
-    )
-
-
-def test_parser_defaults():
-    args = build_parser(networks=False).parse_args(
-        ["compare", "--model", "diagonal_linear", "--p", "4", "--alpha", "1e-2", "1e-4"]
-    )
-    assert args.model == "diagonal_linear" and args.p == 4 and args.alpha == [1e-2, 1e-4] and args.log_alpha is None
-    args = build_parser(networks=False).parse_args(["demo"])
-    assert args.out == "demo_output" and not args.force and not args.quick
+    err = capsys.readouterr().err.strip()
+    assert status == 2 and "\n" not in err
+    assert err.startswith("gradflow: error: --p does not apply to diagonal_attention (it takes ")
+    taken = err.split("it takes ")[1].rstrip(")").split()
+    assert "--p" not in taken and set(taken) <= {
+        f"--{k}" for k in inspect.signature(models.diagonal_attention).parameters
+    }
 
 
 def test_python_dash_m_and_no_network_imports():
@@ -88,7 +85,10 @@ def test_flow_command(tmp_path, capsys):
     assert main(argv) == 0
     assert "final loss" in capsys.readouterr().out
     assert (tmp_path / "figures" / "loss.png").stat().st_size > 0
-    assert len(list((tmp_path / "results").glob("flow_alpha=*.npz"))) == 2
+    # the parsed options reach the solver: one result per α, at those α, on the chosen model and times
+    results = [load_result(p) for p in sorted((tmp_path / "results").glob("flow_alpha=*.npz"))]
+    np.testing.assert_allclose(sorted(float(r.log_alpha) for r in results), np.log([1e-6, 1e-2]), rtol=1e-15)
+    assert all(r.log_w.shape == (50, 3) and np.all(r.result == "successful") for r in results)
 
 
 @pytest.mark.slow

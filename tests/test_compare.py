@@ -1,17 +1,18 @@
 """compare_limits on the orthonormal diagonal linear model, where the greedy limit is known in closed form.
 
 With ``XᵀX / n = I`` the greedy path activates the coordinates in decreasing ``|β*_i|`` at
-``T = 1/|β*_i|`` (SPEC §3), so the stage times detected on the flow must approach those values.
+``T = 1/|β*_i|`` (docs/math.md, *Algorithm 1*), so the stage times detected on the flow must approach those values.
 """
 
 import json
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 import theory
-from gradflow import models, perturb_and_continue, simulate_flow
+from gradflow import AssumptionWarning, Trajectory, models, perturb_and_continue, simulate_flow
 from gradflow._compare import Comparison, _detect, compare_limits, fit_rate
 from gradflow._greedy import greedy_limit
 
@@ -92,6 +93,40 @@ def test_bad_input(task):
         compare_limits(task.model, alphas=[2.0], u0=task.u0, v0=task.v0)
     with pytest.raises(ValueError, match="threshold"):
         compare_limits(task.model, alphas=[1e-2], u0=task.u0, v0=task.v0, threshold=1.5)
+
+
+TTS = np.linspace(0, 2.5, 101)
+
+
+@pytest.fixture(scope="module")
+def path(task):
+    return greedy_limit(task.model, check_assumptions=False)
+
+
+def test_runs_are_trajectories(task, path):
+    """compare_limits reads any Trajectory (ts, beta, b, loss, log_alpha), checked against the scales given."""
+    flow = simulate_flow(task.model, u0=task.u0, v0=task.v0, ts=TTS, log_alpha=np.log(ALPHAS))
+    # a minimal trajectory of one run (a later engine's result type only needs these attributes)
+    run = SimpleNamespace(ts=flow.ts, beta=flow.beta[1], b=flow.b[1], loss=flow.loss[1], log_alpha=flow.log_alpha[1])
+    assert isinstance(run, Trajectory) and not isinstance(SimpleNamespace(ts=flow.ts), Trajectory)
+    one = compare_limits(task.model, alphas=[ALPHAS[1]], u0=task.u0, v0=task.v0, path=path, flows=[run])
+    both = compare_limits(task.model, alphas=ALPHAS, u0=task.u0, v0=task.v0, path=path, flows=flow)
+    np.testing.assert_array_equal(one.b_distance[0], both.b_distance[1])
+    with pytest.raises(TypeError, match="Trajectory"):
+        compare_limits(task.model, alphas=[ALPHAS[1]], u0=task.u0, v0=task.v0, path=path, flows=[flow.beta[1]])
+    with pytest.raises(ValueError, match="records log α"):
+        compare_limits(task.model, alphas=[ALPHAS[0]], u0=task.u0, v0=task.v0, path=path, flows=[run])
+
+
+def test_near_degenerate_initialisation_warns_once(task, path):
+    """compare_limits checks the initialisation once for the flows and gradient descent (and the greedy path
+    when it computes it, which warns alike: see test_greedy)."""
+    u0 = task.u0.copy()
+    u0[1] = task.v0[1] * (1 - 1e-8)
+    with pytest.warns(AssumptionWarning, match="near-degenerate") as record:
+        compare_limits(task.model, alphas=ALPHAS, u0=u0, v0=task.v0, path=path, ts=TTS, gd=dict(lr=0.05, steps=20))
+    assert len([w for w in record if "near-degenerate" in str(w.message)]) == 1
+    assert record[0].filename == __file__
 
 
 # ---------------------------------------------------------------------------------------------

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 import gradflow
 import theory
 from gradflow import FlowResult, FlowState, models, simulate_flow
-from gradflow._flow import _Args, _default_solver, _vector_field, normalise_init
+from gradflow._flow import _Args, _default_solver, _vector_field
+from gradflow._frame import apply_frame, frame_of
 
 # One orthonormal diagonal linear task for the exactness tests: its stages are at τ = 1/|β*_i|
 # (0.34, 0.87, 0.91, 1.32, 2.60, 3.11, 6.3, 18.7), so τ ∈ [0, 4] crosses six of them.
@@ -35,8 +36,15 @@ def test_result_fields_and_shapes(batched):
         arr = getattr(batched, name)
         assert arr.shape == (A, m, p) and arr.dtype == np.float64, name
     assert batched.loss.shape == (A, m)
-    for name in ("log_alpha", "alpha", "num_steps", "num_accepted_steps", "num_rejected_steps"):
+    for name in ("log_alpha", "alpha", "result", "message"):
         assert getattr(batched, name).shape == (A,), name
+    for name in ("num_steps", "num_accepted_steps", "num_rejected_steps"):
+        assert batched.stats[name].shape == (A,), name
+    np.testing.assert_array_equal(
+        batched.stats["num_steps"], batched.stats["num_accepted_steps"] + batched.stats["num_rejected_steps"]
+    )
+    assert batched.stats["max_steps"] == 20_000
+    assert np.all(batched.result == "successful") and np.all(batched.message == "")
     np.testing.assert_array_equal(batched.ts, TS)
     np.testing.assert_allclose(batched.log_alpha, LOG_ALPHAS)
     assert batched.alpha[-1] == 0.0  # e^{-10000} is below the float64 range
@@ -67,7 +75,7 @@ def test_initial_state_and_sign_mapping(batched):
 
 def test_cost_barely_grows_with_log_alpha(batched):
     """Steps at log α = −1e4 are within a small factor of those at α = 1e-8."""
-    steps = batched.num_steps
+    steps = batched.stats["num_steps"]
     assert steps[-1] <= 3 * steps[1], steps
 
 
@@ -121,7 +129,8 @@ def test_state_holds_the_weights(batched):
     state = batched.state_at(-1)
     np.testing.assert_array_equal(state.log_w, batched.log_w[:, -1])
     # w w̄ = u² − v² is conserved: log w + log w̄ = 2 log α + log(u0n² − v0n²) at every time
-    _, _, log_c, _, _ = normalise_init(LIN.u0, LIN.v0, LIN.model.p)
+    un, vn = apply_frame(LIN.u0, LIN.v0, *frame_of(LIN.u0, LIN.v0))
+    log_c = np.log(un**2 - vn**2)
     conserved = np.broadcast_to((2 * LOG_ALPHAS[:, None] + log_c)[:, None], batched.log_w.shape)
     np.testing.assert_allclose(batched.log_w + batched.log_wbar, conserved, rtol=1e-15)
     for k in range(3):  # representable scales: the state's weights are the flow's
@@ -133,8 +142,9 @@ def test_state_holds_the_weights(batched):
 
 
 def _state(u, v):
-    """A state of float64 weights (u, v) with |u| ≠ |v|: the normalisation of ``normalise_init``."""
-    un, vn, _, swap, sign = normalise_init(u, v, len(u))
+    """A state of float64 weights (u, v) with |u| ≠ |v|, in the frame u_n > |v_n|."""
+    swap, sign = frame_of(u, v)
+    un, vn = apply_frame(u, v, swap, sign)
     return FlowState(log_w=np.log(un + vn), log_wbar=np.log(un - vn), swap=swap, sign=sign)
 
 
@@ -208,7 +218,7 @@ _START = FlowState(log_w=np.zeros(8), log_wbar=np.full(8, -3.0), swap=np.zeros(8
         ),
         (
             dict(start=FlowState(np.zeros(8), np.r_[np.zeros(5), -np.inf, 0, 0], np.zeros(8, bool), np.ones(8))),
-            r"log_wbar is -inf at coordinates \[5\].*Assumption 4.2",
+            r"log_wbar is -inf .* at coordinates \[5\].*Assumption 4.2",
         ),
         (dict(start=FlowState(np.zeros(8), np.zeros(8), np.zeros(8), np.ones(8))), "swap must be a boolean"),
         (
@@ -298,7 +308,8 @@ def test_overshooting_step_is_rejected_not_nan(solver):
     must be rejected and retried (diffrax turns a non-finite error estimate into a rejection, and
     the implicit solver's failed stage iteration likewise), never turned into inf/NaN."""
     la, tau = -2000.0, 0.5
-    un, vn, log_c, _, _ = normalise_init(LIN.u0, LIN.v0, LIN.model.p)
+    un, vn = apply_frame(LIN.u0, LIN.v0, *frame_of(LIN.u0, LIN.v0))
+    log_c = np.log(un - np.abs(vn)) + np.log(un + np.abs(vn))
     with jax.enable_x64(True):
         args = _Args(model=LIN.model, log_wwbar=jnp.asarray(2 * la + log_c))
         y0 = jnp.asarray(la + np.log(un + vn))
@@ -330,6 +341,51 @@ def test_max_steps_raises_with_where_it_stopped():
         simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=TS, alpha=1e-8, max_steps=20)
 
 
+def test_throw_false_records_the_failure_per_run(batched):
+    """α = 1e-2 finishes in fewer steps than log α = −1e4: with max_steps in between and throw=False, the first
+    run is the full flow and the second stops, its failure recorded, its state +inf after the stop."""
+    steps = batched.stats["num_steps"]
+    la = LOG_ALPHAS[[0, -1]]
+    res = simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=TS, log_alpha=la, max_steps=int(steps[0]) + 5, throw=False)
+    np.testing.assert_array_equal(res.result, ["successful", "max_steps_reached"])
+    assert res.message[0] == "" and res.message[1].startswith(f"simulate_flow hit max_steps={int(steps[0]) + 5}")
+    np.testing.assert_array_equal(res.log_w[0], batched.log_w[0])
+    done = np.all(np.isfinite(res.log_w[1]), axis=-1)
+    stop = int(np.argmin(done))
+    assert 0 < stop < len(TS) and not done[stop:].any() and np.all(res.log_w[1, stop:] == np.inf)
+    assert f"stopped after τ = {TS[stop - 1]:.6g}" in res.message[1]
+    np.testing.assert_array_equal(res.log_w[1, :stop], batched.log_w[-1, :stop])
+
+
+def test_result_is_the_exact_state_and_survives_saving(batched, tmp_path):
+    """u, v, β, b, α are computed from the stored state; a saved result holds only that state and gives them back."""
+    from gradflow._io import load_result, save_result
+
+    np.testing.assert_array_equal(batched.beta, batched.u * batched.v)
+    np.testing.assert_array_equal(batched.b, batched.log_w / LOG_ALPHAS[:, None, None])
+    k = 20
+    state = batched.state_at(k)
+    np.testing.assert_array_equal(state.u, batched.u[:, k])
+    back = load_result(save_result(tmp_path / "flow.npz", batched))
+    assert isinstance(back, FlowResult) and back.stats["max_steps"] == 20_000
+    for name in ("u", "v", "beta", "b", "alpha", "loss", "result"):
+        np.testing.assert_array_equal(getattr(back, name), getattr(batched, name), err_msg=name)
+    assert isinstance(batched, gradflow.Trajectory)
+
+
+def test_near_degenerate_initialisation_warns_with_the_log_alpha_it_needs():
+    """A relative gap ||u0_i| − |v0_i|| of 1e-9 is solved exactly, but the α → 0 limit then needs
+    log(1/α) ≫ log(1e9) = 20.7: an AssumptionWarning naming the coordinate and that number."""
+    u0 = LIN.u0.copy()
+    u0[3] = -LIN.v0[3] * (1 + 1e-9)
+    with pytest.warns(
+        gradflow.AssumptionWarning, match=r"near-degenerate.*coordinates \[3\] \(β\[3\]\).*= 20\.7"
+    ) as rec:
+        res = simulate_flow(LIN.model, u0=u0, v0=LIN.v0, ts=TS, alpha=1e-2)  # the shapes compiled above
+    assert len(rec) == 1 and rec[0].filename == __file__  # points at the caller
+    np.testing.assert_allclose(res.u[:, 3] ** 2 - res.v[:, 3] ** 2, 1e-4 * (u0[3] ** 2 - LIN.v0[3] ** 2), rtol=1e-6)
+
+
 # ---------------------------------------------------------------------------------------------
 # Validation.
 
@@ -344,8 +400,8 @@ def test_max_steps_raises_with_where_it_stopped():
         (dict(alpha=0.0), r"alpha must lie in \(0, 1\)"),
         (dict(alpha=1.0), r"alpha must lie in \(0, 1\)"),
         (dict(alpha=[1e-3, 2.0]), r"alpha must lie in \(0, 1\)"),
-        (dict(alpha=None, log_alpha=0.5), "log_alpha must be finite and < 0"),
-        (dict(alpha=None, log_alpha=np.nan), "log_alpha must be finite and < 0"),
+        (dict(alpha=None, log_alpha=0.5), "log_alpha must be finite and negative"),
+        (dict(alpha=None, log_alpha=np.nan), "log_alpha must be finite and negative"),
         (dict(log_alpha=-3.0), "exactly one of alpha"),
         (dict(alpha=None), "exactly one of alpha"),
         (dict(ts=[0.0, 2.0, 1.0]), r"strictly increasing; got ts\[1\]"),
@@ -364,7 +420,7 @@ def test_bad_input_raises(kwargs, match):
 def test_degenerate_initialisation_names_coordinates():
     u0 = LIN.u0.copy()
     u0[[2, 5]] = -LIN.v0[[2, 5]]
-    with pytest.raises(ValueError, match=r"coordinates \[2, 5\].*Assumption 4.2.*w̄ = 0.*Perturb u0"):
+    with pytest.raises(ValueError, match=r"coordinates \[2, 5\] \(β\[2\], β\[5\]\).*Assumption 4.2.*w̄ = 0.*Perturb"):
         simulate_flow(LIN.model, u0=u0, v0=LIN.v0, ts=TS, alpha=1e-4)
 
 

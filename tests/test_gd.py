@@ -57,7 +57,7 @@ def test_any_steps_and_record_every_reuse_one_compilation():
 
 
 def test_gd_matches_hand_written_updates():
-    """θ ← θ − lr ∇_θ L with ∇_u L = −v ⊙ g, ∇_v L = −u ⊙ g (SPEC §1), in float64."""
+    """θ ← θ − lr ∇_θ L with ∇_u L = −v ⊙ g, ∇_v L = −u ⊙ g (docs/math.md, *The loss and the sign convention*), in float64."""
     res = simulate_gd(LIN.model, alpha=ALPHA, u0=LIN.u0, v0=LIN.v0, lr=0.05, steps=30, record_every=30)
     X, Y = LIN.model.X, LIN.model.Y
     u, v = ALPHA * LIN.u0, ALPHA * LIN.v0
@@ -152,13 +152,31 @@ def test_batched_alpha_equals_separate():
         (dict(optimizer="rmsprop"), "optimizer must be one of"),
         (dict(optimizer="sgd"), "needs a batch_size"),
         (dict(batch_size=5), "full-batch"),
-        (dict(optimizer="sgd", batch_size=51), r"batch_size must be an integer in \[1, n=50\]"),
+        (dict(optimizer="sgd", batch_size=51), r"batch_size must be at most the number of samples, n=50"),
+        (dict(optimizer="sgd", batch_size=0), "batch_size must be a positive integer"),
+        (dict(seed=-1), "seed must be a non-negative integer"),
+        (dict(alpha=None, log_alpha=-800.0), r"α must be a normal float64 number.*use simulate_flow"),
+        (dict(alpha=1e-310), r"α must be a normal float64 number"),
+        (dict(log_alpha=-3.0), "exactly one of alpha"),
     ],
 )
 def test_bad_input_raises(kwargs, match):
     base = dict(alpha=1e-3, u0=LIN.u0, v0=LIN.v0, lr=0.01, steps=10)
     with pytest.raises(ValueError, match=match):
         simulate_gd(LIN.model, **{**base, **kwargs})
+
+
+def test_log_alpha_is_the_same_scale():
+    """``log_alpha=`` trains from α = exp(log α), recorded as given, as for simulate_flow (batched too)."""
+    kw = dict(u0=LIN.u0, v0=LIN.v0, lr=0.01, steps=300, record_every=100)
+    la = np.log(np.array([1e-2, 1e-300]))
+    by_log = simulate_gd(LIN.model, log_alpha=la, **kw)
+    by_alpha = simulate_gd(LIN.model, alpha=np.exp(la), **kw)
+    np.testing.assert_array_equal(by_log.alpha, np.exp(la))
+    np.testing.assert_array_equal(by_log.log_alpha, la)
+    np.testing.assert_array_equal(by_log.u, by_alpha.u)
+    np.testing.assert_allclose(by_log.ts, by_alpha.ts, rtol=1e-15)
+    assert isinstance(by_log, gradflow.Trajectory)
 
 
 def test_degenerate_initialisation_rejected():

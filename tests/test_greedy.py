@@ -1,4 +1,4 @@
-"""Tests of ``gradflow.greedy_limit`` (Algorithm 1, SPEC §3) against closed forms and the exact flow.
+"""Tests of ``gradflow.greedy_limit`` (Algorithm 1, docs/math.md) against closed forms and the exact flow.
 
 Most tests share one shape (linear models with n = 40, p = 4) so that phase (B) compiles once.
 """
@@ -47,7 +47,7 @@ def _quiet(model, **kwargs) -> GreedyPath:
 
 
 def _check_invariants(path: GreedyPath) -> None:
-    """Properties every path has (SPEC §3, Lemma D.4)."""
+    """Properties every path has (docs/math.md, *The stages*; paper Lemma D.4)."""
     K = path.num_stages
     assert path.times[0] == 0 and np.all(np.diff(path.times) >= 0)
     assert np.all(np.diff(path.loss) <= 1e-12 * max(1.0, path.loss[0]))
@@ -99,7 +99,7 @@ def test_orthonormal_design_matches_closed_form():
         # Δ of eq. (8) is the theory module's time until active, on every candidate.
         off = ~path.support[k - 1]
         np.testing.assert_allclose(path.delta[k - 1][off], theory.time_until_active(path.b[k - 1], path.g[k - 1])[off])
-    assert path.end_reason == "T = inf" and np.all(np.isinf(path.final_delta))
+    assert path.result == "successful" and np.all(np.isinf(path.final_delta))
     assert path.loss[-1] < 1e-20
     assert path.assumptions_ok.all() and path.warnings == ()
     assert np.all(path.epsilon_discrepancy <= 1e-9) and np.all(path.perturbation_spread <= 1e-9)
@@ -195,7 +195,7 @@ def test_leaving_with_zero_gradient_is_reported_and_the_path_goes_on():
     beta_star = np.array([1.0, 0.95, 0.0, 0.0])
     with pytest.warns(AssumptionWarning, match=r"4.2 fails at stage 3: β\[2\] left the support") as record:
         path = greedy_limit(_linear(beta_star, cov=CORRELATED_COV))
-    assert len(record) == 1 and path.end_reason == "T = inf"
+    assert len(record) == 1 and path.result == "successful"
     np.testing.assert_array_equal(path.coordinate, [2, 0, 1])
     np.testing.assert_array_equal(path.support[3], [True, True, False, False])
     np.testing.assert_allclose(path.beta[-1], beta_star, rtol=1e-9, atol=1e-12)
@@ -258,7 +258,7 @@ def test_newton_polish_converges_quadratically_on_the_attention_head():
 def _window_times(path: GreedyPath, *, margin: float, b_margin: float, per_window: int = 3):
     """Rescaled times inside every window [T_k + δ, T_{k+1} − δ], δ = margin · (T_{k+1} − T_k), where also
     every coordinate off the support has b at least ``b_margin`` away from {0, 2}: there the sleeping
-    weights are at most α^{b_margin} (SPEC §2: w ≈ α^b, w̄ ≈ α^{2−b})."""
+    weights are at most α^{b_margin} (docs/math.md, *Rescaled time and log coordinates*: w ≈ α^b, w̄ ≈ α^{2−b})."""
     ends = np.append(path.times, path.times[-1] + max(1.0, path.times[-1]))
     taus, stages = [], []
     for k in range(path.num_stages + 1):
@@ -279,7 +279,7 @@ def _window_times(path: GreedyPath, *, margin: float, b_margin: float, per_windo
 def test_attention_head_matches_flow():
     task = models.diagonal_attention(n=200, tokens=4, dim=3, teacher_nonzero=(2, 2), seed=1)
     path = _quiet(task.model, u0=task.u0, v0=task.v0)
-    assert path.num_stages >= 2 and path.end_reason == "T = inf"
+    assert path.num_stages >= 2 and path.result == "successful"
     _check_invariants(path)
     _compare_with_flow(task, path)
 
@@ -319,8 +319,9 @@ def _compare_with_flow(task, path, log_alpha=np.log(1e-100)):
 
 def test_ties_are_reported_and_broken_by_index():
     beta_star = np.array([0.5, -2.0, 2.0, 0.0])
-    with pytest.warns(AssumptionWarning, match=r"tied between β\[1\] and β\[2\]"):
+    with pytest.warns(AssumptionWarning, match=r"tied between β\[1\] and β\[2\]") as record:
         path = greedy_limit(_linear(beta_star))
+    assert record[0].filename == __file__  # the warning points at the caller
     np.testing.assert_array_equal(path.coordinate, [1, 2, 0])
     np.testing.assert_allclose(path.times[1:], [0.5, 0.5, 2.0])
     assert not path.assumptions_ok[0, 0] and path.assumptions_ok[1:, 0].all()
@@ -366,7 +367,7 @@ def test_degenerate_minimum_fails_4_3():
 
 def test_zero_gradient_at_start_gives_empty_path():
     path = _quiet(_linear(np.zeros(P)))
-    assert path.num_stages == 0 and path.end_reason == "T = inf"
+    assert path.num_stages == 0 and path.result == "successful"
     np.testing.assert_array_equal(path.times, [0.0])
     np.testing.assert_array_equal(path.beta, np.zeros((1, P)))
     np.testing.assert_array_equal(path.final_delta, np.inf)
@@ -376,7 +377,7 @@ def test_zero_gradient_at_start_gives_empty_path():
 def test_max_stages_stops_with_the_next_delta():
     beta_star = np.array([0.5, -3.0, 0.0, 1.25])
     path = _quiet(_linear(beta_star), max_stages=1)
-    assert path.num_stages == 1 and path.end_reason == "max_stages"
+    assert path.num_stages == 1 and path.result == "max_stages"
     assert path.final_delta[3] == pytest.approx(1 / 1.25 - 1 / 3)
     assert _quiet(_linear(beta_star), max_stages=0).times.shape == (1,)
 
@@ -385,10 +386,38 @@ def test_degenerate_initialisation_is_an_error():
     model = _linear(np.array([1.0, 0.5, 0.0, 0.0]))
     u0 = np.array([1.0, 0.3, -0.5, 0.2])
     v0 = np.array([0.1, 0.2, 0.5, 0.1])
-    with pytest.raises(ValueError, match=r"Assumption 4.2.*β\[2\]"):
+    with pytest.raises(ValueError, match=r"\|u0_i\| = \|v0_i\| at coordinates \[2\] \(β\[2\]\).*Assumption 4.2"):
         greedy_limit(model, u0=u0, v0=v0)
     with pytest.raises(ValueError, match="both"):
         greedy_limit(model, u0=u0)
+
+
+def test_near_degenerate_initialisation_warns_and_the_path_is_unchanged():
+    """A relative gap ||u0_i| − |v0_i|| of 1e-13 is not degenerate (only an exact tie is): the path is the same,
+    with a warning that the flow reaches it only for log(1/α) ≫ log(1e13) = 29.9."""
+    model = _linear(np.array([1.0, 0.5, 0.0, 0.0]))
+    u0 = np.array([1.0, 0.3, -0.5, 0.2])
+    v0 = np.array([0.1, 0.2, 0.5 * (1 + 1e-13), 0.1])
+    with pytest.warns(AssumptionWarning, match=r"near-degenerate.*coordinates \[2\] \(β\[2\]\).*= 29\.9"):
+        path = greedy_limit(model, u0=u0, v0=v0, check_assumptions=False)
+    plain = _quiet(model, check_assumptions=False)
+    np.testing.assert_array_equal(path.coordinate, plain.coordinate)
+    np.testing.assert_array_equal(path.beta, plain.beta)
+    assert path.warnings == ()  # the initialisation is not an assumption of a stage
+
+
+def test_phase_b_failure_raises_or_is_recorded():
+    """A phase (B) that cannot become steady (here: one solver step allowed) ends the path: with throw=True
+    an error saying where and why, with throw=False the path up to there, the failure in result and message."""
+    model = _linear(np.array([0.5, -3.0, 0.0, 1.25]))
+    tight = GreedyTolerances(max_steps=1)
+    with pytest.raises(RuntimeError, match=r"phase \(B\) of stage 0 \(activating β\[1\]\).*max_steps = 1.*throw=False"):
+        greedy_limit(model, tolerances=tight)
+    path = _quiet(model, tolerances=tight, throw=False)
+    assert path.result == "phase_b_failed" and path.num_stages == 0
+    assert path.message.startswith("phase (B) of stage 0 (activating β[1]) did not reach a stationary point")
+    np.testing.assert_array_equal(path.assumptions_ok, [[True, True, False]])
+    assert path.final_delta[1] == pytest.approx(1 / 3) and path.warnings == ()
 
 
 def test_tolerances_are_validated():
@@ -398,6 +427,8 @@ def test_tolerances_are_validated():
         GreedyTolerances(epsilons=(1e-3,))
     with pytest.raises(ValueError, match="perturbation"):
         GreedyTolerances(perturbation=0.5)
+    with pytest.raises(ValueError, match="max_steps must be a positive integer"):
+        GreedyTolerances(max_steps=True)
     assert GreedyTolerances(epsilons=(1e-5, 1e-3)).epsilons == (1e-3, 1e-5)
     with pytest.raises(TypeError, match="GreedyTolerances"):
         greedy_limit(_linear(np.ones(P)), tolerances={"g_zero": 1e-3})
@@ -408,7 +439,7 @@ def test_g_zero_threshold_ends_the_path():
     beta_star = np.array([1.0, 5e-7, 0.0, 0.0])
     path = _quiet(_linear(beta_star))
     np.testing.assert_array_equal(path.coordinate, [0])
-    assert path.end_reason == "T = inf"
+    assert path.result == "successful"
     loose = _quiet(_linear(beta_star), tolerances=GreedyTolerances(g_zero=1e-8, stationary=1e-12))
     np.testing.assert_array_equal(loose.coordinate, [0, 1])
 
@@ -430,7 +461,7 @@ def test_random_linear_paths_satisfy_the_invariants(seed, beta_star):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", AssumptionWarning)
         path = greedy_limit(model)
-    assert path.end_reason == "T = inf"
+    assert path.result == "successful"
     _check_invariants(path)
     # The last stage is stationary for the whole problem up to sign constraints: no coordinate has g ≠ 0.
     np.testing.assert_array_equal(path.g[-1], 0.0)

@@ -28,9 +28,23 @@ def test_task_shapes(task):
     assert len(m.names) == m.p and m.X.dtype == np.float64 and m.X.shape[0] == m.Y.shape[0] == m.n
 
 
-def test_expected_sizes():
-    assert models.diagonal_attention(n=5).model.p == 100  # the paper's toy: dim 50, β = [β_KQ, β_VO]
+def test_sizes_follow_the_architecture():
+    """p = 2d for the head (β = [β_KQ, β_VO]) and 2·L·H·d for the transformer (docs/math.md, Example 3.2)."""
+    assert models.diagonal_attention(n=5, tokens=3, dim=7).model.p == 2 * 7
     assert models.diagonal_transformer(n=4, dim=2, layers=3, heads=2).model.p == 2 * 3 * 2 * 2
+
+
+@pytest.mark.parametrize("name", sorted(models.BUILTIN))
+def test_registry_builds_each_task_from_its_size_options(name):
+    """Every size option the registry lists is a keyword of the builder and reaches the task it builds."""
+    entry = models.builtin(name)
+    small = {k: 4 for k in entry.sizes}  # 4 ≥ the default teachers' nonzero entries
+    task = entry.build(**small)
+    assert task.name == name and task.config["seed"] == 0
+    for k in entry.sizes:
+        assert task.config[k] == 4
+    with pytest.raises(ValueError, match="unknown model 'mlp'; choose one of"):
+        models.builtin("mlp")
 
 
 def test_loss_at_teacher_is_zero(task):
@@ -51,7 +65,7 @@ def test_attention_head_is_eq_1():
 
 
 def test_g_against_finite_differences(task):
-    """g = −∇_β L (SPEC §1 sign convention), checked by central differences in float64."""
+    """g = −∇_β L (the sign convention of docs/math.md), checked by central differences in float64."""
     m = task.model
     beta = 0.3 * np.random.default_rng(0).standard_normal(m.p)
     h = 1e-6

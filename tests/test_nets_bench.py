@@ -1,36 +1,19 @@
-"""The GPU benchmarks and runbook (benchmarks/): FLOP counts, CPU smoke runs, what gradflow needs on a GPU machine."""
+"""The GPU benchmarks and runbook (benchmarks/): FLOP counts against XLA's, CPU smoke runs, the runbook's commands."""
 
-import ast
+import dataclasses
 import importlib.util
 import json
 import pathlib
-import sys
 import tarfile
 
+import equinox as eqx
 import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-# what the GPU machine has (/opt/torch/.venv: jax, equinox, optax, diffrax, matplotlib (+ Pillow), sympy,
-# scikit-learn (+ scipy), timm, transformers (+ tqdm), torch), plus diffrax's optimistix
-GPU_MACHINE = {
-    "numpy",
-    "scipy",
-    "jax",
-    "equinox",
-    "optax",
-    "diffrax",
-    "optimistix",
-    "lineax",
-    "matplotlib",
-    "PIL",
-    "sympy",
-    "sklearn",
-    "tqdm",
-    "torch",
-    "timm",
-    "transformers",
-}
 
 
 def _load(name):
@@ -40,26 +23,64 @@ def _load(name):
     return module
 
 
-def test_flop_formulas():
-    common = _load("_common")
-    # one layer, one head: 6·N·T + 12·L·H·T²·d_head; a frozen matrix costs 4 per entry and token
-    assert common.transformer_flops(p_matmul=10, tokens=3, n_layers=1, n_heads=1, d_head=2) == 6 * 10 * 3 + 12 * 9 * 2
-    assert common.matmul_flops(10, 3, trained=False) == 4 * 10 * 3
-    assert common.device_info()[1] is None or common.device_info()[1] > 1e13
-    # the paper ViT: patch embedding on the 64 patches, blocks on 65 tokens, head on the class token
-    from gradflow.nets import GPT, gpt_config, vit_config
+def _xla_flops(loss, params, *args) -> float:
+    """XLA's count of the floating-point operations of the compiled value and gradient of ``loss``."""
+    cost = jax.jit(jax.value_and_grad(loss)).lower(params, *args).compile().cost_analysis()
+    return (cost[0] if isinstance(cost, list) else cost)["flops"]
 
-    c = vit_config("paper")
-    per_layer = 4 * 512 * 8 * 128 + 2 * 512 * 512
-    expected = 6 * (16 * 3 * 512 * 64 + 6 * per_layer * 65 + 512 * 10) + 12 * 6 * 8 * 65**2 * 128
-    assert _load("bench_vit").vit_flops(c, c.d_head) == expected
-    # a GPT: attention and MLP weights and the tied LM head on every token
-    g = GPT(gpt_config("gpt2-tiny"), key=jax.random.key(0))
-    cfg = g.config
-    matmul = cfg.n_layers * (4 * cfg.d_emb**2 + 2 * cfg.d_emb * cfg.d_mlp) + cfg.vocab_size * cfg.d_emb
-    assert _load("bench_gpt").gpt_flops(g, 2) == 2 * (
-        6 * matmul * cfg.context + 12 * cfg.n_layers * cfg.d_emb * cfg.context**2
-    )
+
+def test_matmul_and_attention_flops_match_xla():
+    """6·P·T for a trained weight, 4·P·T for a frozen one (no gradient of its own), 12·T²·d for one attention head:
+    XLA's count of the gradient's operations, to the elementwise operations it counts on top (measured: 0.3 %,
+    0.4 %, 1.3 % with the softmax)."""
+    common = _load("_common")
+    x, w = jnp.ones((256, 64)), jnp.ones((64, 128))
+    trained = _xla_flops(lambda xw: jnp.sum(xw[0] @ xw[1]), (x, w))
+    frozen = _xla_flops(lambda x, w: jnp.sum(x @ jax.lax.stop_gradient(w)), x, w)
+    np.testing.assert_allclose(trained, common.matmul_flops(64 * 128, 256), rtol=0.005)
+    np.testing.assert_allclose(frozen, common.matmul_flops(64 * 128, 256, trained=False), rtol=0.005)
+    q = 0.01 * jnp.ones((3, 256, 64))
+    attention = _xla_flops(lambda qkv: jnp.sum(jax.nn.softmax(qkv[0] @ qkv[1].T, -1) @ qkv[2]), q)
+    expected = common.attention_flops(tokens=256, n_layers=1, n_heads=1, d_head=64)
+    assert expected <= attention <= 1.02 * expected
+
+
+@pytest.mark.parametrize("which", ["vit", "gpt", "gpt-inrank"])
+def test_model_flops_match_xla(which):
+    """The benchmarks' model FLOPs of a one-layer ViT, GPT and InRank GPT (W_0 frozen, U V trained at their
+    allocated width) against XLA's count of the training gradient: at most 8 % below it, XLA also counting
+    LayerNorm, GELU, softmax and the loss (measured: 6.9 %, 6.0 %, 6.2 %). One layer: XLA counts the body of the
+    layer scan once."""
+    from gradflow.nets import GPT, InRankConfig, ViT, gpt_config, to_inrank, vit_config
+    from gradflow.nets._inrank import trainable
+
+    if which == "vit":
+        cfg = dataclasses.replace(vit_config("tiny"), n_layers=1, image_size=16, patch=4, d_emb=64, d_head=16)
+        cfg = dataclasses.replace(cfg, d_mlp=256)
+        model, inputs = ViT(cfg, key=jax.random.key(0)), jnp.zeros((2, 16, 16, 1))
+        expected = 2 * _load("bench_vit").vit_flops(cfg, cfg.d_head)
+        loss = lambda m, x: jnp.sum(jax.vmap(m)(x))
+    else:
+        cfg = dataclasses.replace(gpt_config("gpt2-tiny"), n_layers=1, d_emb=64, d_head=16, d_mlp=256, context=256)
+        model, inputs = GPT(cfg, key=jax.random.key(0)), jnp.zeros((2, cfg.context + 1), jnp.int32)
+        if which == "gpt-inrank":
+            zeros = {n: jnp.zeros_like(getattr(model.blocks.mlp, n).weight) for n in ("fc_in", "fc_out")}
+            model = to_inrank(model, zeros, config=InRankConfig(init_rank=2, buffer=4, max_rank=16))
+        expected = _load("bench_gpt").gpt_flops(model, 2)
+
+        def loss(m, tokens):
+            logits = jax.vmap(m)(tokens[:, :-1])
+            return optax.softmax_cross_entropy_with_integer_labels(logits, tokens[:, 1:]).mean()
+
+    params, static = eqx.partition(model, trainable(model))
+    counted = _xla_flops(lambda p, x: loss(eqx.combine(p, static), x), params, inputs)
+    assert expected <= counted <= 1.08 * expected
+
+
+def test_peak_table():
+    """MFU needs the device's peak: CPUs have none, GPUs a dense bf16 peak above 10 TFLOP/s."""
+    kind, peak = _load("_common").device_info()
+    assert peak is None if jax.default_backend() == "cpu" else peak > 1e13, kind
 
 
 @pytest.mark.slow
@@ -110,25 +131,6 @@ def test_runbook_commands():
         if line.startswith("PYTHONPATH=. /opt/torch/.venv/bin/python3 benchmarks/gpu_session.py")
     ]
     assert sorted(p for parts in documented if "all" not in parts for p in parts) == sorted(session.PARTS)
-
-
-def test_gpu_machine_has_what_gradflow_imports():
-    """gradflow and the benchmark scripts import nothing beyond the standard library and the GPU machine's packages
-    (gradflow is not installed there: it runs with PYTHONPATH=.)."""
-    files = [
-        *(ROOT / "gradflow").rglob("*.py"),
-        *(ROOT / "benchmarks").glob("bench_[vg]*.py"),
-        ROOT / "benchmarks" / "_common.py",
-        ROOT / "benchmarks" / "gpu_session.py",
-    ]
-    imported = set()
-    for path in files:
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                imported |= {a.name.split(".")[0] for a in node.names}
-            elif isinstance(node, ast.ImportFrom) and node.level == 0:
-                imported.add(node.module.split(".")[0])
-    assert imported - set(sys.stdlib_module_names) - GPU_MACHINE - {"gradflow", "_common"} == set()
 
 
 @pytest.mark.slow

@@ -278,7 +278,7 @@ def test_flow_only_sweep(reference, tmp_path):
         task = point.task.build()
         ts = np.linspace(0.0, 3.0, 67)
         flow = gradflow.simulate_flow(task.model, u0=task.u0, v0=task.v0, ts=ts, log_alpha=point.log_alpha)
-        assert row["point"] == point.hash and row["flow_steps"] == int(flow.num_steps)
+        assert row["point"] == point.hash and row["flow_steps"] == int(flow.stats["num_steps"])
         assert abs(row["final_loss"] - float(flow.loss[-1])) <= 1e-10
 
 

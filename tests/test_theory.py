@@ -35,7 +35,7 @@ def test_every_derivation_is_checked(report):
 def test_verify_all_covers_every_derivation(report):
     public_derivations = {getattr(theory, name) for name in theory.__all__ if name.startswith("derive_")}
     assert set(theory.DERIVATIONS) == public_derivations
-    assert len(report) == len(theory.DERIVATIONS) == 7
+    assert len(report) == len(theory.DERIVATIONS)
     assert len({d.name for d in report}) == len(report)
 
 

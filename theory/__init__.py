@@ -2,7 +2,8 @@
 numerical oracles.
 
 ``python -c "import theory; print(theory.verify_all())"`` re-derives everything (one ✓/✗ line each).
-Sign convention as in SPEC.md: g = −∇_β L, du/dt = v ⊙ g, dv/dt = u ⊙ g, τ = t / log(1/α).
+Sign convention as in docs/math.md (*The loss and the sign convention*): g = −∇_β L, du/dt = v ⊙ g,
+dv/dt = u ⊙ g, τ = t / log(1/α).
 """
 
 from ._conservation import derive_conservation_law as derive_conservation_law

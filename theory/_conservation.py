@@ -1,5 +1,5 @@
 """Conservation law and the sum/difference coordinates w = u + v, w̄ = u − v (paper Lemma 4.1, eq. 6,
-appendix C.3–C.4; SPEC §2)."""
+appendix C.3–C.4; docs/math.md, *Small initialisation and the conservation law*)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Plateau dynamics of the log-scale weights and the time until active (paper Algorithm 1 (A),
-appendix C.5; SPEC §3)."""
+appendix C.5; docs/math.md, *The stages*)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from ._record import Derivation, check_claims
 
 
 def _time_until_active_expr(b: sympy.Expr, g: sympy.Expr) -> sympy.Expr:
-    """Δ(i) = (b_i − 1 + sgn g_i) / g_i (SPEC §3 (A))."""
+    """Δ(i) = (b_i − 1 + sgn g_i) / g_i (docs/math.md, *The stages*, (A))."""
     return (b - 1 + sympy.sign(g)) / g
 
 
@@ -63,7 +63,7 @@ def derive_time_until_active() -> Derivation:
 
 
 def time_until_active(b, g) -> np.ndarray:
-    """Δ = (b − 1 + sgn g)/g elementwise, ∞ where g == 0 exactly (SPEC §3 (A)).
+    """Δ = (b − 1 + sgn g)/g elementwise, ∞ where g == 0 exactly (docs/math.md, *The stages*, (A)).
 
     No tolerance is applied: callers decide which g count as zero.
     """

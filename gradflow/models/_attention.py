@@ -1,7 +1,8 @@
 """The diagonal attention head of the paper's eq. 1 and its teacher–student toy task (appendix A).
 
 ``h(X; β) = softmax(X diag(β_KQ) Xᵀ) X diag(β_VO)`` with the softmax over each row and no 1/√d
-(SPEC §1); ``β = [β_KQ, β_VO] ∈ R^{2d}``, ``u = [w_K, w_V]``, ``v = [w_Q, w_O]``.
+(docs/math.md, *Models with diagonal weights*); ``β = [β_KQ, β_VO] ∈ R^{2d}``, ``u = [w_K, w_V]``,
+``v = [w_Q, w_O]``.
 """
 
 from __future__ import annotations
@@ -9,8 +10,9 @@ from __future__ import annotations
 import jax
 import numpy as np
 
+from .._checks import check_int
 from .._model import DiagonalModel
-from ._task import Task, check_positive_int, gaussian_init, sparse_gaussian
+from ._task import Task, gaussian_init, sparse_gaussian
 
 
 def attention_head(X, beta_kq, beta_vo):
@@ -56,7 +58,7 @@ def diagonal_attention(
     ``teacher_nonzero`` N(0, 1) entries each on random supports (``None`` makes that part dense).
     A sparse teacher gives a few well-separated stages; the paper does not state its teacher's sparsity.
     """
-    n, tokens, dim = (check_positive_int(v, k) for v, k in ((n, "n"), (tokens, "tokens"), (dim, "dim")))
+    n, tokens, dim = (check_int(v, k) for v, k in ((n, "n"), (tokens, "tokens"), (dim, "dim")))
     rng = np.random.default_rng([seed, 0])
     X = rng.standard_normal((n, tokens, dim))
     teacher = np.concatenate(

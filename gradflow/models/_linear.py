@@ -1,12 +1,13 @@
-"""Diagonal linear regression, ``h(x; β) = ⟨β, x⟩`` (SPEC §1)."""
+"""Diagonal linear regression, ``h(x; β) = ⟨β, x⟩`` (docs/math.md, *Models with diagonal weights*)."""
 
 from __future__ import annotations
 
 import jax.numpy as jnp
 import numpy as np
 
+from .._checks import check_int
 from .._model import DiagonalModel
-from ._task import Task, check_positive_int, gaussian_init, sparse_gaussian
+from ._task import Task, gaussian_init, sparse_gaussian
 
 
 def _linear_h(x, beta):
@@ -41,7 +42,7 @@ def diagonal_linear(
     equation; the greedy limit activates coordinates in decreasing ``|β*_i|`` at ``T = 1/|β*_i|``).
     ``beta_star`` defaults to ``nonzero`` N(0, 1) entries on a random support (dense if None).
     """
-    n, p = check_positive_int(n, "n"), check_positive_int(p, "p")
+    n, p = check_int(n, "n"), check_int(p, "p")
     rng = np.random.default_rng([seed, 0])
     if orthonormal:
         if n < p:

@@ -14,7 +14,7 @@ from .._model import DiagonalModel
 class Task:
     """A model, an initialisation direction ``θ⁰ = (u0, v0)`` and the teacher that made the labels.
 
-    The initialisation of the flow is ``θ(0) = α (u0, v0)`` (SPEC §2). ``u0, v0`` are i.i.d.
+    The initialisation of the flow is ``θ(0) = α (u0, v0)`` (docs/math.md, *Small initialisation and the conservation law*). ``u0, v0`` are i.i.d.
     N(0, 1), as in the paper's appendix A ("θ(0) = α θ₀ for some random Gaussian θ₀").
     """
 
@@ -41,9 +41,3 @@ def sparse_gaussian(rng: np.random.Generator, size: int, nonzero: int | None) ->
     idx = rng.choice(size, size=k, replace=False)
     out[idx] = rng.standard_normal(k)
     return out
-
-
-def check_positive_int(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive integer; got {value!r}.")
-    return int(value)

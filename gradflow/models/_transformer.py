@@ -12,9 +12,10 @@ import equinox as eqx
 import jax
 import numpy as np
 
+from .._checks import check_int
 from .._model import DiagonalModel
 from ._attention import attention_head
-from ._task import Task, check_positive_int, gaussian_init, sparse_gaussian
+from ._task import Task, gaussian_init, sparse_gaussian
 
 
 class TransformerForward(eqx.Module):
@@ -63,7 +64,7 @@ def diagonal_transformer_model(X, Y, *, w_in, w_out, heads: int) -> DiagonalMode
     if w_in.ndim != 3 or w_in.shape != w_out.shape or w_in.shape[1] != d:
         raise ValueError(f"w_in and w_out must both have shape (layers, {d}, m); got {w_in.shape} and {w_out.shape}.")
     layers = w_in.shape[0]
-    heads = check_positive_int(heads, "heads")
+    heads = check_int(heads, "heads")
     h = TransformerForward(w_in, w_out, layers, heads)
     return DiagonalModel(h, X, Y, p=2 * layers * heads * d, loss="square", names=transformer_names(layers, heads, d))
 
@@ -87,7 +88,7 @@ def diagonal_transformer(
     head's ``β_KQ`` and ``β_VO`` (dense if None).
     """
     n, tokens, dim, layers, heads, mlp = (
-        check_positive_int(v, k)
+        check_int(v, k)
         for v, k in ((n, "n"), (tokens, "tokens"), (dim, "dim"), (layers, "layers"), (heads, "heads"), (mlp, "mlp"))
     )
     rng = np.random.default_rng([seed, 0])

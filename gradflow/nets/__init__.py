@@ -1,6 +1,6 @@
-"""Networks half of gradflow: ViT and GPT-2 in equinox, training with checkpoints and resume,
-perturbation spectra of the attention heads, the paper's figures, the toy attention head with full
-weights, the data loaders and InRank (paper 004)."""
+"""Networks half of gradflow: ViT and GPT-2 in equinox, training with checkpoints and resume on one or several
+devices and processes, perturbation spectra of the attention heads, the paper's figures, the toy attention head
+with full weights, the data loaders and InRank (paper 004)."""
 
 from ._configs import (
     GPT_CONFIGS as GPT_CONFIGS,
@@ -58,13 +58,7 @@ from ._inrank import (
     InRankLinear as InRankLinear,
 )
 from ._inrank import (
-    InRankResult as InRankResult,
-)
-from ._inrank import (
     LowRankLinear as LowRankLinear,
-)
-from ._inrank import (
-    compare_inrank as compare_inrank,
 )
 from ._inrank import (
     explained_ratio as explained_ratio,
@@ -85,10 +79,16 @@ from ._inrank import (
     to_low_rank as to_low_rank,
 )
 from ._inrank import (
-    train_inrank as train_inrank,
-)
-from ._inrank import (
     update_ranks as update_ranks,
+)
+from ._inrank_train import (
+    InRankResult as InRankResult,
+)
+from ._inrank_train import (
+    compare_inrank as compare_inrank,
+)
+from ._inrank_train import (
+    train_inrank as train_inrank,
 )
 from ._layers import (
     MLP as MLP,
@@ -107,6 +107,12 @@ from ._layers import (
 )
 from ._layers import (
     attention_weights as attention_weights,
+)
+from ._loop import (
+    NonFiniteLossError as NonFiniteLossError,
+)
+from ._loop import (
+    learning_rate_schedule as learning_rate_schedule,
 )
 from ._plots import (
     plot_inrank_ranks as plot_inrank_ranks,
@@ -167,16 +173,10 @@ from ._toy_attention import (
     train_toy_attention as train_toy_attention,
 )
 from ._train import (
-    NonFiniteLossError as NonFiniteLossError,
-)
-from ._train import (
     TrainResult as TrainResult,
 )
 from ._train import (
     default_compute_dtype as default_compute_dtype,
-)
-from ._train import (
-    learning_rate_schedule as learning_rate_schedule,
 )
 from ._train import (
     train as train,

@@ -61,12 +61,20 @@ class GPTConfig:
 class TrainConfig:
     """Optimisation recipe. ``total`` and ``warmup`` are counted in ``unit`` (epochs or optimiser steps).
 
-    Learning rate: linear warm-up from 0 to ``lr`` over ``warmup``, then cosine decay to 0 at ``total``.
+    ``optimizer``: Adam, AdamW (decoupled weight decay) or ``"sgd"``, plain gradient descent
+    ``θ ← θ − lr·g``. Learning rate: linear warm-up from 0 to ``lr`` over ``warmup``, then (``schedule``)
+    cosine decay to 0 at ``total``, or ``lr`` throughout (``"constant"``).
     ``batch_size`` is the global batch; it is split into ``batch_size // micro_batch`` micro-batches whose
-    gradients are averaged inside one jitted step (gradient accumulation).
+    gradients are averaged inside one jitted step (gradient accumulation). ``log_every=None``: no training-loss
+    records (the losses are still checked at every sync point).
+
+    ``sharding`` places the parameters and optimiser state on the devices of the run (every micro-batch is split
+    over the devices, whose number must divide it): ``"replicated"``, a copy on every device (data parallelism,
+    DDP); ``"fsdp"``, each large array split along one axis over the devices (see ``_distributed.Layout``). It
+    changes where arrays live, not what is computed: a run may resume with another sharding or device count.
     """
 
-    optimizer: Literal["adam", "adamw"] = "adam"
+    optimizer: Literal["adam", "adamw", "sgd"] = "adam"
     lr: float = 1e-4
     weight_decay: float = 0.0
     b1: float = 0.9
@@ -80,15 +88,24 @@ class TrainConfig:
     micro_batch: int | None = None
     eval_every: int = 1000
     checkpoint_every: int = 1000
-    log_every: int = 10
+    log_every: int | None = 10
     n_spectra: int = 30
     eval_batch_size: int = 512
+    schedule: Literal["cosine", "constant"] = "cosine"
+    sharding: Literal["replicated", "fsdp"] = "replicated"
 
     def __post_init__(self):
-        if self.optimizer not in ("adam", "adamw"):
-            raise ValueError(f"optimizer must be 'adam' or 'adamw', got {self.optimizer!r}")
+        for field, allowed in (
+            ("optimizer", ("adam", "adamw", "sgd")),
+            ("schedule", ("cosine", "constant")),
+            ("sharding", ("replicated", "fsdp")),
+        ):
+            if getattr(self, field) not in allowed:
+                raise ValueError(f"{field} must be one of {allowed}, got {getattr(self, field)!r}")
         if self.unit not in ("epochs", "steps"):
             raise ValueError(f"unit must be 'epochs' or 'steps', got {self.unit!r}")
+        if self.log_every is not None and self.log_every < 1:
+            raise ValueError(f"log_every must be a positive number of steps or None, got {self.log_every}")
         if not 0 <= self.warmup <= self.total or self.total < 1:
             raise ValueError(f"need 0 <= warmup <= total and total >= 1, got warmup={self.warmup}, total={self.total}")
         micro = self.micro_batch or self.batch_size
@@ -113,6 +130,7 @@ class TrainConfig:
         checkpoint_every: int | None = None,
         steps: int | None = None,
         epochs: int | None = None,
+        sharding: str | None = None,
     ) -> TrainConfig:
         """The recipe with the command line's overrides (``None``: keep the recipe's).
 
@@ -125,7 +143,12 @@ class TrainConfig:
             cfg = dataclasses.replace(cfg, batch_size=batch_size, micro_batch=cfg.micro_batch if keep else None)
         changes = {
             k: v
-            for k, v in (("micro_batch", micro_batch), ("lr", lr), ("checkpoint_every", checkpoint_every))
+            for k, v in (
+                ("micro_batch", micro_batch),
+                ("lr", lr),
+                ("checkpoint_every", checkpoint_every),
+                ("sharding", sharding),
+            )
             if v is not None
         }
         cfg = dataclasses.replace(cfg, **changes)

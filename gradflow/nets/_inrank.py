@@ -23,33 +23,26 @@ more after the switch to the fixed-rank phase (``InRankResult.n_traces`` counts 
 InRank phase computes with all ``R`` columns. In the fixed-rank phase the layers of the scanned stack share
 one width, the largest rank over layers, the other layers' extra columns being masked zeros.
 
-Runs checkpoint their whole state (the model with ``W_0``, factors and masks, the optimiser state, the phase and
-the step) and resume exactly (:func:`train_inrank`); ``_plots.plot_inrank_ranks`` draws their ``ranks.jsonl``.
+This module is the rule alone (pure functions of models and spectra); ``_inrank_train`` trains with it through
+the training loop, compares the modes and writes the report; ``_plots.plot_inrank_ranks`` draws the ranks.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import json
-import pathlib
-import time
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _runs
-from ._configs import TrainConfig
-from ._data import TextDataset, batch_indices
+from ._distributed import to_host
 from ._spectra import product_singular_values
 
 __all__ = [
     "InRankConfig",
     "InRankLinear",
     "LowRankLinear",
-    "InRankResult",
     "explained_ratio",
     "explained_ratios",
     "grow_rank",
@@ -58,15 +51,12 @@ __all__ = [
     "to_low_rank",
     "mlp_ranks",
     "parameter_count",
-    "train_inrank",
-    "compare_inrank",
-    "comparison_table",
-    "add_subcommand",
+    "phase",
+    "trainable",
 ]
 
 F32 = jnp.float32
 _MLP = ("fc_in", "fc_out")
-MODES = ("full", "inrank", "inrank-efficient")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -249,7 +239,7 @@ def update_ranks(model, key, *, config: InRankConfig = InRankConfig()):
     info = {}
     for i, name in enumerate(_MLP):
         lin = _get(model, name)
-        s = np.asarray(_layer_spectrum(lin.u, lin.v, lin.n_active))
+        s = to_host(_layer_spectrum(lin.u, lin.v, lin.n_active))
         old = np.asarray(lin.n_active) - lin.buffer
         new = np.array(
             [grow_rank(s[l], int(old[l]), buffer=lin.buffer, threshold=config.threshold) for l in range(len(old))]
@@ -324,441 +314,16 @@ def parameter_count(model) -> dict:
     return {"trainable": int(trainable), "frozen": int(frozen), "allocated": int(allocated)}
 
 
-# ----------------------------------------------------------------------------- training
+def phase(model) -> str:
+    """``"inrank"`` (MLP matrices ``W_0 + U V``), ``"fixed-rank"`` (``U* V*``) or ``"full"`` (dense)."""
+    lin = _get(model, _MLP[0])
+    return "inrank" if isinstance(lin, InRankLinear) else "fixed-rank" if isinstance(lin, LowRankLinear) else "full"
 
 
-@dataclasses.dataclass(frozen=True)
-class InRankResult:
-    """A run of :func:`train_inrank`.
-
-    ``metrics``: the training/evaluation records; ``ranks``: the rank records (also ``ranks.jsonl``);
-    ``evaluation``: the last evaluation (``eval_perplexity`` is per token of ``tokenizer_name``; empty if the run
-    stopped before any); ``seconds_per_step``: mean wall time of the steps after each phase's first (compiling)
-    step, over the run's sessions when resumed;
-    ``seconds_per_rank_check``: median wall time of a rank check (spectra, rule, new modes; None without checks);
-    ``state_bytes``: parameters + optimiser state at the end; ``peak_memory_bytes``: the device's
-    ``peak_bytes_in_use`` (process-wide, None where the backend does not report it); ``n_traces``: times the
-    training step was traced (compiled) in this call.
-    """
-
-    model: eqx.Module
-    mode: str
-    metrics: list
-    ranks: list
-    evaluation: dict
-    steps: int
-    seconds_per_step: float
-    seconds_per_rank_check: float | None
-    parameters: dict
-    state_bytes: int
-    peak_memory_bytes: int | None
-    n_traces: int
-    tokenizer_name: str
-
-
-def _trainable(model):
-    """Filter spec: floating-point arrays, except the frozen ``W_0`` of InRank layers."""
+def trainable(model):
+    """Filter spec of the trained arrays: the floating-point arrays, except the frozen ``W_0`` of InRank layers."""
     spec = jax.tree_util.tree_map(eqx.is_inexact_array, model)
     for name in _MLP:
         if isinstance(_get(model, name), InRankLinear):
             spec = eqx.tree_at(lambda m: getattr(m.blocks.mlp, name).w0, spec, False)
     return spec
-
-
-def _lm_loss(model, arrays, idx, compute_dtype):
-    from ._train import _mean_loss
-
-    return _mean_loss(model, arrays, idx, compute_dtype=compute_dtype, kind="token")
-
-
-@eqx.filter_jit
-def _mlp_gradients(model, arrays, idx, compute_dtype):
-    g = eqx.filter_grad(lambda m: _lm_loss(m, arrays, idx, compute_dtype))(model)
-    return {name: getattr(g.blocks.mlp, name).weight for name in _MLP}
-
-
-def _nbytes(tree) -> int:
-    return int(sum(a.nbytes for a in jax.tree_util.tree_leaves(tree) if eqx.is_array(a)))
-
-
-def _peak_memory() -> int | None:
-    stats = jax.devices()[0].memory_stats()
-    return None if not stats else stats.get("peak_bytes_in_use")
-
-
-def _checkpoint_like(model, phase: str, ranks: dict | None, inrank: InRankConfig, optimizer):
-    """Structure, shapes and dtypes of the checkpointed ``(model, opt_state)`` of a run in ``phase``, built from
-    the initial ``model`` without computing anything (``ranks``: the fixed ranks of the ``fixed-rank`` phase)."""
-
-    def build():
-        m = model
-        if phase != "full":
-            m = to_inrank(m, {n: jnp.zeros_like(_get(m, n).weight) for n in _MLP}, config=inrank)
-        if phase == "fixed-rank":
-            m = to_low_rank(m, ranks=ranks)
-        return m, optimizer.init(eqx.filter(m, _trainable(m)))
-
-    return eqx.filter_eval_shape(build)
-
-
-def train_inrank(
-    model,
-    config: TrainConfig,
-    data: TextDataset,
-    *,
-    mode: str = "inrank-efficient",
-    inrank: InRankConfig = InRankConfig(),
-    seed: int = 0,
-    out=None,
-    resume: bool = False,
-    compute_dtype=None,
-    stop_after: int | None = None,
-) -> InRankResult:
-    """Train a ``GPT`` on ``data`` with the recipe ``config`` in one of three modes:
-
-    ``"full"`` (every weight trained, the baseline), ``"inrank"`` (Algorithm 2 throughout) or
-    ``"inrank-efficient"`` (Algorithm 3: InRank for ``inrank.efficient_after`` steps, default one epoch, then
-    fixed rank). All modes use ``train``'s step, optimiser and schedule (``_train.make_step``, ``make_optimizer``,
-    ``learning_rate_schedule``), data order (``_data.batch_indices``) and evaluation (the ``valid`` stream), so
-    they compare like for like; as in ``train``, losses are checked for finiteness at each sync point (logging,
-    rank check, evaluation, checkpoint), never after every step.
-
-    With ``out``: ``metrics.jsonl`` and ``ranks.jsonl`` (one record per rank check) are written as produced, and a
-    checkpoint goes to ``out/checkpoint`` every ``config.checkpoint_every`` steps and at the end: the model (with
-    ``W_0``, the factors and their masks ``n_active`` / ``rank``) and the optimiser state, and in ``meta.json``
-    the step (also the data position: step ``k`` trains on ``batch_indices(..., seed=seed, step=k - 1)``), the
-    phase (``full``, ``inrank``, or ``fixed-rank`` after the switch), the ranks and the loss window.
-    ``resume=True`` continues from that checkpoint and reproduces the uninterrupted run (parameters, ranks,
-    metrics; the timings cover the steps actually run). ``stop_after`` ends the run after that many steps in
-    total, with a checkpoint, as an interruption would (the schedule, logging and evaluation still follow the
-    full recipe).
-    """
-    from ._train import (
-        StepLog,
-        _evaluate,
-        _token_arrays,
-        compiled_for,
-        data_description,
-        default_compute_dtype,
-        learning_rate_schedule,
-        make_optimizer,
-        recipe_description,
-        split_model,
-        step_counts,
-    )
-
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    if not isinstance(data, TextDataset):
-        raise TypeError(f"InRank trains a GPT on a TextDataset, got {type(data).__name__}")
-    if resume and out is None:
-        raise ValueError("resume=True needs the run folder `out`")
-    compute_dtype = default_compute_dtype() if compute_dtype is None else jnp.dtype(compute_dtype)
-    train_stream, valid_stream, context = _token_arrays(data, model)
-    arrays, eval_arrays = train_stream, valid_stream
-    n_train, n_valid = (data.train.size - 1) // context, (data.valid.size - 1) // context
-    per_epoch, total, warmup, last = step_counts(config, n_train, stop_after)
-    switch = (inrank.efficient_after or per_epoch) if mode == "inrank-efficient" else None
-
-    def batch(step):
-        idx = batch_indices(n_train, batch_size=config.batch_size, seed=seed, step=step)
-        return jnp.asarray(idx.astype(np.int32).reshape(config.n_micro, -1))
-
-    key = jax.random.PRNGKey(seed)
-    optimizer, schedule = make_optimizer(config), learning_rate_schedule(config, total, warmup)
-    description = _runs.describe(
-        mode=mode,
-        seed=seed,
-        config=recipe_description(config),
-        model=model.config,
-        data=data_description(data),
-        compute_dtype=compute_dtype,
-        inrank=None if mode == "full" else inrank,
-        init_weights=_runs.fingerprint(model),
-    )
-    metrics, rank_log, logs = [], [], {}
-    start, losses, phase = 0, [], "full" if mode == "full" else "inrank"
-    timing = {"seconds": 0.0, "steps": 0, "rank_checks": []}  # steps after each phase's first (compiling) one
-    ckpt = None if out is None else pathlib.Path(out) / "checkpoint"
-    if ckpt is not None:
-        ckpt.parent.mkdir(parents=True, exist_ok=True)
-        logs = {name: _runs.MetricsLog(ckpt.parent / f"{name}.jsonl") for name in ("metrics", "ranks")}
-    if resume and _runs.has_checkpoint(ckpt):
-        meta = _runs.checkpoint_meta(ckpt)
-        _runs.check_resumable(ckpt, meta, description)
-        like = _checkpoint_like(model, meta["phase"], meta["ranks"], inrank, optimizer)
-        (model, opt_state), meta = _runs.load_checkpoint(ckpt, like)
-        start, losses, phase, timing = meta["step"], meta["log_window"], meta["phase"], meta["timing"]
-        for log in logs.values():
-            log.truncate_after(start)
-        metrics, rank_log = (_runs.read_metrics(log.path) if log.path.exists() else [] for log in logs.values())
-    else:
-        if ckpt is not None:
-            _runs.clear_checkpoint(ckpt)
-            for log in logs.values():
-                log.path.unlink(missing_ok=True)
-        # the step donates the trained arrays: train a copy, so that the caller's `model` stays valid
-        model = jax.tree_util.tree_map(lambda a: jnp.array(a, copy=True) if eqx.is_array(a) else a, model)
-        if mode != "full":
-            grads = _mlp_gradients(model, arrays, batch(0)[0], compute_dtype)  # first micro-batch
-            model = to_inrank(model, grads, config=inrank)
-        opt_state = optimizer.init(eqx.filter(model, _trainable(model)))
-    params, frozen, static = split_model(model, _trainable(model))
-    step_fn, eval_fn, traces = compiled_for(config, compute_dtype, "token")
-    traces_before = traces[0]
-    steps = StepLog(config, schedule)
-
-    def current():
-        return eqx.combine(params, frozen, static)
-
-    def record(kind, rec):
-        (metrics if kind == "metrics" else rank_log).append(rec)
-        if kind in logs:
-            logs[kind].append(rec)
-
-    def checkpoint(step):
-        _runs.save_checkpoint(
-            ckpt,
-            (current(), opt_state),
-            {
-                **description,
-                "step": step,
-                "phase": phase,
-                "ranks": mlp_ranks(current()),
-                "total_steps": total,
-                "log_window": losses,
-                "timing": timing,
-            },
-        )
-
-    def sync(timed=True):
-        losses.extend(loss for _, loss, _ in steps.sync(timed))
-        seconds, n = steps.take_timing()
-        timing["seconds"] += seconds
-        timing["steps"] += n
-
-    first_of_phase = start + 1
-    for step in range(start + 1, last + 1):
-        params, opt_state, loss, gnorm = step_fn(
-            params, opt_state, frozen, static, arrays, batch(step - 1), jnp.float32(schedule(step - 1))
-        )
-        steps.add(step, loss, gnorm)
-        is_check = phase == "inrank" and step % inrank.check_every == 0
-        is_switch = switch is not None and step == switch
-        is_log = step % config.log_every == 0 or step == total
-        is_eval = step % config.eval_every == 0 or step == total
-        is_ckpt = ckpt is not None and (step % config.checkpoint_every == 0 or step == last)
-        if not (step == first_of_phase or is_check or is_switch or is_log or is_eval or is_ckpt):
-            continue
-        sync(timed=step != first_of_phase)  # a phase's first step compiles: not timed
-        if is_check:
-            t0 = time.perf_counter()
-            model, info = update_ranks(current(), jax.random.fold_in(key, step), config=inrank)
-            params, frozen, static = split_model(model, _trainable(model))
-            timing["rank_checks"].append(time.perf_counter() - t0)
-            record("ranks", {"step": step, "phase": phase, **info})
-        if is_switch:
-            model = to_low_rank(current())
-            phase, first_of_phase = "fixed-rank", step + 1
-            params, frozen, static = split_model(model, _trainable(model))
-            opt_state = optimizer.init(params)
-            record("ranks", {"step": step, "phase": phase, **{n: {"rank": r} for n, r in mlp_ranks(model).items()}})
-        if is_log:
-            record("metrics", {"step": step, "loss": float(np.mean(losses)), "phase": phase})
-            losses = []
-        if is_eval:
-            ev = _evaluate(eval_fn, eval_arrays, current(), n_valid, config.eval_batch_size, "token")
-            record("metrics", {"step": step, **ev, "tokenizer": data.tokenizer_name})
-        if is_ckpt:
-            checkpoint(step)
-        steps.restart()
-    model = current()
-    evaluation = next((m for m in reversed(metrics) if "eval_loss" in m), {})
-    checks = timing["rank_checks"]
-    return InRankResult(
-        model=model,
-        mode=mode,
-        metrics=metrics,
-        ranks=rank_log,
-        evaluation=evaluation,
-        steps=max(last, start),
-        seconds_per_step=timing["seconds"] / max(timing["steps"], 1),
-        seconds_per_rank_check=float(np.median(checks)) if checks else None,
-        parameters=parameter_count(model),
-        state_bytes=_nbytes((params, opt_state)),
-        peak_memory_bytes=_peak_memory(),
-        n_traces=traces[0] - traces_before,
-        tokenizer_name=data.tokenizer_name,
-    )
-
-
-def _mean_rank(model) -> float:
-    r = mlp_ranks(model)
-    return float(np.mean(r["fc_in"] + r["fc_out"]))
-
-
-def compare_inrank(
-    build,
-    config: TrainConfig,
-    data: TextDataset,
-    *,
-    modes=("full", "inrank-efficient"),
-    inrank: InRankConfig = InRankConfig(),
-    seed: int = 0,
-    out=None,
-    resume: bool = False,
-    compute_dtype=None,
-    stop_after: int | None = None,
-) -> dict:
-    """Train ``build()`` (a fresh GPT) in each of ``modes`` and tabulate perplexity, mean MLP rank, parameters,
-    time per step and memory. Returns ``{mode: row}``; with ``out`` also writes ``comparison.json`` and
-    ``comparison.md`` (and each run's logs and checkpoint in ``out/<mode>``, which ``resume=True`` continues;
-    finished runs are only reloaded)."""
-    rows = {}
-    for mode in modes:
-        r = train_inrank(
-            build(),
-            config,
-            data,
-            mode=mode,
-            inrank=inrank,
-            seed=seed,
-            compute_dtype=compute_dtype,
-            out=None if out is None else pathlib.Path(out) / mode,
-            resume=resume,
-            stop_after=stop_after,
-        )
-        rows[mode] = {
-            "eval_perplexity": r.evaluation.get("eval_perplexity"),
-            "eval_loss": r.evaluation.get("eval_loss"),
-            "mean_mlp_rank": _mean_rank(r.model),
-            "ranks": mlp_ranks(r.model),
-            "trainable_parameters": r.parameters["trainable"],
-            "seconds_per_step": r.seconds_per_step,
-            "seconds_per_rank_check": r.seconds_per_rank_check,
-            "state_bytes": r.state_bytes,
-            "peak_memory_bytes": r.peak_memory_bytes,
-            "steps": r.steps,
-            "n_traces": r.n_traces,
-            "tokenizer": r.tokenizer_name,
-        }
-    if out is not None:
-        out = pathlib.Path(out)
-        (out / "comparison.json").write_text(json.dumps(rows, indent=1))
-        (out / "comparison.md").write_text(comparison_table(rows, data))
-    return rows
-
-
-def comparison_table(rows: dict, data: TextDataset) -> str:
-    """Markdown table of :func:`compare_inrank`'s rows, with the tokenizer caveat."""
-    lines = [
-        f"InRank comparison on {data.name} (device: {jax.devices()[0].device_kind})",
-        "",
-        "| mode | eval perplexity | mean MLP rank | trainable params | s/step | s/rank check | "
-        "params+opt state MB | peak MB |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for mode, r in rows.items():
-        peak = "n/a" if r["peak_memory_bytes"] is None else f"{r['peak_memory_bytes'] / 2**20:.0f}"
-        ppl = "n/a" if r["eval_perplexity"] is None else f"{r['eval_perplexity']:.4g}"
-        check = "n/a" if r["seconds_per_rank_check"] is None else f"{r['seconds_per_rank_check']:.4f}"
-        lines.append(
-            f"| {mode} | {ppl} | {r['mean_mlp_rank']:.1f} | {r['trainable_parameters']:,} | "
-            f"{r['seconds_per_step']:.4f} | {check} | {r['state_bytes'] / 2**20:.1f} | {peak} |"
-        )
-    if data.tokenizer_name != "gpt2":
-        lines += [
-            "",
-            f"Perplexity is per `{data.tokenizer_name}` token: not comparable with the InRank paper's "
-            "GPT-2-BPE perplexities (19.3 / 19.6 for GPT-2 small on WikiText-103).",
-        ]
-    return "\n".join(lines) + "\n"
-
-
-# ----------------------------------------------------------------------------- CLI
-
-
-def add_subcommand(subparsers) -> argparse.ArgumentParser:
-    """Register ``inrank``: train a GPT in full rank, InRank and/or InRank-Efficient and compare."""
-    p = subparsers.add_parser("inrank", help="InRank / InRank-Efficient vs full-rank GPT-2 training (paper 004)")
-    p.add_argument("--config", default="gpt2-tiny", help="GPT config (gpt2-tiny, gpt2-small, ...)")
-    p.add_argument("--train-config", default=None, help="recipe (default: tiny for gpt2-tiny, else gpt2-wikitext103)")
-    p.add_argument("--data-dir", default=None, help="WikiText-103/2 raw folder (absent: the embedded English corpus)")
-    p.add_argument("--modes", nargs="+", choices=MODES, default=["full", "inrank-efficient"])
-    p.add_argument("--steps", type=int, default=None, help="train for this many optimiser steps")
-    p.add_argument("--batch-size", type=int, default=None)
-    p.add_argument("--lr", type=float, default=None)
-    p.add_argument(
-        "--checkpoint-every", type=int, default=None, help="steps between checkpoints (default: the recipe's)"
-    )
-    p.add_argument("--init-rank", type=int, default=2)
-    p.add_argument("--buffer", type=int, default=100)
-    p.add_argument("--threshold", type=float, default=0.9)
-    p.add_argument("--check-every", type=int, default=10)
-    p.add_argument("--eps", type=float, default=1e-3)
-    p.add_argument("--max-rank", type=int, default=None)
-    p.add_argument(
-        "--efficient-after", type=int, default=None, help="InRank steps before fixing the rank (default 1 epoch)"
-    )
-    p.add_argument("--compute-dtype", choices=("auto", "float32", "bfloat16"), default="auto")
-    p.add_argument(
-        "--remat",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="recompute the block activations in the backward pass (default: on for the paper-scale "
-        "configs, off for gpt2-tiny)",
-    )
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default="inrank_output")
-    p.add_argument("--resume", action="store_true", help="continue the runs found in --out")
-    p.set_defaults(func=_run_cli)
-    return p
-
-
-def _run_cli(args) -> None:
-    from ._configs import gpt_config, train_config
-    from ._data import load_text
-    from ._gpt import GPT
-    from ._plots import plot_inrank_ranks
-
-    data = load_text(args.data_dir)
-    cfg = dataclasses.replace(gpt_config(args.config), vocab_size=data.vocab_size)
-    if args.remat is not None:
-        cfg = dataclasses.replace(cfg, remat=args.remat)
-    recipe = train_config(args.train_config or ("tiny" if args.config == "gpt2-tiny" else "gpt2-wikitext103"))
-    recipe = recipe.with_overrides(
-        batch_size=args.batch_size, lr=args.lr, checkpoint_every=args.checkpoint_every, steps=args.steps
-    )
-    inrank = InRankConfig(
-        init_rank=args.init_rank,
-        buffer=args.buffer,
-        threshold=args.threshold,
-        check_every=args.check_every,
-        eps=args.eps,
-        max_rank=args.max_rank,
-        efficient_after=args.efficient_after,
-    )
-    dtype = None if args.compute_dtype == "auto" else jnp.dtype(args.compute_dtype)
-    out = pathlib.Path(args.out)
-    rows = compare_inrank(
-        lambda: GPT(cfg, key=jax.random.PRNGKey(args.seed)),
-        recipe,
-        data,
-        modes=tuple(args.modes),
-        inrank=inrank,
-        seed=args.seed,
-        out=out,
-        resume=args.resume,
-        compute_dtype=dtype,
-    )
-    print(comparison_table(rows, data))
-    for mode in rows:
-        records = out / mode / "ranks.jsonl"
-        if records.exists() and records.stat().st_size:
-            figure = plot_inrank_ranks(
-                records,
-                out / "figures" / f"ranks_{mode}.png",
-                until=rows[mode]["steps"],
-                title=f"{mode}, {args.config}",
-            )
-            print(f"ranks through training: {figure}")

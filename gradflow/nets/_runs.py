@@ -1,16 +1,14 @@
 """Run-folder I/O: JSON-lines metrics, checkpoints and spectra measurements.
 
-Layout of a run folder::
+Layout of a run folder (written by ``_loop.run``)::
 
     metrics.jsonl           one JSON object per line, appended as produced
-    checkpoint/state.eqx    latest params + optimiser state (equinox serialisation)
+    ranks.jsonl             InRank runs: one record per rank check
+    checkpoint/state.eqx    latest model + optimiser state (equinox serialisation of whole host arrays)
     checkpoint/meta.json    step and the run's description (configs, seed, data; see ``check_resumable``)
-    checkpoint/init.eqx     the initial params (reference for the perturbation spectra)
-    spectra/init.npz        spectra of W_K W_Qᵀ, W_V W_Oᵀ at initialisation
+    checkpoint/init.eqx     the model as given (reference for the perturbation spectra)
+    spectra/init.npz        ViT/GPT runs: spectra of W_K W_Qᵀ, W_V W_Oᵀ at initialisation
     spectra/step_XXXXXXXX.npz  spectra of the perturbations at that step
-
-An InRank run (``_inrank.train_inrank``) has ``metrics.jsonl``, ``ranks.jsonl`` (one record per rank check)
-and ``checkpoint/`` (model with its masks, optimiser state; phase, ranks and step in ``meta.json``).
 """
 
 from __future__ import annotations
@@ -108,7 +106,8 @@ def check_resumable(folder, meta: dict, description: dict) -> None:
 
 
 def save_checkpoint(folder, tree, meta: dict) -> None:
-    """Write ``tree`` (params and optimiser state) and ``meta`` (JSON-able, with ``step``) atomically."""
+    """Write ``tree`` (params and optimiser state, whole host arrays) and ``meta`` (JSON-able, with ``step``)
+    atomically."""
     folder = pathlib.Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     _atomic_write(folder / "state.eqx", lambda f: eqx.tree_serialise_leaves(f, tree))
@@ -116,9 +115,14 @@ def save_checkpoint(folder, tree, meta: dict) -> None:
 
 
 def load_checkpoint(folder, like):
-    """``(tree, meta)`` from ``folder``; ``like`` gives the tree structure, shapes and dtypes."""
-    folder = pathlib.Path(folder)
-    return eqx.tree_deserialise_leaves(folder / "state.eqx", like), checkpoint_meta(folder)
+    """The tree saved in ``folder`` with whole NumPy arrays (for any placement on devices); ``like`` gives the tree
+    structure, shapes and dtypes (arrays, or ``jax.ShapeDtypeStruct`` from ``eqx.filter_eval_shape``)."""
+
+    def host(x):
+        return np.empty(x.shape, x.dtype) if isinstance(x, (jax.Array, jax.ShapeDtypeStruct)) else x
+
+    like = jax.tree_util.tree_map(host, like)
+    return eqx.tree_deserialise_leaves(pathlib.Path(folder) / "state.eqx", like)
 
 
 def checkpoint_meta(folder) -> dict:

@@ -1,13 +1,13 @@
 """The paper's toy with full weights (§5, Figure 2 d–f): one attention head, GD from small init.
 
-Student and teacher are attention heads (no 1/√d, the convention of the diagonal model, SPEC §1)::
+Student and teacher are attention heads (no 1/√d, the convention of the diagonal model, docs/math.md "Models with diagonal weights")::
 
     h(X) = softmax(X W_K W_Qᵀ Xᵀ) X W_V W_Oᵀ,      X ∈ R^{T×d},  W_• ∈ R^{d×d_head}
 
 with the softmax over each row. Data: n samples of T tokens with i.i.d. N(0, 1) entries; targets
 are the teacher's outputs. The teacher's products ``W_K W_Qᵀ = A diag(σ_KQ) Bᵀ`` and
 ``W_V W_Oᵀ = C diag(σ_VO) Dᵀ`` (A, B, C, D with orthonormal random columns) have low rank and
-distinct singular values, so that the student's stages are visible. The loss is SPEC's square
+distinct singular values, so that the student's stages are visible. The loss is the square
 loss ``(1/n) Σ_j ½‖y_j − h(X_j)‖²``; the student starts at ``α·N(0, 1)`` entries and runs full-batch
 GD with step ``lr``. Time is ``t = lr · step`` and rescaled time ``τ = t / log(1/α)``.
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import math
 import pathlib
 
@@ -27,16 +28,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._runs import (
-    MetricsLog,
-    check_resumable,
-    checkpoint_meta,
-    describe,
-    has_checkpoint,
-    load_checkpoint,
-    read_metrics,
-    save_checkpoint,
-)
+from . import _loop
+from ._configs import TrainConfig
+from ._distributed import Layout, make_layout
+from ._runs import describe
 from ._spectra import product_singular_values
 
 __all__ = [
@@ -142,21 +137,27 @@ def _loss(head: AttentionHead, x, y) -> jax.Array:
     return 0.5 * jnp.mean(jnp.sum(jnp.square(jax.vmap(head)(x) - y), axis=(1, 2)))
 
 
-@eqx.filter_jit
-def _gd_chunk(head, x, y, lr, n_steps):
-    """``n_steps`` GD steps. ``n_steps`` is traced: every chunk length runs the same compiled loop body, so a
-    resumed run repeats the uninterrupted one bit for bit."""
-
-    def body(_, h):
-        g = jax.grad(_loss)(h, x, y)
-        return jax.tree_util.tree_map(lambda p, gp: p - lr * gp, h, g)
-
-    return jax.lax.fori_loop(0, n_steps, body, head)
+def _batch_loss(head: AttentionHead, arrays, idx) -> jax.Array:
+    """The loss of the samples ``idx`` (all of them: full-batch GD)."""
+    x, y = arrays
+    return _loss(head, x[idx], y[idx])
 
 
 @eqx.filter_jit
 def _measure(head, x, y):
     return (_loss(head, x, y), product_singular_values(head.wk, head.wq), product_singular_values(head.wv, head.wo))
+
+
+def _record(head, arrays, layout: Layout, step: int, *, lr: float, log_inv: float) -> dict:
+    """The record after ``step`` GD steps: times, loss and the singular values of both products."""
+    loss, kq, vo = _measure(head, *arrays)
+    return {
+        "time": lr * step,
+        "rescaled_time": lr * step / log_inv,
+        "loss": float(loss),
+        "sv_kq": np.asarray(kq).tolist(),
+        "sv_vo": np.asarray(vo).tolist(),
+    }
 
 
 def train_toy_attention(
@@ -170,62 +171,53 @@ def train_toy_attention(
     out: str | pathlib.Path | None = None,
     resume: bool = False,
 ) -> ToyAttentionResult:
-    """Full-batch GD on the toy task from ``init_scale``·N(0, 1) weights for ``steps`` steps.
+    """Full-batch GD on the toy task from ``init_scale``·N(0, 1) weights for ``steps`` steps, through the training
+    loop of the networks (``_loop.run``: recipe ``optimizer="sgd"``, constant learning rate, one device).
 
-    Records at the multiples of ``record_every`` and at the last step. With ``out``, each record is appended to
-    ``out/metrics.jsonl`` as it is made and the weights are checkpointed in ``out/checkpoint``;
-    ``resume=True`` continues from that checkpoint, bit for bit as the uninterrupted run (``steps`` may grow),
-    and refuses one written with other settings. The result is also saved as ``out/result.npz``.
+    Records at step 0, at the multiples of ``record_every`` and at the last step. With ``out``, each record is
+    appended to ``out/metrics.jsonl`` as it is made and the weights are checkpointed in ``out/checkpoint`` at each
+    record; ``resume=True`` continues from that checkpoint, bit for bit as the uninterrupted run (``steps`` may
+    grow), and refuses one written with other settings. The result is also saved as ``out/result.npz``. Raises
+    ``NonFiniteLossError`` (a ``FloatingPointError``) at the first step whose loss is not finite.
     """
     if not 0 < init_scale < 1:
         raise ValueError(f"init_scale must lie in (0, 1), got {init_scale}")
     if steps < 1 or record_every < 1 or lr <= 0:
         raise ValueError(f"need steps >= 1, record_every >= 1, lr > 0; got {steps}, {record_every}, {lr}")
     x, y, _ = toy_attention_data(config, seed=seed)
-    head = _init_student(config, init_scale, seed)
-    log_inv = math.log(1.0 / init_scale)
-    description = describe(init_scale=init_scale, lr=lr, seed=seed, record_every=record_every, config=config)
-    step, log = 0, None
-    if out is not None:
-        out = pathlib.Path(out)
-        out.mkdir(parents=True, exist_ok=True)
-        log = MetricsLog(out / "metrics.jsonl")
-        if resume and has_checkpoint(out / "checkpoint"):
-            check_resumable(out / "checkpoint", checkpoint_meta(out / "checkpoint"), description)
-            head, saved = load_checkpoint(out / "checkpoint", head)
-            step = saved["step"]
-            log.truncate_after(step)
-        elif log.path.exists():
-            log.path.unlink()
-
-    def record(h, s):
-        loss, kq, vo = _measure(h, x, y)
-        rec = {
-            "step": s,
-            "time": lr * s,
-            "rescaled_time": lr * s / log_inv,
-            "loss": float(loss),
-            "sv_kq": np.asarray(kq).tolist(),
-            "sv_vo": np.asarray(vo).tolist(),
-        }
-        if log is not None:
-            log.append(rec)
-        return rec
-
-    records = read_metrics(log.path) if (log is not None and log.path.exists()) else []
-    if step == 0:
-        records = [record(head, 0)]
-    lr32 = F32(lr)
-    while step < steps:
-        n = min(record_every - step % record_every, steps - step)  # records at multiples of record_every
-        head = _gd_chunk(head, x, y, lr32, jnp.int32(n))
-        step += n
-        rec = record(head, step)
-        if not np.isfinite(rec["loss"]):
-            raise FloatingPointError(f"loss is {rec['loss']} at step {step}: lr={lr} is too large")
-        records.append(rec)
-        if out is not None:
-            save_checkpoint(out / "checkpoint", head, {**description, "step": step})
+    recipe = TrainConfig(
+        optimizer="sgd",
+        schedule="constant",
+        lr=lr,
+        total=steps,
+        warmup=0,
+        unit="steps",
+        batch_size=config.n,
+        eval_every=record_every,
+        checkpoint_every=record_every,
+        log_every=None,
+        n_spectra=0,
+    )
+    full = np.arange(config.n, dtype=np.int32)[None]
+    task = _loop.Task(
+        loss=_batch_loss,
+        arrays=(x, y),
+        n_train=config.n,
+        batch=lambda step: full,
+        eval_arrays=(x, y),
+        evaluate=functools.partial(_record, lr=lr, log_inv=math.log(1.0 / init_scale)),
+    )
+    run = _loop.run(
+        _init_student(config, init_scale, seed),
+        recipe,
+        task,
+        layout=make_layout(1),
+        description=describe(init_scale=init_scale, lr=lr, seed=seed, record_every=record_every, config=config),
+        out=out,
+        resume=resume,
+        evaluate_at_start=True,
+    )
+    records = run.metrics
     result = ToyAttentionResult(
         step=np.array([r["step"] for r in records]),
         time=np.array([r["time"] for r in records]),
@@ -240,7 +232,7 @@ def train_toy_attention(
     )
     if out is not None:
         np.savez(
-            out / "result.npz",
+            pathlib.Path(out) / "result.npz",
             step=result.step,
             time=result.time,
             rescaled_time=result.rescaled_time,

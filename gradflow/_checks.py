@@ -1,0 +1,159 @@
+"""Input checks shared by the theory engine: integers, vectors, scales, output times, degenerate initialisations.
+
+Every check raises a ``ValueError`` (a ``TypeError`` for a value of the wrong type) that says what was wrong
+and how to fix it, and returns the validated value (Python ints, NumPy float64 arrays).
+
+**Degenerate initialisations** (paper Assumption 4.2, first clause; docs/math.md, *Small initialisation and
+the conservation law*). The flow conserves ``u_i² − v_i²``; with ``|u0_i| = |v0_i|`` it pins ``u_i = ±v_i``
+for all time, ``w̄_i = 0`` and the log-coordinate flow and the greedy limit do not apply: an error. A
+*near*-degenerate coordinate, ``gap_i = ||u0_i| − |v0_i|| / max(|u0_i|, |v0_i|) ≤ NEAR_DEGENERATE``, is
+solved exactly, but one of ``w_i, w̄_i`` starts at ``α·gap_i`` times its usual size, so ``log_α`` of it starts
+at ``1 + log(1/gap_i)/log(1/α)`` instead of the limit's ``b⁰ = 1``: the greedy limit describes the flow only
+when ``log(1/α) ≫ log(1/gap_i)``. That is an ``AssumptionWarning`` saying which ``log(1/α)`` it needs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import warnings
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+from ._assumptions import AssumptionWarning
+
+NEAR_DEGENERATE = 1e-6
+"""The relative gap ``||u0_i| − |v0_i|| / max(|u0_i|, |v0_i|)`` at or below which an initialisation is
+near-degenerate. At ``1e-6``, ``log(1/gap) = 13.8``: the start of ``log_α w_i`` (or ``log_α w̄_i``) is off the
+limit's ``b⁰ = 1`` by ``13.8 / log(1/α)``, 0.19 at ``α = 1e-32``, which visibly moves the stage times. Gaussian
+directions (the built-in tasks) come this close with probability about ``p · 1e-6``."""
+
+_NEAR_DEGENERATE = "near-degenerate initialisation"  # how the warning starts (see init_checked)
+
+
+def check_int(value, name: str, *, minimum: int = 1) -> int:
+    """An integer (not a bool) ``≥ minimum``, as a Python int."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        kind = {0: "non-negative", 1: "positive"}.get(minimum, f">= {minimum}")
+        raise ValueError(f"{name} must be a {kind} integer; got {value!r}.")
+    return int(value)
+
+
+def check_vector(x, p: int, name: str, *, allow_batch: bool = False) -> np.ndarray:
+    """A finite float vector of length ``p`` (or a stack of them, shape ``(..., p)``), as float64."""
+    try:
+        arr = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise TypeError(f"{name} must be an array of numbers; got {type(x).__name__}.") from err
+    ok = arr.shape[-1:] == (p,) and (arr.ndim == 1 or allow_batch)
+    if not ok:
+        want = f"(..., {p})" if allow_batch else f"({p},)"
+        raise ValueError(f"{name} must have shape {want} to match the model's p={p}; got {arr.shape}.")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains NaN or inf at index {np.argwhere(~np.isfinite(arr))[0].tolist()}.")
+    return arr
+
+
+def check_scales(alpha, log_alpha, *, names: tuple[str, str] = ("alpha", "log_alpha")) -> tuple[np.ndarray, bool]:
+    """Exactly one of ``alpha`` in (0, 1) and ``log_alpha`` < 0, each a scalar or a 1-D array.
+
+    ``names`` are the two arguments' names in the messages. Returns ``(log α, batched)``: ``log α`` as a
+    float64 array of the input's shape, and whether a 1-D array (a batch of scales) was given.
+    """
+    if (alpha is None) == (log_alpha is None):
+        raise ValueError(f"give exactly one of {names[0]} (in (0, 1)) or {names[1]} (< 0, for scales below float64).")
+    name, value = (names[0], alpha) if log_alpha is None else (names[1], log_alpha)
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise TypeError(f"{name} must be a number or a 1-D array of numbers; got {type(value).__name__}.") from err
+    if arr.ndim > 1 or arr.size == 0:
+        raise ValueError(f"{name} must be a scalar or a non-empty 1-D array of scales; got shape {arr.shape}.")
+    if log_alpha is None:
+        bad = ~((arr > 0) & (arr < 1))
+        if np.any(bad):
+            raise ValueError(
+                f"{name} must lie in (0, 1); got {float(arr[bad].ravel()[0])!r}. For scales below the float64 range "
+                f"(α < 1e-308) pass {names[1]} instead."
+            )
+        log_a = np.log(arr)
+    else:
+        bad = ~(np.isfinite(arr) & (arr < 0))
+        if np.any(bad):
+            raise ValueError(f"{name} must be finite and negative (α in (0, 1)); got {float(arr[bad].ravel()[0])!r}.")
+        log_a = arr
+    return log_a, arr.ndim == 1
+
+
+def check_times(ts) -> np.ndarray:
+    """Rescaled output times: 1-D, finite, ``ts[0] ≥ 0``, strictly increasing."""
+    arr = np.asarray(ts, dtype=np.float64)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"ts must be a non-empty 1-D array of rescaled times τ; got shape {arr.shape}.")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError("ts contains NaN or inf.")
+    if arr[0] < 0:
+        raise ValueError(f"ts must start at τ >= 0 (the flow starts at τ = 0); got ts[0] = {float(arr[0])!r}.")
+    if np.any(np.diff(arr) <= 0):
+        k = int(np.argmax(np.diff(arr) <= 0))
+        raise ValueError(
+            f"ts must be strictly increasing; got ts[{k}] = {float(arr[k])!r} >= ts[{k + 1}] = {float(arr[k + 1])!r}."
+        )
+    return arr
+
+
+def _coordinates(idx, names: Sequence[str] | None) -> str:
+    idx = [int(i) for i in idx]
+    if names is None:
+        return f"coordinates {idx}"
+    shown = ", ".join(names[i] for i in idx[:8]) + (f" and {len(idx) - 8} more" if len(idx) > 8 else "")
+    return f"coordinates {idx} ({shown})"
+
+
+def degenerate_error(what: str, idx, fix: str, names: Sequence[str] | None = None) -> ValueError:
+    """The error for ``|u_i| = |v_i|``: ``what`` holds at the coordinates ``idx``; ``fix`` says what to do."""
+    return ValueError(
+        f"{what} at {_coordinates(idx, names)}: the degenerate case of the paper's Assumption 4.2. The conservation "
+        "law then pins u_i = ±v_i for all time (w̄ = 0: the log-coordinate flow is singular and the greedy limit "
+        f"does not apply). {fix}"
+    )
+
+
+def check_init(u0, v0, p: int, names: Sequence[str] | None = None, *, stacklevel: int = 2):
+    """The initialisation directions ``(u0, v0)``: shape ``(p,)``, finite, and not degenerate (see the module).
+
+    Raises a ``ValueError`` where ``|u0_i| = |v0_i|`` and emits an ``AssumptionWarning`` where the relative gap
+    is at most ``NEAR_DEGENERATE``, attributed to the frame ``stacklevel`` up from here (1: the caller of
+    ``check_init``; 2, the default: its caller, the user of a public function). Returns ``(u0, v0)`` as float64.
+    """
+    u0 = check_vector(u0, p, "u0")
+    v0 = check_vector(v0, p, "v0")
+    au, av = np.abs(u0), np.abs(v0)
+    gap = np.abs(au - av)
+    exact = np.flatnonzero(gap == 0)
+    if exact.size:
+        raise degenerate_error(
+            "|u0_i| = |v0_i|", exact, "Perturb u0 there by a relative amount of order one, e.g. u0[i] *= 1.1.", names
+        )
+    rel = gap / np.maximum(au, av)
+    near = np.flatnonzero(rel <= NEAR_DEGENERATE)
+    if near.size:
+        need = math.log(1.0 / float(np.min(rel[near])))
+        warnings.warn(
+            f"{_NEAR_DEGENERATE} (Assumption 4.2): ||u0_i| − |v0_i|| is at most {NEAR_DEGENERATE:g} of "
+            f"max(|u0_i|, |v0_i|) at {_coordinates(near, names)}. The flow is exact, but one of w_i, w̄_i starts "
+            f"at α·gap, so the greedy limit describes the flow from α (u0, v0) only for log(1/α) ≫ log(1/gap) = "
+            f"{need:.3g} (α ≪ {math.exp(-need):.3g}). Perturb u0 there for a gap of order one.",
+            AssumptionWarning,
+            stacklevel=stacklevel + 1,
+        )
+    return u0, v0
+
+
+@contextlib.contextmanager
+def init_checked() -> Iterator[None]:
+    """Inside, :func:`check_init` does not warn again: for a caller that has checked the initialisation itself."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_NEAR_DEGENERATE, category=AssumptionWarning)
+        yield

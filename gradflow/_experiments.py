@@ -1,0 +1,171 @@
+"""Experiment drivers around the flow: gradient-descent runs per α, and the perturb-and-continue checks.
+
+:func:`perturb_and_continue` is the paper's appendix A check of Assumptions 4.3 and 4.4 on trajectories
+(Figures 9 and 10); :func:`run_gd` runs the gradient descent that
+[`compare_limits`][gradflow.compare_limits] compares with the greedy limit.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import equinox as eqx
+import numpy as np
+
+from ._flow import simulate_flow
+from ._gd import simulate_gd
+
+
+def run_gd(model, *, log_alphas, u0, v0, horizon: float, options) -> list:
+    """Gradient-descent runs, one per ``log α``: ``options`` is a mapping of ``simulate_gd`` options, or the runs.
+
+    ``steps`` defaults to reaching the rescaled time ``horizon``, ``record_every`` to about 1000 records.
+    """
+    if isinstance(options, Sequence) and not isinstance(options, (str, bytes)):
+        return list(options)
+    if not isinstance(options, Mapping) or "lr" not in options:
+        raise TypeError("gd must be a mapping of simulate_gd options with at least 'lr', or a sequence of GDResult.")
+    lr = float(options["lr"])
+    out = []
+    for la in log_alphas:
+        opts = dict(options)
+        steps = opts.pop("steps", None) or int(math.ceil(horizon * -la / lr))
+        every = opts.setdefault("record_every", max(1, steps // 1000))
+        steps = every * int(math.ceil(steps / every))
+        out.append(simulate_gd(model, log_alpha=float(la), u0=u0, v0=v0, steps=steps, **opts))
+    return out
+
+
+class Perturbation(eqx.Module):
+    """Perturb-and-continue runs from states of one flow (paper appendix A, Figures 9 and 10).
+
+    At each start time the weights ``u_i, v_i`` of magnitude above ``threshold`` get independent
+    N(0, std²) noise and the flow continues from there at the same α; ``beta`` is the perturbed
+    run and ``reference_beta`` the unperturbed flow at the same times.
+
+    Attributes:
+        kind: ``"plateau"`` (random times, Assumption 4.3) or ``"stage"`` (stage starts, 4.4).
+        std, threshold, log_alpha: the noise, the negligibility threshold, the flow's ``log α``.
+        start_times: ``(P,)``.
+        ts: ``(P, m)`` continuation times (NaN-padded).
+        beta, reference_beta: ``(P, m, p)``.
+        perturbed: ``(P, p)`` the coordinates with a perturbed weight.
+        initial_deviation, final_deviation: ``(P,)`` ``max_i |β_i − β_i^ref|`` at the first and last time.
+    """
+
+    kind: str = eqx.field(static=True)
+    std: float
+    threshold: float
+    log_alpha: float
+    start_times: np.ndarray
+    ts: np.ndarray
+    beta: np.ndarray
+    reference_beta: np.ndarray
+    perturbed: np.ndarray
+    initial_deviation: np.ndarray
+    final_deviation: np.ndarray
+
+
+def _single(flow) -> tuple[float, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(log α, ts, u, v, β)`` of a flow result holding a single α."""
+    u, v, beta = np.asarray(flow.u), np.asarray(flow.v), np.asarray(flow.beta)
+    log_alpha = np.atleast_1d(np.asarray(flow.log_alpha, dtype=np.float64))
+    if u.ndim != 2 or log_alpha.size != 1:
+        raise ValueError("perturbation experiments need the flow of a single alpha.")
+    return float(log_alpha[0]), np.asarray(flow.ts, dtype=np.float64), u, v, beta
+
+
+def plateau_starts(flow, *, num: int, span: float, seed: int = 0) -> np.ndarray:
+    """``num`` distinct random recorded-time indices (sorted), each leaving ``span`` of recorded time after it."""
+    ts = np.asarray(flow.ts, dtype=np.float64)
+    last = int(np.searchsorted(ts, ts[-1] - span, side="right"))
+    if last < num:
+        raise ValueError(f"the flow records {last} times before its last {span:g} of rescaled time; need {num}.")
+    rng = np.random.default_rng(seed)
+    return np.sort(rng.choice(np.arange(1, last), size=num, replace=False)) if last > num else np.arange(num)
+
+
+def stage_starts(flow, *, threshold: float) -> np.ndarray:
+    """Recorded-time indices where some coordinate's weight first exceeds ``threshold`` in magnitude."""
+    _, _, u, v, _ = _single(flow)
+    big = np.maximum(np.abs(u), np.abs(v)) > threshold
+    new = big[1:] & ~big[:-1]
+    return np.flatnonzero(np.any(new, axis=1)) + 1
+
+
+def perturb_and_continue(
+    model,
+    flow,
+    *,
+    starts,
+    std: float,
+    span: float,
+    kind: str,
+    threshold: float = 1e-5,
+    seed: int = 0,
+    flow_options: Mapping[str, Any] | None = None,
+) -> Perturbation:
+    """Perturb the non-negligible weights of ``flow`` at the recorded-time indices ``starts`` and continue.
+
+    At start ``s`` every ``u_i`` (and ``v_i``) with ``|u_i| > threshold`` gets N(0, std²) noise; the run
+    continues from the exact state ``flow.state_at(s).perturbed(du, dv)`` (see
+    [`FlowState.perturbed`][gradflow.FlowState.perturbed]), so unperturbed coordinates keep their exact
+    ``log w, log w̄`` at every α, including α below the float64 range. Each run continues over the
+    flow's next recorded times, as many as its longest window ``[τ, τ + span]`` holds, so the
+    unperturbed reference is the flow itself; runs near the flow's end are padded with later times
+    (solved, then dropped: NaN in the result), so that all runs, of this call and of later calls on the
+    same flow and span, have one shape and the solver compiles once. ``flow_options`` go to
+    ``simulate_flow``.
+    """
+    log_alpha, ts, u, v, beta = _single(flow)
+    starts = np.asarray(starts)
+    if (
+        starts.ndim != 1
+        or starts.size == 0
+        or starts.dtype.kind not in "iu"
+        or np.any((starts < 0) | (starts >= ts.size))
+    ):
+        raise ValueError(
+            f"starts must be a non-empty 1-D array of recorded-time indices in [0, {ts.size}); got {starts!r}."
+        )
+    rng = np.random.default_rng(seed)
+    # every run gets as many times as the flow's longest window of length span holds: the same shapes
+    # for every start and every call on this flow (one compilation of the solver)
+    m = int(np.max(np.searchsorted(ts, ts + span, side="right") - np.arange(ts.size)))
+    step = np.ptp(ts) / max(ts.size - 1, 1)  # the padding's spacing
+    P, p = starts.size, u.shape[1]
+    out_ts = np.full((P, m), np.nan)
+    out_beta = np.full((P, m, p), np.nan)
+    ref_beta = np.full((P, m, p), np.nan)
+    perturbed = np.zeros((P, p), dtype=bool)
+    n_last = np.zeros(P, dtype=int)
+    for j, s in enumerate(starts):
+        idx = np.arange(s, min(s + m, ts.size))
+        rel = ts[idx] - ts[s]
+        rel = np.append(rel, rel[-1] + step * np.arange(1, m - idx.size + 1))
+        mask_u, mask_v = np.abs(u[s]) > threshold, np.abs(v[s]) > threshold
+        du = std * rng.standard_normal(p) * mask_u
+        dv = std * rng.standard_normal(p) * mask_v
+        start = flow.state_at(int(s)).perturbed(du, dv)
+        res = simulate_flow(model, start=start, log_alpha=log_alpha, ts=rel, **dict(flow_options or {}))
+        out_ts[j, : idx.size] = ts[idx]
+        out_beta[j, : idx.size] = np.asarray(res.beta)[: idx.size]
+        ref_beta[j, : idx.size] = beta[idx]
+        perturbed[j] = mask_u | mask_v
+        n_last[j] = idx.size - 1
+    dev = np.max(np.abs(out_beta - ref_beta), axis=-1)
+    return Perturbation(
+        kind=kind,
+        std=float(std),
+        threshold=float(threshold),
+        log_alpha=log_alpha,
+        start_times=ts[starts],
+        ts=out_ts,
+        beta=out_beta,
+        reference_beta=ref_beta,
+        perturbed=perturbed,
+        initial_deviation=dev[:, 0],
+        final_deviation=dev[np.arange(P), n_last],
+    )

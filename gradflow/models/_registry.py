@@ -1,0 +1,38 @@
+"""The built-in tasks by name, with the size options each takes (what the demo and the command line offer)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+
+from ._attention import diagonal_attention
+from ._linear import diagonal_linear
+from ._task import Task
+from ._transformer import diagonal_transformer
+
+
+@dataclasses.dataclass(frozen=True)
+class Builtin:
+    """A built-in task: the function that builds it and the names of its size options (its keyword arguments
+    that set the sizes; ``seed`` applies to all)."""
+
+    build: Callable[..., Task]
+    sizes: tuple[str, ...]
+
+
+BUILTIN: Mapping[str, Builtin] = MappingProxyType(
+    {
+        "diagonal_linear": Builtin(diagonal_linear, ("n", "p")),
+        "diagonal_attention": Builtin(diagonal_attention, ("n", "tokens", "dim")),
+        "diagonal_transformer": Builtin(diagonal_transformer, ("n", "tokens", "dim", "layers", "heads")),
+    }
+)
+"""The built-in tasks by name."""
+
+
+def builtin(name: str) -> Builtin:
+    """``BUILTIN[name]``, with an error naming the choices for an unknown ``name``."""
+    if name not in BUILTIN:
+        raise ValueError(f"unknown model {name!r}; choose one of {sorted(BUILTIN)}.")
+    return BUILTIN[name]
