@@ -23,6 +23,10 @@ from ._greedy import greedy_limit as greedy_limit
 from ._model import DiagonalModel as DiagonalModel
 from ._model import evaluate_g as evaluate_g
 from ._model import evaluate_loss as evaluate_loss
+from ._sweep import SweepResult as SweepResult
+from ._sweep import sweep as sweep
+from ._sweep_config import ModelGrid as ModelGrid
+from ._sweep_config import SweepConfig as SweepConfig
 from ._trajectory import Trajectory as Trajectory
 
 __all__ = [
@@ -35,7 +39,10 @@ __all__ = [
     "GDResult",
     "GreedyPath",
     "GreedyTolerances",
+    "ModelGrid",
     "Perturbation",
+    "SweepConfig",
+    "SweepResult",
     "Trajectory",
     "compare_limits",
     "evaluate_g",
@@ -46,4 +53,5 @@ __all__ = [
     "run_demo",
     "simulate_flow",
     "simulate_gd",
+    "sweep",
 ]

@@ -513,10 +513,7 @@ def simulate_flow(
                 "give the initialisation directions u0 and v0 (θ(0) = α (u0, v0)), or start (a FlowState)."
             )
         u0, v0 = check_init(u0, v0, model.p, model.names, stacklevel=3)
-        swap, sign = frame_of(u0, v0)
-        un, vn = apply_frame(u0, v0, swap, sign)
-        y0 = log_a[..., None] + np.log(un + vn)
-        log_wwbar = 2.0 * log_a[..., None] + (np.log(un - np.abs(vn)) + np.log(un + np.abs(vn)))
+        y0, log_wwbar, swap, sign = initial_state(u0, v0, log_a)
     else:
         if u0 is not None or v0 is not None:
             raise ValueError("give either u0 and v0 (the flow from α (u0, v0)) or start (a FlowState), not both.")
@@ -551,11 +548,31 @@ def simulate_flow(
         max_steps=max_steps,
         batched=batched,
     )
+    result = flow_result(out, ts, log_a, swap, sign, max_steps)
+    failed = np.flatnonzero(np.ravel(result.result) != "successful")
+    if throw and failed.size:
+        raise RuntimeError(str(np.ravel(result.message)[failed[0]]))
+    return result
+
+
+def initial_state(u0, v0, log_a) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(log w, log(w w̄), swap, sign)`` of ``θ(0) = α (u0, v0)`` for checked ``u0, v0``, at each ``log α`` of ``log_a``.
+
+    In the frame where ``u0_i > |v0_i|``: ``log w = log α + log(u0 + v0)`` and
+    ``log(w w̄) = 2 log α + log(u0² − v0²)`` (docs/math.md, *Rescaled time and log coordinates*).
+    """
+    swap, sign = frame_of(u0, v0)
+    un, vn = apply_frame(u0, v0, swap, sign)
+    log_a = np.asarray(log_a, dtype=np.float64)
+    y0 = log_a[..., None] + np.log(un + vn)
+    log_wwbar = 2.0 * log_a[..., None] + (np.log(un - np.abs(vn)) + np.log(un + np.abs(vn)))
+    return y0, log_wwbar, swap, sign
+
+
+def flow_result(out, ts, log_a, swap, sign, max_steps) -> FlowResult:
+    """The :class:`FlowResult` of the solver's output ``out`` (one run or a batch), with ``result``/``message``."""
     log_w, log_wbar, loss, solver_result, stats = jax.tree_util.tree_map(np.asarray, out)
     result, message = _status(solver_result, log_w, ts, log_a, max_steps)
-    failed = np.flatnonzero(result.ravel() != "successful")
-    if throw and failed.size:
-        raise RuntimeError(str(message.ravel()[failed[0]]))
     return FlowResult(
         ts=ts,
         log_w=log_w,

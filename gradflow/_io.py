@@ -203,12 +203,12 @@ def _json_clean(obj: Any) -> Any:
 
 
 def write_csv(path: str | os.PathLike, records: list[dict[str, Any]]) -> Path:
-    """Write records (dicts with the same keys) as CSV, floats in full precision."""
+    """Write records as CSV, floats in full precision; the columns are the union of their keys (empty if missing)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fields = list(records[0]) if records else []
+    fields = list(dict.fromkeys(k for rec in records for k in rec))
     with open(path, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=fields)
+        writer = csv.DictWriter(fh, fieldnames=fields, restval="")
         writer.writeheader()
         for rec in records:
             writer.writerow({k: (repr(float(v)) if isinstance(v, (float, np.floating)) else v) for k, v in rec.items()})
