@@ -24,6 +24,7 @@ from ._greedy import greedy_limit as greedy_limit
 from ._model import DiagonalModel as DiagonalModel
 from ._model import evaluate_g as evaluate_g
 from ._model import evaluate_loss as evaluate_loss
+from ._rank_compare import RankComparison as RankComparison
 from ._sweep import SweepResult as SweepResult
 from ._sweep import sweep as sweep
 from ._sweep_config import ModelGrid as ModelGrid
@@ -43,6 +44,7 @@ __all__ = [
     "GreedyTolerances",
     "ModelGrid",
     "Perturbation",
+    "RankComparison",
     "SweepConfig",
     "SweepResult",
     "Trajectory",
