@@ -12,6 +12,7 @@ from ._demo import DemoConfig as DemoConfig
 from ._demo import run_demo as run_demo
 from ._experiments import Perturbation as Perturbation
 from ._experiments import perturb_and_continue as perturb_and_continue
+from ._factorized import FactorizedModel as FactorizedModel
 from ._flow import FlowResult as FlowResult
 from ._flow import FlowState as FlowState
 from ._flow import simulate_flow as simulate_flow
@@ -34,6 +35,7 @@ __all__ = [
     "Comparison",
     "DemoConfig",
     "DiagonalModel",
+    "FactorizedModel",
     "FlowResult",
     "FlowState",
     "GDResult",
