@@ -18,6 +18,7 @@ from ._flow import FlowState as FlowState
 from ._flow import simulate_flow as simulate_flow
 from ._gd import GDResult as GDResult
 from ._gd import simulate_gd as simulate_gd
+from ._glrl import FactorizedGreedyPath as FactorizedGreedyPath
 from ._greedy import GreedyPath as GreedyPath
 from ._greedy import GreedyTolerances as GreedyTolerances
 from ._greedy import greedy_limit as greedy_limit
@@ -36,6 +37,7 @@ __all__ = [
     "Comparison",
     "DemoConfig",
     "DiagonalModel",
+    "FactorizedGreedyPath",
     "FactorizedModel",
     "FlowResult",
     "FlowState",
