@@ -12,17 +12,20 @@ from ._demo import DemoConfig as DemoConfig
 from ._demo import run_demo as run_demo
 from ._experiments import Perturbation as Perturbation
 from ._experiments import perturb_and_continue as perturb_and_continue
+from ._factorized import FactorizedModel as FactorizedModel
 from ._flow import FlowResult as FlowResult
 from ._flow import FlowState as FlowState
 from ._flow import simulate_flow as simulate_flow
 from ._gd import GDResult as GDResult
 from ._gd import simulate_gd as simulate_gd
+from ._glrl import FactorizedGreedyPath as FactorizedGreedyPath
 from ._greedy import GreedyPath as GreedyPath
 from ._greedy import GreedyTolerances as GreedyTolerances
 from ._greedy import greedy_limit as greedy_limit
 from ._model import DiagonalModel as DiagonalModel
 from ._model import evaluate_g as evaluate_g
 from ._model import evaluate_loss as evaluate_loss
+from ._rank_compare import RankComparison as RankComparison
 from ._sweep import SweepResult as SweepResult
 from ._sweep import sweep as sweep
 from ._sweep_config import ModelGrid as ModelGrid
@@ -34,6 +37,8 @@ __all__ = [
     "Comparison",
     "DemoConfig",
     "DiagonalModel",
+    "FactorizedGreedyPath",
+    "FactorizedModel",
     "FlowResult",
     "FlowState",
     "GDResult",
@@ -41,6 +46,7 @@ __all__ = [
     "GreedyTolerances",
     "ModelGrid",
     "Perturbation",
+    "RankComparison",
     "SweepConfig",
     "SweepResult",
     "Trajectory",

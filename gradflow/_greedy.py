@@ -65,6 +65,7 @@ from ._assumptions import (
 )
 from ._checks import check_init, check_int
 from ._config import float64
+from ._factorized import FactorizedModel
 from ._frame import apply_frame, frame_of
 from ._model import DiagonalModel, check_model
 
@@ -552,7 +553,9 @@ def greedy_limit(
     *Algorithm 1: the greedy limit*).
 
     Args:
-        model: the model with diagonal weights.
+        model: the model with diagonal weights, or a [`FactorizedModel`][gradflow.FactorizedModel]: then the
+            greedy low-rank limit (docs/math.md, *Full weights: the greedy low-rank limit*) comes back as a
+            [`FactorizedGreedyPath`][gradflow.FactorizedGreedyPath].
         u0, v0: optional initialisation directions. They do not change the path (only ``b^0 = 1``
             enters), but they are checked against Assumption 4.2 (``|u0_i| ≠ |v0_i|``, else a
             ``ValueError`` naming the coordinates; a near-degenerate gap is an ``AssumptionWarning``, as
@@ -579,6 +582,11 @@ def greedy_limit(
     index; the other tied coordinates land on ``b ∈ {0, 2}`` too and are activated at the next stages
     at the same time.
     """
+    if isinstance(model, FactorizedModel):  # full weights: the greedy low-rank limit (gradflow/_glrl.py)
+        from ._glrl import greedy_low_rank
+
+        kwargs = dict(max_stages=max_stages, tolerances=tolerances, check_assumptions=check_assumptions, seed=seed)
+        return greedy_low_rank(model, u0=u0, v0=v0, progress=progress, throw=throw, **kwargs)
     check_model(model)
     if not isinstance(tolerances, GreedyTolerances):
         raise TypeError(f"tolerances must be a GreedyTolerances; got {type(tolerances).__name__}.")

@@ -34,6 +34,69 @@ def _cross_entropy(y, y_hat):
     return -jax.nn.log_softmax(y_hat)[y.astype(jnp.int32)]
 
 
+def check_loss(loss) -> None:
+    """``loss`` is ``"square"``, ``"cross_entropy"`` or a function ``loss(y, y_hat)``."""
+    if isinstance(loss, str) and loss not in _LOSSES:
+        raise ValueError(f"loss must be one of {_LOSSES} or a function loss(y, y_hat); got {loss!r}.")
+    if not isinstance(loss, str) and not callable(loss):
+        raise TypeError(f"loss must be a string or a function loss(y, y_hat); got {type(loss).__name__}.")
+
+
+def check_data(X, Y, loss: LossSpec) -> tuple[np.ndarray, np.ndarray]:
+    """The sample ``(X, Y)``, samples on the first axis, finite, as float64 (integer labels for cross-entropy)."""
+    X = np.asarray(X)
+    Y = np.asarray(Y)
+    if X.ndim < 1 or Y.ndim < 1:
+        raise ValueError(
+            f"X and Y must stack the samples on their first axis; got X.shape={X.shape}, Y.shape={Y.shape}."
+        )
+    if X.shape[0] != Y.shape[0]:
+        raise ValueError(f"X and Y must have the same number of samples on axis 0; got {X.shape[0]} and {Y.shape[0]}.")
+    if X.shape[0] == 0:
+        raise ValueError("the data set is empty: X and Y need at least one sample.")
+    if not np.issubdtype(X.dtype, np.number) or not np.all(np.isfinite(X)):
+        raise ValueError("X must be numeric and finite; it contains NaN or inf (clean or drop those samples).")
+    X = X.astype(np.float64)
+    if loss == "cross_entropy":
+        if Y.ndim != 1 or not np.all(np.isfinite(Y)) or not np.all(np.asarray(Y) == np.round(Y)):
+            raise ValueError(
+                f"cross_entropy needs one integer class label per sample (Y.shape == (n,)); got Y.shape={Y.shape}."
+            )
+        return X, Y.astype(np.int64)
+    if not np.issubdtype(Y.dtype, np.number) or not np.all(np.isfinite(Y)):
+        raise ValueError("Y must be numeric and finite; it contains NaN or inf.")
+    return X, Y.astype(np.float64)
+
+
+def check_output(out, Y: np.ndarray, loss: LossSpec, what: str) -> None:
+    """``out`` (the abstract output of ``h`` on one sample, named ``what``) fits the targets ``Y`` and ``loss``."""
+    if not hasattr(out, "shape"):
+        raise ValueError(f"{what} must return a JAX array.")
+    if loss == "cross_entropy":
+        if len(out.shape) != 1:
+            raise ValueError(f"cross_entropy needs h to return a vector of logits; got shape {out.shape}.")
+        if Y.min() < 0 or Y.max() >= out.shape[0]:
+            raise ValueError(
+                f"class labels must lie in [0, {out.shape[0]}) for {out.shape[0]} logits; "
+                f"got labels in [{Y.min()}, {Y.max()}]."
+            )
+    elif loss == "square" and tuple(out.shape) != tuple(Y.shape[1:]):
+        raise ValueError(
+            f"{what} returns shape {tuple(out.shape)} but each target Y[j] has shape {Y.shape[1:]}; "
+            "for the square loss they must match."
+        )
+
+
+def mean_loss(h: Callable, X, Y, loss: LossSpec, params, *, batch=None) -> jax.Array:
+    """``(1/n) Σ_j ℓ(y_j, h(x_j, params))`` over all samples, or over the sample indices ``batch``."""
+    X, Y = jnp.asarray(X), jnp.asarray(Y)
+    if batch is not None:
+        X, Y = X[batch], Y[batch]
+    ell = _square if loss == "square" else _cross_entropy if loss == "cross_entropy" else loss
+    per_sample = jax.vmap(lambda x, y: ell(y, h(x, params)))(X, Y)
+    return jnp.mean(per_sample)
+
+
 class DiagonalModel(eqx.Module):
     """A model ``h(x; β)`` with ``β = u ⊙ v ∈ R^p`` and a finite sample ``(X, Y)``.
 
@@ -72,35 +135,8 @@ class DiagonalModel(eqx.Module):
         if not callable(h):
             raise TypeError(f"h must be a function h(x, beta); got {type(h).__name__}.")
         p = check_int(p, "p")
-        if isinstance(loss, str) and loss not in _LOSSES:
-            raise ValueError(f"loss must be one of {_LOSSES} or a function loss(y, y_hat); got {loss!r}.")
-        if not isinstance(loss, str) and not callable(loss):
-            raise TypeError(f"loss must be a string or a function loss(y, y_hat); got {type(loss).__name__}.")
-        X = np.asarray(X)
-        Y = np.asarray(Y)
-        if X.ndim < 1 or Y.ndim < 1:
-            raise ValueError(
-                f"X and Y must stack the samples on their first axis; got X.shape={X.shape}, Y.shape={Y.shape}."
-            )
-        if X.shape[0] != Y.shape[0]:
-            raise ValueError(
-                f"X and Y must have the same number of samples on axis 0; got {X.shape[0]} and {Y.shape[0]}."
-            )
-        if X.shape[0] == 0:
-            raise ValueError("the data set is empty: X and Y need at least one sample.")
-        if not np.issubdtype(X.dtype, np.number) or not np.all(np.isfinite(X)):
-            raise ValueError("X must be numeric and finite; it contains NaN or inf (clean or drop those samples).")
-        X = X.astype(np.float64)
-        if loss == "cross_entropy":
-            if Y.ndim != 1 or not np.all(np.isfinite(Y)) or not np.all(np.asarray(Y) == np.round(Y)):
-                raise ValueError(
-                    f"cross_entropy needs one integer class label per sample (Y.shape == (n,)); got Y.shape={Y.shape}."
-                )
-            Y = Y.astype(np.int64)
-        else:
-            if not np.issubdtype(Y.dtype, np.number) or not np.all(np.isfinite(Y)):
-                raise ValueError("Y must be numeric and finite; it contains NaN or inf.")
-            Y = Y.astype(np.float64)
+        check_loss(loss)
+        X, Y = check_data(X, Y, loss)
         self.h = h
         self.X = X
         self.Y = Y
@@ -125,42 +161,16 @@ class DiagonalModel(eqx.Module):
                     f"{type(err).__name__}: {err}. Check that h takes a single sample (not the batch) and that p "
                     "matches the length of beta that h expects."
                 ) from err
-        if not hasattr(out, "shape"):
-            raise ValueError("h(x, beta) must return a JAX array.")
-        if self.loss == "cross_entropy":
-            if len(out.shape) != 1:
-                raise ValueError(f"cross_entropy needs h to return a vector of logits; got shape {out.shape}.")
-            if self.Y.min() < 0 or self.Y.max() >= out.shape[0]:
-                raise ValueError(
-                    f"class labels must lie in [0, {out.shape[0]}) for {out.shape[0]} logits; "
-                    f"got labels in [{self.Y.min()}, {self.Y.max()}]."
-                )
-        elif self.loss == "square" and tuple(out.shape) != tuple(self.Y.shape[1:]):
-            raise ValueError(
-                f"h(x, beta) returns shape {tuple(out.shape)} but each target Y[j] has shape {self.Y.shape[1:]}; "
-                "for the square loss they must match."
-            )
+        check_output(out, self.Y, self.loss, "h(x, beta)")
 
     @property
     def n(self) -> int:
         """The number of samples."""
         return int(self.X.shape[0])
 
-    def _loss_fn(self) -> LossFn:
-        if self.loss == "square":
-            return _square
-        if self.loss == "cross_entropy":
-            return _cross_entropy
-        return self.loss
-
     def loss_of_beta(self, beta, *, batch=None) -> jax.Array:
         """``L(β) = (1/n) Σ_j ℓ(y_j, h(x_j; β))``; over the sample indices ``batch`` if given."""
-        X, Y = jnp.asarray(self.X), jnp.asarray(self.Y)
-        if batch is not None:
-            X, Y = X[batch], Y[batch]
-        ell = self._loss_fn()
-        per_sample = jax.vmap(lambda x, y: ell(y, self.h(x, beta)))(X, Y)
-        return jnp.mean(per_sample)
+        return mean_loss(self.h, self.X, self.Y, self.loss, beta, batch=batch)
 
     def loss_value(self, u, v, *, batch=None) -> jax.Array:
         """``L(θ)`` at ``θ = (u, v)``."""

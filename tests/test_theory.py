@@ -354,3 +354,77 @@ def test_saxe_mode_extremes_and_validation():
     for bad in [(1.0, 0.0, 0.1), (1.0, 1.0, -0.1), (-1.0, 1.0, 0.1)]:
         with pytest.raises(ValueError):
             theory.saxe_mode(*bad)
+
+
+# --- factorised weights: the greedy low-rank limit ------------------------------------------------
+
+
+def _mf_flow(M, U0, V0, log_alpha, t_eval):
+    """W(t) = U Vᵀ of dU/dt = (M − UVᵀ)V, dV/dt = (M − UVᵀ)ᵀU from α(U0, V0), by DOP853 at rtol 1e-11."""
+    m, k = U0.shape
+    n = V0.shape[0]
+
+    def rhs(_, z):
+        U, V = z[: m * k].reshape(m, k), z[m * k :].reshape(n, k)
+        G = M - U @ V.T
+        return np.concatenate([(G @ V).ravel(), (G.T @ U).ravel()])
+
+    z0 = np.exp(log_alpha) * np.concatenate([U0.ravel(), V0.ravel()])
+    sol = solve_ivp(rhs, (0.0, t_eval[-1]), z0, method="DOP853", rtol=1e-11, atol=1e-300, t_eval=t_eval)
+    assert sol.success
+    U, V = sol.y[: m * k].T.reshape(-1, m, k), sol.y[m * k :].T.reshape(-1, n, k)
+    return U @ np.swapaxes(V, 1, 2)
+
+
+MF_M = np.array([[2.0, 0.3, -0.4], [0.1, 1.0, 0.5], [-0.2, 0.4, 0.9], [0.3, -0.1, 0.2]])
+
+
+def test_matrix_factorization_stages_closed_form():
+    stages = theory.matrix_factorization_stages(MF_M)
+    left, sigma, right = np.linalg.svd(MF_M)
+    np.testing.assert_allclose(stages.times, np.concatenate([[0.0], 1.0 / sigma]), rtol=1e-15)
+    assert stages.saddles.shape == (4, 4, 3)
+    np.testing.assert_array_equal(stages.saddles[0], 0.0)
+    np.testing.assert_allclose(stages.saddles[-1], MF_M, atol=1e-14)
+    for r in range(1, 4):
+        assert np.linalg.matrix_rank(stages.saddles[r], tol=1e-10) == r
+        # Eckart–Young: the residual M − W̄_r has the discarded singular values, and is orthogonal to W̄_r.
+        np.testing.assert_allclose(np.linalg.svd(MF_M - stages.saddles[r], compute_uv=False)[: 3 - r], sigma[r:])
+        np.testing.assert_allclose((MF_M - stages.saddles[r]) @ stages.saddles[r].T, 0.0, atol=1e-13)
+    narrow = theory.matrix_factorization_stages(MF_M, width=2)
+    np.testing.assert_array_equal(narrow.times, stages.times[:3])
+    rank_two = theory.matrix_factorization_stages(stages.saddles[2])
+    np.testing.assert_allclose(rank_two.times, stages.times[:3], rtol=1e-12)
+    with pytest.raises(ValueError, match="matrix"):
+        theory.matrix_factorization_stages(np.ones(3))
+    with pytest.raises(ValueError, match="distinct"):
+        theory.matrix_factorization_stages(np.eye(2))
+    with pytest.raises(ValueError, match="width"):
+        theory.matrix_factorization_stages(MF_M, width=0)
+
+
+def test_matrix_factorization_aligned_start_is_the_diagonal_linear_model():
+    """U, V aligned with M's singular vectors: the singular values of W(t) follow the diagonal closed form."""
+    left, sigma, right = np.linalg.svd(MF_M, full_matrices=False)
+    u0, v0 = np.array([1.0, 0.6, -0.8]), np.array([0.4, -0.3, 0.5])
+    t = np.linspace(0.0, 6.0 / sigma[-1], 30)
+    W = _mf_flow(MF_M, left * u0, right.T * v0, np.log(1e-3), t)
+    modes = np.einsum("im,tij,jm->tm", left, W, right.T)  # aᵢᵀ W bᵢ
+    expected = theory.diagonal_linear_beta(t[:, None], sigma, u0, v0, 1e-3)
+    np.testing.assert_allclose(modes, expected, rtol=1e-7, atol=1e-12)
+
+
+def test_matrix_factorization_stage_times_match_the_flow():
+    """A generic start: the loss falls through the midpoints between saddles at T_r + O(1/log(1/α))."""
+    stages = theory.matrix_factorization_stages(MF_M)
+    rng = np.random.default_rng(0)
+    U0, V0 = rng.standard_normal((4, 3)), rng.standard_normal((3, 3))
+    losses = 0.5 * np.sum((MF_M - stages.saddles) ** 2, axis=(1, 2))
+    errors = []
+    for ell in (15.0, 30.0):
+        t = np.linspace(0.0, 1.2 * stages.times[-1] * ell, 4001)
+        loss = 0.5 * np.sum((MF_M - _mf_flow(MF_M, U0, V0, -ell, t)) ** 2, axis=(1, 2))
+        crossing = [t[np.argmax(loss < (a + b) / 2)] / ell for a, b in zip(losses[:-1], losses[1:])]
+        errors.append(np.abs(np.array(crossing) - stages.times[1:]))
+    assert np.all(errors[1] < 0.6 * errors[0] + 1e-3)  # O(1/ℓ): halving 1/ℓ halves the error
+    assert np.all(errors[1] < 0.1)

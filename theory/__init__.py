@@ -14,6 +14,12 @@ from ._diagonal_linear import diagonal_linear_beta as diagonal_linear_beta
 from ._diagonal_linear import diagonal_linear_beta_expression as diagonal_linear_beta_expression
 from ._diagonal_linear import diagonal_linear_beta_rescaled as diagonal_linear_beta_rescaled
 from ._diagonal_linear import diagonal_linear_staircase as diagonal_linear_staircase
+from ._glrl import FactorizationStages as FactorizationStages
+from ._glrl import derive_factorized_conservation as derive_factorized_conservation
+from ._glrl import derive_matrix_factorization_stages as derive_matrix_factorization_stages
+from ._glrl import derive_saddle_escape as derive_saddle_escape
+from ._glrl import derive_sleeping_bookkeeping as derive_sleeping_bookkeeping
+from ._glrl import matrix_factorization_stages as matrix_factorization_stages
 from ._greedy import GreedyStages as GreedyStages
 from ._greedy import derive_plateau_dynamics as derive_plateau_dynamics
 from ._greedy import derive_time_until_active as derive_time_until_active
@@ -31,14 +37,19 @@ from ._verify import verify_all as verify_all
 __all__ = [
     "DERIVATIONS",
     "Derivation",
+    "FactorizationStages",
     "GreedyStages",
     "VerificationReport",
     "check_claims",
     "derive_conservation_law",
     "derive_diagonal_linear_closed_form",
     "derive_diagonal_linear_staircase",
+    "derive_factorized_conservation",
+    "derive_matrix_factorization_stages",
     "derive_plateau_dynamics",
+    "derive_saddle_escape",
     "derive_saxe_mode",
+    "derive_sleeping_bookkeeping",
     "derive_sum_difference_dynamics",
     "derive_time_until_active",
     "diagonal_linear_beta",
@@ -46,6 +57,7 @@ __all__ = [
     "diagonal_linear_beta_rescaled",
     "diagonal_linear_staircase",
     "greedy_orthonormal_stages",
+    "matrix_factorization_stages",
     "saxe_mode",
     "saxe_mode_expression",
     "time_until_active",

@@ -4,6 +4,12 @@ from __future__ import annotations
 
 from ._conservation import derive_conservation_law, derive_sum_difference_dynamics
 from ._diagonal_linear import derive_diagonal_linear_closed_form, derive_diagonal_linear_staircase
+from ._glrl import (
+    derive_factorized_conservation,
+    derive_matrix_factorization_stages,
+    derive_saddle_escape,
+    derive_sleeping_bookkeeping,
+)
 from ._greedy import derive_plateau_dynamics, derive_time_until_active
 from ._record import VerificationReport
 from ._two_layer import derive_saxe_mode
@@ -16,6 +22,10 @@ DERIVATIONS = (
     derive_diagonal_linear_closed_form,
     derive_diagonal_linear_staircase,
     derive_saxe_mode,
+    derive_factorized_conservation,
+    derive_saddle_escape,
+    derive_sleeping_bookkeeping,
+    derive_matrix_factorization_stages,
 )
 
 

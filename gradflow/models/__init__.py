@@ -1,12 +1,20 @@
-"""Built-in models with diagonal weights, each with a seeded data generator (docs/math.md, *Models with diagonal
-weights*)."""
+"""Built-in models with diagonal weights (docs/math.md, *Models with diagonal weights*) and with full, factorised
+weights (*Full weights: the exact flow*), each with a seeded data generator."""
 
 from ._attention import attention_head as attention_head
 from ._attention import diagonal_attention as diagonal_attention
 from ._attention import diagonal_attention_model as diagonal_attention_model
+from ._factorized import attention_full as attention_full
+from ._factorized import attention_full_model as attention_full_model
+from ._factorized import full_attention_head as full_attention_head
+from ._factorized import matrix_factorization as matrix_factorization
+from ._factorized import matrix_factorization_model as matrix_factorization_model
+from ._factorized import matrix_sensing as matrix_sensing
+from ._factorized import matrix_sensing_model as matrix_sensing_model
 from ._linear import diagonal_linear as diagonal_linear
 from ._linear import diagonal_linear_model as diagonal_linear_model
 from ._registry import BUILTIN as BUILTIN
+from ._registry import FACTORIZED as FACTORIZED
 from ._registry import Builtin as Builtin
 from ._registry import builtin as builtin
 from ._task import Task as Task
@@ -15,8 +23,11 @@ from ._transformer import diagonal_transformer_model as diagonal_transformer_mod
 
 __all__ = [
     "BUILTIN",
+    "FACTORIZED",
     "Builtin",
     "Task",
+    "attention_full",
+    "attention_full_model",
     "attention_head",
     "builtin",
     "diagonal_attention",
@@ -25,4 +36,9 @@ __all__ = [
     "diagonal_linear_model",
     "diagonal_transformer",
     "diagonal_transformer_model",
+    "full_attention_head",
+    "matrix_factorization",
+    "matrix_factorization_model",
+    "matrix_sensing",
+    "matrix_sensing_model",
 ]

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
 from ._attention import diagonal_attention
+from ._factorized import attention_full, matrix_factorization, matrix_sensing
 from ._linear import diagonal_linear
 from ._task import Task
 from ._transformer import diagonal_transformer
@@ -28,11 +29,22 @@ BUILTIN: Mapping[str, Builtin] = MappingProxyType(
         "diagonal_transformer": Builtin(diagonal_transformer, ("n", "tokens", "dim", "layers", "heads")),
     }
 )
-"""The built-in tasks by name."""
+"""The built-in tasks with diagonal weights by name (what the demo, the sweep and the command line offer)."""
+
+FACTORIZED: Mapping[str, Builtin] = MappingProxyType(
+    {
+        "matrix_factorization": Builtin(matrix_factorization, ("m", "n")),
+        "matrix_sensing": Builtin(matrix_sensing, ("m", "n", "measurements")),
+        "attention_full": Builtin(attention_full, ("n", "tokens", "dim")),
+    }
+)
+"""The built-in tasks with full, factorised weights (a [`FactorizedModel`][gradflow.FactorizedModel]) by name."""
 
 
-def builtin(name: str) -> Builtin:
-    """``BUILTIN[name]``, with an error naming the choices for an unknown ``name``."""
-    if name not in BUILTIN:
-        raise ValueError(f"unknown model {name!r}; choose one of {sorted(BUILTIN)}.")
-    return BUILTIN[name]
+def builtin(name: str, *, factorized: bool = False) -> Builtin:
+    """``BUILTIN[name]`` (``FACTORIZED[name]`` with ``factorized=True``), with an error naming the choices for an
+    unknown ``name``."""
+    table = FACTORIZED if factorized else BUILTIN
+    if name not in table:
+        raise ValueError(f"unknown model {name!r}; choose one of {sorted(table)}.")
+    return table[name]

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from .._factorized import FactorizedModel
 from .._model import DiagonalModel
 
 
@@ -14,15 +15,18 @@ from .._model import DiagonalModel
 class Task:
     """A model, an initialisation direction ``θ⁰ = (u0, v0)`` and the teacher that made the labels.
 
+    For a [`FactorizedModel`][gradflow.FactorizedModel], ``u0`` and ``v0`` are tuples of factor matrices
+    ``U_j, V_j`` and ``teacher_beta`` is the tuple of the teacher's weight matrices ``W*_j``.
+
     The initialisation of the flow is ``θ(0) = α (u0, v0)`` (docs/math.md, *Small initialisation and the conservation law*). ``u0, v0`` are i.i.d.
     N(0, 1), as in the paper's appendix A ("θ(0) = α θ₀ for some random Gaussian θ₀").
     """
 
     name: str
-    model: DiagonalModel
-    u0: np.ndarray
-    v0: np.ndarray
-    teacher_beta: np.ndarray
+    model: DiagonalModel | FactorizedModel
+    u0: np.ndarray | tuple[np.ndarray, ...]
+    v0: np.ndarray | tuple[np.ndarray, ...]
+    teacher_beta: np.ndarray | tuple[np.ndarray, ...]
     config: dict[str, Any]
 
 
