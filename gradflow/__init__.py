@@ -24,6 +24,8 @@ from ._greedy import greedy_limit as greedy_limit
 from ._model import DiagonalModel as DiagonalModel
 from ._model import evaluate_g as evaluate_g
 from ._model import evaluate_loss as evaluate_loss
+from ._rank_flow import FactorizedFlowResult as FactorizedFlowResult
+from ._rank_flow import FactorizedGDResult as FactorizedGDResult
 from ._sweep import SweepResult as SweepResult
 from ._sweep import sweep as sweep
 from ._sweep_config import ModelGrid as ModelGrid
@@ -35,6 +37,8 @@ __all__ = [
     "Comparison",
     "DemoConfig",
     "DiagonalModel",
+    "FactorizedFlowResult",
+    "FactorizedGDResult",
     "FactorizedModel",
     "FlowResult",
     "FlowState",
