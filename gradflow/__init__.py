@@ -18,12 +18,14 @@ from ._flow import FlowState as FlowState
 from ._flow import simulate_flow as simulate_flow
 from ._gd import GDResult as GDResult
 from ._gd import simulate_gd as simulate_gd
+from ._glrl import FactorizedGreedyPath as FactorizedGreedyPath
 from ._greedy import GreedyPath as GreedyPath
 from ._greedy import GreedyTolerances as GreedyTolerances
 from ._greedy import greedy_limit as greedy_limit
 from ._model import DiagonalModel as DiagonalModel
 from ._model import evaluate_g as evaluate_g
 from ._model import evaluate_loss as evaluate_loss
+from ._rank_compare import RankComparison as RankComparison
 from ._rank_flow import FactorizedFlowResult as FactorizedFlowResult
 from ._rank_flow import FactorizedGDResult as FactorizedGDResult
 from ._sweep import SweepResult as SweepResult
@@ -39,6 +41,7 @@ __all__ = [
     "DiagonalModel",
     "FactorizedFlowResult",
     "FactorizedGDResult",
+    "FactorizedGreedyPath",
     "FactorizedModel",
     "FlowResult",
     "FlowState",
@@ -47,6 +50,7 @@ __all__ = [
     "GreedyTolerances",
     "ModelGrid",
     "Perturbation",
+    "RankComparison",
     "SweepConfig",
     "SweepResult",
     "Trajectory",

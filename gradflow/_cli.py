@@ -148,7 +148,7 @@ def build_parser(*, networks: bool = True) -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "demo",
-        help="the paper's toy task: flows at α = 0.1 ... 1e-32, greedy limit, "
+        help="the paper's toy task: flows at α = 0.1 ... 1e-32 and on to log α = -1e4, greedy limit, "
         "Figures 6–10, comparison table and report",
     )
     p.add_argument("--out", default="demo_output", help="output folder (default demo_output)")
@@ -215,6 +215,7 @@ def _cmd_compare(args) -> int:
         model=args.model,
         model_options=_model_options(args),
         log_alphas=_log_alphas(args),
+        figure_log_alphas=None,
         tau_max=args.tau_max,
         num_times=args.num_times,
         max_stages=args.max_stages,
@@ -226,7 +227,9 @@ def _cmd_compare(args) -> int:
 
 
 def _cmd_flow(args) -> int:
-    config = DemoConfig(model=args.model, model_options=_model_options(args), log_alphas=_log_alphas(args))
+    config = DemoConfig(
+        model=args.model, model_options=_model_options(args), log_alphas=_log_alphas(args), figure_log_alphas=None
+    )
     task = config.task()
     g0 = float(np.max(np.abs(evaluate_g(task.model, np.zeros(task.model.p)))))
     if args.tau_max is None and g0 == 0:

@@ -126,8 +126,9 @@ class FlowResult(eqx.Module):
         loss: ``L(θ)``, shape ``(m,)``.
         log_alpha: ``log α``.
         stats: the solver's statistics: ``num_steps``, ``num_accepted_steps``, ``num_rejected_steps``
-            (arrays) and ``max_steps`` (the cap it ran under).
-        result: ``"successful"``, ``"max_steps_reached"`` or ``"solver_failed"`` (a str array of shape
+            (arrays) and ``max_steps`` (the cap it ran under, ``None`` for none).
+        result: ``"successful"``, ``"max_steps_reached"`` or ``"solver_failed"`` (the step size fell below
+            the float64 resolution of ``t``, or a stage iteration failed; see ``message``) (a str array of shape
             ``()`` or ``(B,)``); with ``throw=True`` (the default) only successful results are returned.
         message: what went wrong, where (``""`` when successful), in the shape of ``result``.
     """
@@ -232,11 +233,20 @@ def _log_scale(y, args: _Args):
 
 
 def _jacobian(y, args: _Args, rank: int) -> _LowRankJacobian:
-    """The ``rank`` columns of ``∂g/∂β`` at ``β(y)`` for the coordinates of largest ``u_i² + v_i²``."""
-    _, idx = jax.lax.top_k(_log_scale(y, args), rank)
-    basis = jax.nn.one_hot(idx, y.shape[0], dtype=y.dtype)
-    jvp = lambda e: jax.jvp(args.model.g, (_beta(y, args),), (e,))[1]
-    return _LowRankJacobian(idx=idx, hess_cols=jax.vmap(jvp)(basis).T)
+    """The ``rank`` columns of ``∂g/∂β`` at ``β(y)`` for the coordinates of largest ``u_i² + v_i²``.
+
+    Columns of sleeping coordinates (``u_i² + v_i² < e^_ASLEEP``: their columns of ``J`` are negligible) are
+    left at 0 and not computed, so a refresh costs one Jacobian-vector product per awake coordinate.
+    """
+    log_scale, idx = jax.lax.top_k(_log_scale(y, args), rank)
+    beta = _beta(y, args)
+
+    def column(i, awake):
+        e = jax.nn.one_hot(i, y.shape[0], dtype=y.dtype)
+        return jax.lax.cond(awake, lambda: jax.jvp(args.model.g, (beta,), (e,))[1], lambda: jnp.zeros_like(y))
+
+    cols = jax.lax.map(lambda a: column(*a), (idx, log_scale > _ASLEEP))
+    return _LowRankJacobian(idx=idx, hess_cols=cols.T)
 
 
 class _ChordState(eqx.Module):
@@ -306,7 +316,7 @@ class _LowRankChord(optx.AbstractRootFinder):
         del fn, y, args, options, tags
         rate = state.diffsize / state.diffsize_prev
         remaining = self.max_iters - state.step
-        tiny = state.diffsize < 1e-3  # first update already negligible
+        tiny = state.diffsize < _FIRST  # first update already negligible
         converged = tiny | ((state.step >= 2) & (rate < 1) & (rate / (1 - rate) * state.diffsize < 1))
         slow = (rate >= 1) | ~(rate**remaining / (1 - rate) * state.diffsize < 1)  # also catches NaN
         hopeless = (state.step >= 2) & ~converged & slow
@@ -371,6 +381,46 @@ class _JacobianReuse(dfx.AbstractAdaptiveSolver, dfx.AbstractWrappedSolver):
 
 
 # --------------------------------------------------------------------------------------------------
+# Step-size underflow: the one way a run without a step cap cannot go on.
+
+
+class _UnderflowGuard(dfx.AbstractAdaptiveStepSizeController):
+    """Wraps an adaptive controller; stops the solve (``dt_min_reached``) when the step it proposes is below the
+    float64 resolution of ``t`` (``dt < _UNDERFLOW · eps · max(|t|, 1)``): the solve cannot go on (Hairer & Wanner,
+    Solving ODEs II, §IV.8, "step size too small"). It does not clip or change the steps otherwise.
+    """
+
+    controller: dfx.AbstractAdaptiveStepSizeController
+
+    @property
+    def rtol(self):
+        return self.controller.rtol
+
+    @property
+    def atol(self):
+        return self.controller.atol
+
+    @property
+    def norm(self):  # pyright: ignore[reportIncompatibleMethodOverride]
+        return self.controller.norm
+
+    def wrap(self, direction):
+        return _UnderflowGuard(self.controller.wrap(direction))
+
+    def init(self, terms, t0, t1, y0, dt0, args, func, error_order):
+        return self.controller.init(terms, t0, t1, y0, dt0, args, func, error_order)
+
+    def adapt_step_size(self, t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state):
+        keep, next_t0, next_t1, made_jump, state, result = self.controller.adapt_step_size(
+            t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state
+        )
+        eps = jnp.finfo(jnp.result_type(next_t0)).eps
+        tiny = next_t1 - next_t0 < _UNDERFLOW * eps * jnp.maximum(jnp.abs(next_t0), 1.0)
+        result = dfx.RESULTS.where(tiny, dfx.RESULTS.dt_min_reached, result)
+        return keep, next_t0, next_t1, made_jump, state, result
+
+
+# --------------------------------------------------------------------------------------------------
 # The solve.
 
 
@@ -383,6 +433,9 @@ _KAPPA = 0.1  # stage-iteration tolerance as a fraction of the step tolerance (H
 _MAX_ITERS = 7
 _FACTORMAX = 3.0  # step growth per step: larger steps overshoot into jumps, wasting Jacobians
 _ROUNDING = 100.0  # the stage iteration's rounding floor, in units of eps·|y|·‖J‖·γh
+_FIRST = 1e-3  # a first stage update below this fraction of the stage tolerance is converged
+_UNDERFLOW = 100.0  # steps below this many ulps of t cannot go on
+_ASLEEP = np.log(1e-10)  # log(u_i² + v_i²) below which a coordinate's Jacobian column is not computed
 
 
 @eqx.filter_jit
@@ -392,7 +445,7 @@ def _solve(model, y0, log_wwbar, log_alpha, ts, rtol, atol, *, solver, max_steps
         args = _Args(model=model, log_wwbar=log_wwbar)
         # Step exactly onto the output times: the solver's cubic dense output is less accurate than its steps.
         pid = dfx.PIDController(rtol=rtol, atol=atol, factormax=_FACTORMAX)
-        controller = dfx.ClipStepSizeController(pid, step_ts=ts * L)
+        controller = dfx.ClipStepSizeController(_UnderflowGuard(pid), step_ts=ts * L)
         sol = dfx.diffeqsolve(
             dfx.ODETerm(_vector_field),
             solver,
@@ -460,7 +513,7 @@ def simulate_flow(
     log_alpha=None,
     rtol: float = 0.0,
     atol: float = 1e-8,
-    max_steps: int = 20_000,
+    max_steps: int | None = None,
     jacobian_rank: int | None = None,
     throw: bool = True,
 ) -> FlowResult:
@@ -488,9 +541,14 @@ def simulate_flow(
         rtol, atol: the local error of each step in ``log w`` is kept below ``atol + rtol |log w|``.
             ``atol`` is the relative accuracy of the weights ``u, v``; a nonzero ``rtol`` loosens the
             control of sleeping coordinates (``|log w| ≈ b log(1/α)``) and so of the times they wake.
-        max_steps: the most solver steps (accepted and rejected) before giving up.
-        jacobian_rank: how many Jacobian columns (those of the largest ``u_i² + v_i²``) the implicit
-            stages use; default ``min(p, 16)``. Raise it if many coordinates are awake at once.
+        max_steps: the most solver steps (accepted and rejected) before giving up; ``None`` (the default):
+            no cap, the solve runs until ``ts[-1]`` or until it cannot go on (its step size falls below the
+            float64 resolution of ``t``, which it reports). Give a number to bound a run's cost: the cost is
+            about 16 evaluations of ``g`` per step (docs/benchmarks.md).
+        jacobian_rank: how many Jacobian columns (those of the largest ``u_i² + v_i²``; sleeping
+            coordinates' are skipped) the implicit stages use; default ``min(p, 64)``, or ``min(p, 16)`` for
+            a batch (under ``vmap`` every column is computed at every step). Raise it if more coordinates
+            are awake at once.
         throw: as in diffrax: raise a ``RuntimeError`` if a run does not reach ``ts[-1]``. With
             ``throw=False`` the result comes back with the failure in ``result`` and ``message``, and
             the state after the time it stopped at is ``+inf``.
@@ -539,10 +597,10 @@ def simulate_flow(
         y0, log_wwbar, swap, sign = (np.broadcast_to(x, (n, model.p)) for x in (y0, log_wwbar, swap, sign))
         log_a = np.broadcast_to(log_a, (n,))
     ts = check_times(ts)
-    max_steps = check_int(max_steps, "max_steps")
+    max_steps = None if max_steps is None else check_int(max_steps, "max_steps")
     if not (rtol >= 0 and atol >= 0 and rtol + atol > 0):
         raise ValueError(f"rtol and atol must be >= 0 and not both 0; got rtol={rtol!r}, atol={atol!r}.")
-    rank = min(model.p, 16) if jacobian_rank is None else int(jacobian_rank)
+    rank = default_rank(model.p, batched) if jacobian_rank is None else int(jacobian_rank)
     if not 1 <= rank <= model.p:
         raise ValueError(f"jacobian_rank must lie in [1, p={model.p}]; got {jacobian_rank!r}.")
     out = _solve(
@@ -562,6 +620,12 @@ def simulate_flow(
     if throw and failed.size:
         raise RuntimeError(str(np.ravel(result.message)[failed[0]]))
     return result
+
+
+def default_rank(p: int, batched: bool) -> int:
+    """The default ``jacobian_rank``: ``min(p, 64)``, or ``min(p, 16)`` for a batch of runs (under ``vmap``
+    the lazy Jacobian refresh becomes a refresh at every step, whose cost grows with the rank)."""
+    return min(p, 16 if batched else 64)
 
 
 def initial_state(u0, v0, log_a) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -600,6 +664,7 @@ def _status(solver_result, log_w, ts, log_a, max_steps) -> tuple[np.ndarray, np.
     """Each run's ``result`` and ``message``, from diffrax's result (read through diffrax's public API)."""
     ok = np.asarray(solver_result == dfx.RESULTS.successful)
     hit = np.asarray(solver_result == dfx.RESULTS.max_steps_reached)
+    stuck = np.asarray(solver_result == dfx.RESULTS.dt_min_reached)
     result = np.where(ok, "successful", np.where(hit, "max_steps_reached", "solver_failed"))
     message = np.full(result.shape, "", dtype=object)
     for k in np.ndindex(result.shape):
@@ -611,6 +676,12 @@ def _status(solver_result, log_w, ts, log_a, max_steps) -> tuple[np.ndarray, np.
         if hit[k]:
             message[k] = (
                 f"simulate_flow hit max_steps={max_steps} at {where}. Raise max_steps, loosen atol, or shorten ts."
+            )
+        elif stuck[k]:
+            message[k] = (
+                f"simulate_flow cannot go on at {where}: its step size fell below the float64 resolution of t, "
+                "so the flow changes faster there than float64 can follow at this atol (a blow-up or a "
+                "non-smooth g). Check the model's g near that time, or loosen atol."
             )
         else:
             why = dfx.RESULTS[jax.tree_util.tree_map(lambda x: x[k], solver_result)]  # noqa: B023

@@ -190,7 +190,9 @@ def _advance(model, carry, done, active, record_every, lr, key, *, block, optimi
             batch = None
             if batch_size is not None:
                 batch = jax.random.permutation(jax.random.fold_in(key, k), model.n)[:batch_size]
-            grads = jax.grad(lambda th: model.loss_value(*th, batch=batch))(theta)
+            u, v = theta
+            g = model.g(u * v, batch=batch)  # ∇_u L = −v ⊙ g, ∇_v L = −u ⊙ g (docs/math.md, the sign convention)
+            grads = (-v * g, -u * g)
             updates, state = opt.update(grads, state, theta)
             return optax.apply_updates(theta, updates), state
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import gradflow
 import theory
 from gradflow import FlowResult, FlowState, models, simulate_flow
-from gradflow._flow import _Args, _default_solver, _vector_field
+from gradflow._flow import _Args, _default_solver, _jacobian, _vector_field, default_rank
 from gradflow._frame import apply_frame, frame_of
 
 # One orthonormal diagonal linear task for the exactness tests: its stages are at τ = 1/|β*_i|
@@ -43,7 +43,7 @@ def test_result_fields_and_shapes(batched):
     np.testing.assert_array_equal(
         batched.stats["num_steps"], batched.stats["num_accepted_steps"] + batched.stats["num_rejected_steps"]
     )
-    assert batched.stats["max_steps"] == 20_000
+    assert batched.stats["max_steps"] is None  # no cap by default
     assert np.all(batched.result == "successful") and np.all(batched.message == "")
     np.testing.assert_array_equal(batched.ts, TS)
     np.testing.assert_allclose(batched.log_alpha, LOG_ALPHAS)
@@ -341,6 +341,33 @@ def test_max_steps_raises_with_where_it_stopped():
         simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=TS, alpha=1e-8, max_steps=20)
 
 
+def test_jacobian_columns_of_awake_coordinates_only():
+    """On the orthonormal linear task ``∂g/∂β = −I``: the refresh gives the columns ``−e_i`` of the coordinates of
+    largest ``u_i² + v_i²``, and 0 (not computed) for those asleep (``u_i² + v_i² < 1e-10``)."""
+    assert (default_rank(100, False), default_rank(100, True), default_rank(8, False)) == (64, 16, 8)
+    y = np.array([0.0, -1.0, -30.0, -40.0, -2.0, -50.0, -60.0, -70.0])  # log w; w w̄ = e^{-200}: w̄ negligible
+    with jax.enable_x64(True):
+        jac = _jacobian(jnp.asarray(y), _Args(model=LIN.model, log_wwbar=jnp.full(8, -200.0)), 4)
+    np.testing.assert_array_equal(np.asarray(jac.idx), [0, 1, 4, 2])
+    want = -np.eye(8)[:, [0, 1, 4, 2]]
+    want[:, 3] = 0.0  # coordinate 2: u² + v² = e^{-60}/2, asleep
+    np.testing.assert_allclose(np.asarray(jac.hess_cols), want, atol=1e-12)
+
+
+def test_a_run_that_cannot_go_on_says_so():
+    """With no step cap (the default), a flow that blows up in finite time stops when its step size underflows.
+
+    ``L(β) = −β⁴``: ``dβ/dt ≈ 2|β| g = 8β⁴`` from ``β(0) = α² u0 v0 = 0.75`` blows up at ``t ≈ 1/(24 β(0)³) ≈ 0.1``.
+    """
+    model = gradflow.DiagonalModel(lambda x, b: x @ b, np.ones((1, 1)), np.zeros(1), p=1, loss=lambda y, yh: -(yh**4))
+    kw = dict(u0=np.array([2.0]), v0=np.array([1.5]), ts=np.linspace(0.0, 2.0, 5), alpha=0.5)
+    with pytest.raises(RuntimeError, match=r"cannot go on at log α = -0.693147: the flow stopped after τ = 0 .*"):
+        simulate_flow(model, **kw)
+    res = simulate_flow(model, **kw, throw=False)
+    assert res.result == "solver_failed" and "step size fell below the float64 resolution" in str(res.message)
+    assert res.stats["max_steps"] is None and np.all(res.log_w[1:] == np.inf)
+
+
 def test_throw_false_records_the_failure_per_run(batched):
     """α = 1e-2 finishes in fewer steps than log α = −1e4: with max_steps in between and throw=False, the first
     run is the full flow and the second stops, its failure recorded, its state +inf after the stop."""
@@ -367,7 +394,7 @@ def test_result_is_the_exact_state_and_survives_saving(batched, tmp_path):
     state = batched.state_at(k)
     np.testing.assert_array_equal(state.u, batched.u[:, k])
     back = load_result(save_result(tmp_path / "flow.npz", batched))
-    assert isinstance(back, FlowResult) and back.stats["max_steps"] == 20_000
+    assert isinstance(back, FlowResult) and back.stats["max_steps"] is None
     for name in ("u", "v", "beta", "b", "alpha", "loss", "result"):
         np.testing.assert_array_equal(getattr(back, name), getattr(batched, name), err_msg=name)
     assert isinstance(batched, gradflow.Trajectory)

@@ -76,6 +76,17 @@ def test_g_against_finite_differences(task):
     np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-8 * (1 + np.abs(g).max()))
 
 
+def test_attention_g_written_out_equals_autodiff():
+    """The head's hand-written g (one fused pass) is jax.grad of its loss to rounding, on all samples and a batch."""
+    m = TASKS["attention"]().model
+    generic = DiagonalModel(m.h, m.X, m.Y, p=m.p, loss=m.loss)
+    with jax.enable_x64(True):
+        beta = jnp.asarray(0.7 * np.random.default_rng(2).standard_normal(m.p))
+        for batch in (None, jnp.array([3, 0, 7])):
+            want = generic.g(beta, batch=batch)
+            np.testing.assert_allclose(m.g(beta, batch=batch), want, rtol=0, atol=1e-13 * float(jnp.abs(want).max()))
+
+
 def test_orthonormal_design_gives_g_equal_beta_star_minus_beta():
     task = TASKS["linear_orthonormal"]()
     X = task.model.X

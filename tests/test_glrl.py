@@ -1,0 +1,140 @@
+"""Tests for the greedy low-rank limit of factorised models (gradflow/_glrl.py) against the matrix
+factorisation closed form (theory.matrix_factorization_stages) and, for matrix sensing, the exact flow."""
+
+import warnings
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import gradflow
+import theory
+from gradflow import models
+
+# Two independent matrix factorisations, L = ½‖W_1 − M_1‖² + ½‖W_2 − M_2‖²: every stage is a closed form,
+# and the two weight matrices take turns. W_2 has width 2, so M_2's third mode is never learned.
+SIGMA_1, SIGMA_2 = np.array([3.0, 1.5, 0.4]), np.array([2.0, 1.0, 0.25])
+
+
+def _low_rank(seed, m, n, sigma):
+    rng = np.random.default_rng(seed)
+    a, _ = np.linalg.qr(rng.standard_normal((m, sigma.size)))
+    b, _ = np.linalg.qr(rng.standard_normal((n, sigma.size)))
+    return (a * sigma) @ b.T
+
+
+M1, M2 = _low_rank(1, 4, 3, SIGMA_1), _low_rank(2, 3, 3, SIGMA_2)
+
+
+def _two_factorizations(x, Ws):
+    del x
+    return jnp.concatenate([Ws[0].ravel(), Ws[1].ravel()])
+
+
+def two_mf_model():
+    Y = np.concatenate([M1.ravel(), M2.ravel()])[None]
+    return gradflow.FactorizedModel(
+        _two_factorizations, np.zeros((1, 1)), Y, shapes=[(4, 3), (3, 3)], widths=[3, 2], names=("W1", "W2")
+    )
+
+
+@pytest.fixture(scope="module")
+def mf_path():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no assumption fails on a matrix factorisation with distinct σ
+        return gradflow.greedy_limit(two_mf_model())
+
+
+def test_matrix_factorization_closed_form(mf_path):
+    one, two = theory.matrix_factorization_stages(M1), theory.matrix_factorization_stages(M2, width=2)
+    events = sorted(
+        [(t, 0, r) for r, t in enumerate(one.times[1:], 1)] + [(t, 1, r) for r, t in enumerate(two.times[1:], 1)]
+    )
+    path = mf_path
+    assert path.result == "successful" and "T = ∞" in path.message
+    assert path.num_stages == 5
+    np.testing.assert_allclose(path.times, [0.0] + [t for t, _, _ in events], rtol=1e-12, atol=0)
+    np.testing.assert_array_equal(path.factor, [j for _, j, _ in events])
+    np.testing.assert_array_equal(path.ranks, [[0, 0], [1, 0], [1, 1], [2, 1], [2, 2], [3, 2]])
+    for k, (r1, r2) in enumerate(path.ranks):
+        np.testing.assert_allclose(path.W[0][k], one.saddles[r1], atol=1e-9)
+        np.testing.assert_allclose(path.W[1][k], two.saddles[r2], atol=1e-9)
+        residual = 0.5 * (np.sum(SIGMA_1[r1:] ** 2) + np.sum(SIGMA_2[r2:] ** 2))
+        assert path.loss[k] == pytest.approx(residual, rel=1e-9, abs=1e-20)
+    assert path.W[0].shape == (6, 4, 3) and path.W[1].shape == (6, 3, 3)
+
+
+def test_log_scale_bookkeeping(mf_path):
+    """Mode i of M_j has exponent 1 − σ_i τ at every stage, and moves at σ_i (theory.derive_matrix_factorization_stages)."""
+    path = mf_path
+    for k, (tau, ranks) in enumerate(zip(path.times, path.ranks)):
+        for j, (sigma, width) in enumerate(((SIGMA_1, 3), (SIGMA_2, 2))):
+            sleeping = sigma[ranks[j] : width]
+            np.testing.assert_allclose(path.b[k, j, : sleeping.size], 1.0 - sleeping * tau, atol=1e-12)
+            np.testing.assert_allclose(path.rates[k, j, : sleeping.size], sleeping, rtol=1e-9)
+            assert np.all(np.isnan(path.b[k, j, sleeping.size :]))
+    np.testing.assert_allclose(
+        path.sigma[:-1].max(axis=1), 1.0 / np.diff(path.times) * path.b[:-1][np.arange(5), path.factor, 0], rtol=1e-9
+    )
+    # The leading exponent of the factor that escapes reaches 0 at the next stage time.
+    for k in range(path.num_stages):
+        just_before = path.b_at(np.nextafter(path.times[k + 1], 0))
+        assert just_before[path.factor[k], 0] == pytest.approx(0.0, abs=1e-9)
+    assert np.all(np.isinf(path.final_delta))
+    assert np.all(np.isfinite(path.delta[np.arange(5), path.factor]))
+    np.testing.assert_array_equal(path.runner_up, [1, 0, 1, 0, -1])  # W2 is full at width 2 after stage 4
+
+
+def test_assumption_diagnostics(mf_path):
+    """Hessian off the gauge at the truncated SVD: smallest eigenvalue σ_r − σ_{r+1} (or σ_r at the full rank)."""
+    path = mf_path
+    assert path.assumptions_ok.all() and path.warnings == ()
+    assert path.hessian_min_eig[0] == np.inf
+    for k, (r1, r2) in enumerate(path.ranks[1:], 1):
+        gaps = [s[r - 1] - (s[r] if r < s.size else 0.0) for s, r in ((SIGMA_1, r1), (SIGMA_2, r2)) if r]
+        assert path.hessian_min_eig[k] == pytest.approx(min(gaps), rel=1e-6)
+    assert np.all(path.stationarity <= 1e-10)
+    assert np.all(path.epsilon_discrepancy <= 1e-6) and np.all(path.perturbation_spread <= 1e-6)
+    expected_gap = [1 - 1.5 / 3, 1 - 1 / 2, 1 - 0.4 / 1.5, 1 - 0.25 / 1, 1.0]
+    np.testing.assert_allclose(path.singular_gap, expected_gap, rtol=1e-9)
+
+
+def test_path_evaluation(mf_path):
+    path = mf_path
+    tau = np.array([0.0, 0.4, 0.6, 10.0])
+    np.testing.assert_array_equal(path.stage_at(tau), [0, 1, 2, 5])
+    np.testing.assert_array_equal(path.loss_at(tau), path.loss[[0, 1, 2, 5]])
+    W1, W2 = path.W_at(tau)
+    assert W1.shape == (4, 4, 3) and W2.shape == (4, 3, 3)
+    np.testing.assert_array_equal(W2[2], path.W[1][2])
+    assert path.b_at(tau).shape == (4, 2, 3)
+    with pytest.raises(ValueError, match="non-negative"):
+        path.stage_at(-1.0)
+
+
+def test_max_stages_and_failures():
+    model = two_mf_model()
+    path = gradflow.greedy_limit(model, max_stages=2)
+    assert path.result == "max_stages" and path.num_stages == 2
+    assert path.final_delta[0] == pytest.approx(1 / 1.5 - 1 / 2, rel=1e-9)  # W1's second mode is next
+    never = gradflow.GreedyTolerances(stationary=1e-300)  # Newton's method cannot reach it: phase (B) fails
+    with pytest.raises(RuntimeError, match="phase \\(B\\) of stage 0.*throw=False"):
+        gradflow.greedy_limit(model, tolerances=never)
+    failed = gradflow.greedy_limit(model, tolerances=never, throw=False)
+    assert failed.result == "phase_b_failed" and failed.num_stages == 0
+    assert "did not reach a critical point" in failed.message and not failed.assumptions_ok[0, 2]
+
+
+def test_bad_input():
+    model = two_mf_model()
+    with pytest.raises(TypeError, match="GreedyTolerances"):
+        gradflow.greedy_limit(model, tolerances={"tie": 1e-3})
+    with pytest.raises(ValueError, match="max_stages"):
+        gradflow.greedy_limit(model, max_stages=-1)
+    with pytest.raises(ValueError, match="both u0 and v0"):
+        gradflow.greedy_limit(model, u0=(np.ones((4, 3)), np.ones((3, 2))))
+    with pytest.raises(ValueError, match="shape"):
+        gradflow.greedy_limit(model, u0=(np.ones((4, 3)),) * 2, v0=(np.ones((3, 3)), np.ones((3, 2))))
+    task = models.matrix_factorization(m=4, n=3, seed=0)
+    with pytest.raises(ValueError, match="rank"):
+        gradflow.greedy_limit(task.model, u0=(np.zeros((4, 3)),), v0=(np.zeros((3, 3)),))
