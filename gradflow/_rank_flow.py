@@ -347,7 +347,7 @@ def rank_flow(
     log_alpha=None,
     rtol: float = 0.0,
     atol: float = 1e-8,
-    max_steps: int = 20_000,
+    max_steps: int | None = None,
     jacobian_rank=None,
     throw: bool = True,
     solver: str = "auto",
@@ -355,7 +355,8 @@ def rank_flow(
     """``simulate_flow`` for a [`FactorizedModel`][gradflow.FactorizedModel]: the exact flow from
     ``U_j(0) = α u0[j]``, ``V_j(0) = α v0[j]`` at rescaled times ``ts`` (docs/math.md, *Full weights: the exact
     flow*). ``solver``: ``"tsit5"``, ``"kvaerno5"`` (L-stable, for small α, where the flow is stiff) or
-    ``"auto"`` (Kvaerno5 when ``log(1/α) > 30``). ``start`` and ``jacobian_rank`` are the diagonal engine's and
+    ``"auto"`` (Kvaerno5 when ``log(1/α) > 30``). ``max_steps``: the step cap (``None``: none, as in
+    ``simulate_flow``). ``start`` and ``jacobian_rank`` are the diagonal engine's and
     must not be given; the tolerances bound the local error of ``ρ`` (absolute) and of ``Q, R̃`` per step."""
     check_factorized_model(model)
     if start is not None or jacobian_rank is not None:
@@ -365,7 +366,7 @@ def rank_flow(
     us, vs = check_factors(u0, v0, model)
     log_a, batched = check_scales(alpha, log_alpha)
     ts = check_times(ts)
-    max_steps = check_int(max_steps, "max_steps")
+    max_steps = None if max_steps is None else check_int(max_steps, "max_steps")
     if not (rtol >= 0 and atol >= 0 and rtol + atol > 0):
         raise ValueError(f"rtol and atol must be >= 0 and not both 0; got rtol={rtol!r}, atol={atol!r}.")
     if solver not in _SOLVERS:

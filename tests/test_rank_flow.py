@@ -100,7 +100,7 @@ def test_conservation_hypothesis(seed, log_alpha):
             0.0,
             1e-8,
             **KW,
-            max_steps=20_000,
+            max_steps=None,
             batched=False,
         )
     f = jax.tree_util.tree_map(np.asarray, out[0][0])
