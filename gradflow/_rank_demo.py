@@ -5,7 +5,7 @@
 
     out/results/*.npz        greedy low-rank path, one exact flow per α, one float64 GD run per GD α
     out/comparison.csv/.json the comparison table (and, in the JSON, the fitted rates and the greedy stages)
-    out/figures/*.png        spectra (Figure 2 d–f), log scales, stable rank, convergence
+    out/figures/*.png        spectra (Figure 2 d–f), log scales, ranks, convergence
     out/report.md            rank-jump times, distances, assumption diagnostics, what is exact and what conjectured
     out/log.txt              which steps were computed and which reused
 
@@ -214,7 +214,7 @@ def figure2_order(names) -> list[int]:
 
 def _write_outputs(config, out, store, task, path, flows, gd, comparison, timings) -> list[Path]:
     from ._plots import plot_convergence, save_figure
-    from ._rank_plots import RANK_LABELS, plot_log_scales, plot_spectra, plot_stable_rank
+    from ._rank_plots import RANK_LABELS, plot_log_scales, plot_ranks, plot_spectra
     from ._rank_report import rank_comparison_json, rank_demo_report
 
     names = task.model.names
@@ -225,7 +225,7 @@ def _write_outputs(config, out, store, task, path, flows, gd, comparison, timing
         out / "report.md",
         figs / "spectra.png",
         figs / "log_scales.png",
-        figs / "stable_rank.png",
+        figs / "ranks.png",
         figs / "convergence.png",
     ]
     key = dict(config=dataclasses.asdict(config), results=sorted(p.name for _, _, p in store.log))
@@ -237,7 +237,7 @@ def _write_outputs(config, out, store, task, path, flows, gd, comparison, timing
     title = f"{task.name}: singular values and loss (Figure 2 d–f), exact flows and float64 GD"
     save_figure(plot_spectra(flows, path, names=names, factors=order, gd=gd, title=title), figs / "spectra.png")
     save_figure(plot_log_scales(flows, path, names=names, factors=order, gd=gd), figs / "log_scales.png")
-    save_figure(plot_stable_rank(flows, path, names=names, factors=order, gd=gd), figs / "stable_rank.png")
+    save_figure(plot_ranks(flows, path, names=names, factors=order, gd=gd), figs / "ranks.png")
     save_figure(
         plot_convergence(comparison, labels=RANK_LABELS, title="Convergence to the greedy low-rank limit"),
         figs / "convergence.png",
