@@ -63,12 +63,18 @@ def embed(p: int, index, mask, signs, y) -> jax.Array:
 def restricted_hessian(model, index, mask, signs, y) -> jax.Array:
     """Hessian of ``ũ ↦ L(ũ, s ⊙ ũ)`` in the support coordinates (Assumption 4.3), padded rows zero.
 
-    Built one column (one Hessian-vector product) at a time: batching them over the columns makes
-    the model's small matrix products batched ones, which are slower on CPU.
+    ``mask`` is a prefix of the padded state; the Hessian is built one column (one Hessian-vector product) per
+    slot of the support and in sequence: the padded slots cost nothing (one compilation serves every support
+    size), and batching the columns would make the model's small matrix products batched ones, which are
+    slower on CPU.
     """
     grad = jax.grad(lambda z: model.loss_of_beta(embed(model.p, index, mask, signs, z)))
     _, hvp = jax.linearize(grad, y)
-    return jax.lax.map(hvp, jnp.eye(y.size, dtype=y.dtype)).T
+
+    def column(j, cols):
+        return cols.at[:, j].set(hvp(jax.nn.one_hot(j, y.size, dtype=y.dtype)))
+
+    return jax.lax.fori_loop(0, jnp.sum(mask), column, jnp.zeros((y.size, y.size), dtype=y.dtype))
 
 
 def hessian_min_eig(hessian: np.ndarray, mask: np.ndarray) -> float:

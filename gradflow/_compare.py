@@ -22,17 +22,21 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import equinox as eqx
 import numpy as np
 
 from ._checks import check_init, check_scales, init_checked
 from ._experiments import run_gd
+from ._factorized import FactorizedModel
 from ._flow import simulate_flow
 from ._greedy import greedy_limit
 from ._model import check_model
 from ._trajectory import Trajectory
+
+if TYPE_CHECKING:
+    from ._rank_compare import RankComparison
 
 _QUANTITIES = ("beta", "b", "loss", "time")
 
@@ -307,12 +311,14 @@ def compare_limits(
     threshold: float = 0.5,
     flows=None,
     flow_options: Mapping[str, Any] | None = None,
-) -> Comparison:
+) -> Comparison | RankComparison:
     """Run the flow at every α (one batched call) and compare it with the greedy limit (docs/math.md, *What the
     comparison measures*).
 
     Args:
-        model: a ``DiagonalModel``.
+        model: a ``DiagonalModel``, or a [`FactorizedModel`][gradflow.FactorizedModel]: then the comparison
+            is a [`RankComparison`][gradflow.RankComparison] with the greedy low-rank limit (docs/math.md, *Full
+            weights: comparing the limits*), the same arguments with tuples of factors for ``u0, v0``.
         alphas / log_alphas: the initialisation scales (give one of them).
         u0, v0: the initialisation direction, ``θ(0) = α (u0, v0)``, checked once for every run as in
             [`simulate_flow`][gradflow.simulate_flow].
@@ -328,6 +334,11 @@ def compare_limits(
             per α, e.g. ``FlowResult``), to use instead of running the flow.
         flow_options: more ``simulate_flow`` options (``atol``, ``rtol``, ``max_steps``, ...).
     """
+    if isinstance(model, FactorizedModel):
+        from ._rank_compare import compare_rank_limits
+
+        args = dict(alphas=alphas, log_alphas=log_alphas, path=path, delta=delta, ts=ts, gd=gd, threshold=threshold)
+        return compare_rank_limits(model, u0=u0, v0=v0, flows=flows, flow_options=flow_options, **args)
     check_model(model)
     log_alphas = np.atleast_1d(check_scales(alphas, log_alphas, names=("alphas", "log_alphas"))[0])
     _check_options(delta, threshold)

@@ -33,6 +33,10 @@ from ._io import ResultStore, config_hash, write_csv, write_json
 from ._report import format_alpha
 
 PAPER_ALPHAS = (0.1, 0.01, 1e-4, 1e-8, 1e-16, 1e-32)
+PAPER_LOG_ALPHAS = tuple(math.log(a) for a in PAPER_ALPHAS)
+SMALL_LOG_ALPHAS = tuple(math.log(a) for a in (1e-64, 1e-128, 1e-300)) + (-1e3, -1e4)
+"""Scales beyond the paper's, down to ``log α = −10⁴`` (far below float64's range, given as ``log α``): with them
+the convergence rates are fitted over three decades of ``log(1/α)``."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,9 +47,15 @@ class DemoConfig:
         model: a built-in task, a key of ``gradflow.models.BUILTIN`` (``diagonal_linear``,
             ``diagonal_attention``, ``diagonal_transformer``).
         model_options: keyword arguments of the task builder, as ``(name, value)`` pairs.
-        log_alphas: the initialisation scales ``log α`` of the flows.
+        log_alphas: the initialisation scales ``log α`` of the flows: the convergence figure and the report
+            span all of them. Default: the paper's six, 0.1 … 1e-32, and ``SMALL_LOG_ALPHAS``, 1e-64 … ``log α = −10⁴``.
+        figure_log_alphas: the scales drawn in the per-α figures (loss, β, b, perturbations): those of
+            ``log_alphas`` that are among these (None: all). Default: the paper's six, which keep the figures
+            readable; Figures 9–10 perturb the smallest of them.
         tau_max: the last rescaled time (None: ``1.25 T_K`` of the greedy path).
-        num_times: recorded times per flow (window edges and stage times are added).
+        num_times: recorded times per drawn flow (window edges, stage times and times around them are added); the
+            flows that are not drawn (see ``figure_log_alphas``) record a quarter as many, since they only enter
+            the comparison.
         max_stages: cap on the greedy stages (None: until the path ends). The default, 5, is the range of
             the paper's Figures 6–8 (τ ≤ 1.25 T_5 ≈ 3.75 on the toy). The toy's path goes on to two more
             stages, at T_6 ≈ 89.6 and T_7 ≈ 120.9 (``gradflow greedy`` computes the whole path): on a linear
@@ -65,7 +75,8 @@ class DemoConfig:
 
     model: str = "diagonal_attention"
     model_options: tuple[tuple[str, Any], ...] = ()
-    log_alphas: tuple[float, ...] = tuple(math.log(a) for a in PAPER_ALPHAS)
+    log_alphas: tuple[float, ...] = PAPER_LOG_ALPHAS + SMALL_LOG_ALPHAS
+    figure_log_alphas: tuple[float, ...] | None = PAPER_LOG_ALPHAS
     tau_max: float | None = None
     num_times: int = 400
     max_stages: int | None = 5
@@ -85,8 +96,20 @@ class DemoConfig:
     def __post_init__(self):
         models.builtin(self.model)
         check_scales(None, self.log_alphas, names=("alpha", "log_alphas"))
+        if self.figure_log_alphas is not None and not self.drawn():
+            raise ValueError(
+                "figure_log_alphas shares no scale with log_alphas, so the figures would be empty; "
+                "pass figure_log_alphas=None to draw every flow."
+            )
         if self.tau_max is not None and not self.tau_max > 0:
             raise ValueError(f"tau_max must be positive; got {self.tau_max!r}.")
+
+    def drawn(self) -> list[int]:
+        """The indices into ``log_alphas`` of the flows drawn in the per-α figures."""
+        if self.figure_log_alphas is None:
+            return list(range(len(self.log_alphas)))
+        shown = np.asarray(self.figure_log_alphas, dtype=np.float64)
+        return [a for a, la in enumerate(self.log_alphas) if np.any(np.isclose(la, shown, rtol=1e-12, atol=0.0))]
 
     def task(self) -> models.Task:
         """Build the task."""
@@ -95,13 +118,14 @@ class DemoConfig:
 
 QUICK = DemoConfig(
     model_options=(("n", 64), ("tokens", 4), ("dim", 4), ("teacher_nonzero", (2, 2)), ("seed", 0)),
-    log_alphas=(math.log(1e-2), math.log(1e-8), math.log(1e-16)),
+    log_alphas=(math.log(1e-2), math.log(1e-8), math.log(1e-16), -1e4),
     num_times=200,
     max_stages=3,
     check_assumptions=False,
     num_perturb=2,
 )
-"""A reduced configuration of the same code path, for tests: a tiny attention head (p = 8), three α,
+"""A reduced configuration of the same code path, for tests: a tiny attention head (p = 8), three of the paper's α
+and ``log α = −10⁴`` (in the convergence figure and the report, not in the per-α figures),
 the first three greedy stages, without the greedy path's (costly) Hessian and phase-(B) checks."""
 
 
@@ -154,17 +178,26 @@ def run_demo(
     )
     times = np.asarray(path.times, dtype=np.float64)
     delta = default_delta(times) if config.delta is None else config.delta
-    ts = default_times(times, num=config.num_times, horizon=config.tau_max, delta=delta)
+    drawn = config.drawn()
+    grids = {
+        fine: _resolve_stage_times(
+            default_times(times, num=num, horizon=config.tau_max, delta=delta), times, delta, config.log_alphas
+        )
+        for fine, num in ((True, config.num_times), (False, max(config.num_times // 4, 2)))
+    }
+    ts = grids[True]
     tol = dict(rtol=config.rtol, atol=config.atol)
     flow_key = dict(base, ts=ts, **tol)
-    flows = [
-        step(
+
+    def flow(a: int, la: float):
+        grid = grids[a in drawn]  # a flow that is not drawn only enters the comparison: a coarser grid suffices
+        return step(
             _flow_name(la),
-            dict(flow_key, log_alpha=la),
-            lambda la=la: simulate_flow(model, u0=u0, v0=v0, ts=ts, log_alpha=la, **tol),
+            dict(flow_key, ts=grid, log_alpha=la),
+            lambda: simulate_flow(model, u0=u0, v0=v0, ts=grid, log_alpha=la, **tol),
         )
-        for la in config.log_alphas
-    ]
+
+    flows = [flow(a, la) for a, la in enumerate(config.log_alphas)]
     comparison = compare_limits(
         model,
         log_alphas=np.array(config.log_alphas),
@@ -191,9 +224,22 @@ def run_demo(
     return DemoResult(config, task, path, flows, comparison, perturbations, files, list(store.log), seconds)
 
 
+def _resolve_stage_times(ts, stage_times, delta: float, log_alphas) -> np.ndarray:
+    """``ts`` with times at ``T_k ± d`` added, ``d`` from ``0.1 / log(1/α)`` of the smallest α up to ``delta``, two
+    per decade: a flow's stage time lies within ``O(1/log(1/α))`` of ``T_k``, and is detected by interpolating
+    between recorded times, so the grid must be that fine near ``T_k`` (an even grid alone caps the detected
+    error at its spacing, whatever α)."""
+    finest = 0.1 / max(-min(log_alphas), 1.0)
+    if not finest < delta:
+        return ts
+    offsets = np.geomspace(finest, delta, max(2, math.ceil(2 * math.log10(delta / finest)) + 1))
+    near = (np.asarray(stage_times)[1:, None] + np.concatenate([-offsets, offsets])).ravel()
+    return np.union1d(ts, near[(near >= 0) & (near <= ts[-1])])
+
+
 def _perturbations(config, model, flows, ts, flow_key, step) -> dict[str, Perturbation]:
-    """Figures 9–10: perturb the smallest α's flow at random times and at stage starts, and continue."""
-    a = int(np.argmin(config.log_alphas))
+    """Figures 9–10: perturb the flow of the smallest drawn α at random times and at stage starts, and continue."""
+    a = _smallest_drawn(config)
     flow = flows[a]
     span = 0.1 * float(ts[-1]) if config.perturb_span is None else config.perturb_span
     key = dict(flow_key, log_alpha=config.log_alphas[a], span=span, negligible=config.negligible, seed=config.seed)
@@ -219,6 +265,11 @@ def _perturbations(config, model, flows, ts, flow_key, step) -> dict[str, Pertur
             ),
         )
     return out
+
+
+def _smallest_drawn(config) -> int:
+    drawn = config.drawn()
+    return drawn[int(np.argmin([config.log_alphas[a] for a in drawn]))]
 
 
 def _spaced(indices, ts, span: float, num: int) -> np.ndarray:
@@ -260,6 +311,7 @@ def _write_outputs(config, out, store, task, path, flows, comparison, perturbati
         return targets
     write_csv(out / "comparison.csv", comparison.to_records())
     write_json(out / "comparison.json", comparison_json(comparison, path, names))
+    everything, flows = flows, [flows[a] for a in config.drawn()]
     mask = significant(path, [f.beta for f in flows])
     save_figure(plot_loss(flows, path, title=f"Loss of {task.name} (Figure 6)"), figs / "loss.png")
     for part, idx in groups.items():
@@ -278,13 +330,15 @@ def _write_outputs(config, out, store, task, path, flows, comparison, perturbati
         figs / "log_weights.png",
     )
     save_figure(plot_convergence(comparison), figs / "convergence.png")
-    a = int(np.argmin(config.log_alphas))
+    a = _smallest_drawn(config)
     titles = {
         "plateau": "Perturbation at random times (Assumption 4.3, Figure 9)",
         "stage": "Perturbation at stage starts (Assumption 4.4, Figure 10)",
     }
     for kind, pert in perturbations.items():
-        save_figure(plot_perturbation(pert, flows[a], names, groups, title=titles[kind]), figs / f"perturb_{kind}.png")
+        save_figure(
+            plot_perturbation(pert, everything[a], names, groups, title=titles[kind]), figs / f"perturb_{kind}.png"
+        )
     (out / "report.md").write_text(
         demo_report(
             config=config,
@@ -292,6 +346,8 @@ def _write_outputs(config, out, store, task, path, flows, comparison, perturbati
             path=path,
             comparison=comparison,
             perturbations=perturbations,
+            drawn=[config.log_alphas[a] for a in config.drawn()],
+            perturbed=config.log_alphas[a],
             timings=timings,
             figures=[t.relative_to(out) for t in targets if t.suffix == ".png"],
             key=config_hash(key),

@@ -78,13 +78,21 @@ def _single(flow) -> tuple[float, np.ndarray, np.ndarray, np.ndarray, np.ndarray
 
 
 def plateau_starts(flow, *, num: int, span: float, seed: int = 0) -> np.ndarray:
-    """``num`` distinct random recorded-time indices (sorted), each leaving ``span`` of recorded time after it."""
+    """``num`` distinct random recorded-time indices (sorted), each leaving ``span`` of recorded time after it.
+
+    Each index is drawn with probability proportional to the stretch of time it stands for (half the gaps to
+    its neighbours), so the times are uniform in τ even where the recorded times cluster (around stage times).
+    """
     ts = np.asarray(flow.ts, dtype=np.float64)
     last = int(np.searchsorted(ts, ts[-1] - span, side="right"))
     if last < num:
         raise ValueError(f"the flow records {last} times before its last {span:g} of rescaled time; need {num}.")
+    if last == num:
+        return np.arange(num)
     rng = np.random.default_rng(seed)
-    return np.sort(rng.choice(np.arange(1, last), size=num, replace=False)) if last > num else np.arange(num)
+    idx = np.arange(1, last)
+    weight = 0.5 * (ts[np.minimum(idx + 1, ts.size - 1)] - ts[idx - 1])
+    return np.sort(rng.choice(idx, size=num, replace=False, p=weight / weight.sum()))
 
 
 def stage_starts(flow, *, threshold: float) -> np.ndarray:

@@ -18,10 +18,14 @@ Phase (B) is a flow on the support. On ``S_k ∪ {i_k}`` the conservation law ke
 
     dy/dt = s ⊙ y ⊙ g(β),    β = s ⊙ y²  (embedded into R^p, zero off the support),
 
-a system of the support's size (padded to a power of two with a mask, so that stages compile once
-per size class), integrated with Diffrax's ``Kvaerno5`` (an L-stable ESDIRK method: the escape
-from ε, of duration ~log(1/ε)/|g_{i_k}|, and the relaxation onto θ^{k+1} run at very different
-rates; a chord root finder reuses one Jacobian per step) with a PID controller until a
+a system of the support's size. It is integrated in ``z = log y`` (``dz/dt = s ⊙ g(β)``), where the escape of
+the new coordinate from ε, of duration ~log(1/ε)/|g_{i_k}|, is a straight line crossed in a few steps and
+the step control is on the relative error of the weights. The state is padded to 64 slots with a mask (a
+prefix of the slots), beyond that to a power of two, and every Jacobian is built from the active slots
+only, so one compilation serves every support up to 64 at the cost of its actual size. The solver is
+Diffrax's ``Kvaerno5`` (an L-stable ESDIRK method: the escape and the relaxation onto θ^{k+1} run at very
+different rates), its stage equations solved by a chord iteration with one Jacobian per step and
+Hairer & Wanner's stopping rule, with a PID controller until a
 ``diffrax.Event`` finds it nearly steady, then polished by Newton's method on ``g_S(β_S) = 0``. The
 trajectory only has to pick the basin; the last digits come from Newton, which also puts a leaving
 coordinate whose root lies on the boundary ``β_j = 0`` exactly there. The ε → 0 limit is taken by
@@ -40,6 +44,7 @@ import dataclasses
 import enum
 import math
 import warnings
+from collections.abc import Callable
 from typing import NamedTuple
 
 import diffrax
@@ -115,12 +120,16 @@ class GreedyTolerances:
         perturbations: how many perturbed starts to run per stage (0 disables the 4.4 spread check).
         spread: Assumption 4.4 holds when every perturbed endpoint is within
             ``spread · ‖u^{k+1}‖_∞`` of the unperturbed one.
-        ode_rtol, ode_atol: the step-size controller's tolerances for phase (B) (``ode_atol`` relative to
-            the larger of ``‖u^k‖_∞`` and the natural size of the new coordinate). Loose on purpose: the endpoint is an attractor, so the
-            trajectory only has to stay in its basin (the ε and perturbation checks test exactly
-            that); its last digits come from the Newton polish.
+        ode_tol: the step-size controller's tolerance for phase (B), which is integrated in ``log |u|``: the
+            local error of ``log |u|`` per step, i.e. the relative error of the weights. Loose on purpose: the
+            endpoint is an attractor, so the trajectory only has to stay in its basin (the ε and perturbation
+            checks test exactly that); its last digits come from the Newton polish.
+        ode_rtol, ode_atol: the step-size controller's tolerances for phase (B) of the greedy low-rank limit
+            (a [`FactorizedModel`][gradflow.FactorizedModel], integrated in the factors themselves;
+            ``ode_atol`` relative to the larger of the current weights and the natural size of the new
+            direction).
         max_steps: the most solver steps one phase (B) may take before it is declared not to converge
-            (a phase (B) of the default toy takes 14–42).
+            (a phase (B) of the default toy takes 10–20).
         newton_steps: the most Newton steps of the polish (from ``steady`` it takes 1–2).
     """
 
@@ -135,6 +144,7 @@ class GreedyTolerances:
     perturbation: float = 1e-2
     perturbations: int = 2
     spread: float = 1e-6
+    ode_tol: float = 1e-3
     ode_rtol: float = 1e-4
     ode_atol: float = 1e-9
     max_steps: int = 2048
@@ -150,6 +160,7 @@ class GreedyTolerances:
             "tie",
             "hessian",
             "spread",
+            "ode_tol",
             "ode_rtol",
             "ode_atol",
         )
@@ -291,15 +302,89 @@ class _Thresholds(NamedTuple):
 
     steady: jax.Array  # the flow stops once every support |g_i| is below this (or the coordinate is leaving)
     support: jax.Array  # y_i ≤ support · max y is off the support
-    rtol: jax.Array  # the step-size controller's tolerances
-    atol: jax.Array
-    root_tol: jax.Array  # the chord iteration's tolerance
+    tol: jax.Array  # the local error of log y per step
+    root_tol: jax.Array  # the chord iteration's tolerance on the stage increments, in log y
+    dt0: jax.Array  # the first step: the new coordinate's log y moves by about 1
     t1: jax.Array  # the flow's last time
     stationary: jax.Array  # Newton's method stops at max_S |g| ≤ stationary
 
 
+def _columns(mv, active, size, dtype) -> jax.Array:
+    """The matrix of the linear map ``mv`` whose columns ``j ≥ active`` are ``e_j``: one ``mv`` (one JVP) per
+    active column, in sequence, so that the padded slots of the reduced state cost nothing.
+
+    Batching the columns would turn each small matrix product of g (one per sample) into a batched one, which
+    XLA's CPU backend runs 2–3× slower than the same products one column after the other.
+    """
+
+    def body(j, cols):
+        return cols.at[:, j].set(mv(jax.nn.one_hot(j, size, dtype=dtype)))
+
+    return jax.lax.fori_loop(0, active, body, jnp.eye(size, dtype=dtype))
+
+
+class _StageState(eqx.Module):
+    lu: tuple[jax.Array, jax.Array]  # of I − γh ∂f/∂z, the Jacobian of the stage equation
+    gh: jax.Array  # γh: the stage equation is f − vf(z_partial + γh f) = 0
+    diffsize: jax.Array
+    diffsize_prev: jax.Array
+    step: jax.Array
+
+
+class _StageChord(optx.AbstractRootFinder):
+    """Chord iteration for the ESDIRK stage equations of phase (B), stopped by Hairer & Wanner's rule
+    (Solving ODEs II, §IV.8) on the stage increment ``γh f`` (in ``log y``).
+
+    The iteration matrix is built from the ``active`` leading columns (:func:`_columns`) once per step (diffrax
+    hands it on from the second stage); an update counts as converged when its contraction-corrected size is
+    below ``atol`` (a fraction of the step tolerance), and fails as soon as the updates stop contracting or
+    cannot converge within ``max_iters``, so that the step is retried smaller. ``rtol`` is unused.
+    """
+
+    rtol: float
+    atol: jax.Array
+    active: jax.Array
+    max_iters: int = eqx.field(static=True)
+    norm: Callable = optx.rms_norm
+
+    def init(self, fn, y, args, options, f_struct, aux_struct, tags):
+        del f_struct, aux_struct, tags
+        if "init_state" in options:  # the step's iteration matrix, from diffrax's second stage
+            return options["init_state"]
+        _, lin = jax.linearize(lambda x: fn(x, args)[0], y)
+        gh = jnp.asarray(args[1] * args[7], dtype=y.dtype)  # diffrax's (stage, diagonal, …, control) arguments
+        inf = jnp.array(jnp.inf, dtype=y.dtype)
+        lu = jax.scipy.linalg.lu_factor(_columns(lin, self.active, y.size, y.dtype))
+        return _StageState(lu=lu, gh=gh, diffsize=inf, diffsize_prev=inf, step=jnp.array(0))
+
+    def step(self, fn, y, args, options, state: _StageState, tags):
+        del options, tags
+        fx, aux = fn(y, args)
+        diff = jax.scipy.linalg.lu_solve(state.lu, fx)
+        size = self.norm(state.gh * diff) / self.atol
+        state = eqx.tree_at(
+            lambda s: (s.diffsize, s.diffsize_prev, s.step), state, (size, state.diffsize, state.step + 1)
+        )
+        return y - diff, state, aux
+
+    def terminate(self, fn, y, args, options, state: _StageState, tags):
+        del fn, y, args, options, tags
+        rate = state.diffsize / state.diffsize_prev
+        remaining = self.max_iters - state.step
+        tiny = state.diffsize < 1e-3  # the first update is already negligible
+        converged = tiny | ((state.step >= 2) & (rate < 1) & (rate / (1 - rate) * state.diffsize < 1))
+        slow = (rate >= 1) | ~(rate**remaining / (1 - rate) * state.diffsize < 1)  # also catches NaN
+        hopeless = ((state.step >= 2) & ~converged & slow) | ((state.step >= 1) & ~jnp.isfinite(state.diffsize))
+        return converged | hopeless, optx.RESULTS.where(
+            hopeless, optx.RESULTS.nonlinear_divergence, optx.RESULTS.successful
+        )
+
+    def postprocess(self, fn, y, aux, args, options, state, tags, result):
+        return y, aux, {}
+
+
 class _ColumnLU(lx.LU):
-    """LU factorisation of a Jacobian built one column (one JVP) at a time.
+    """LU factorisation of a Jacobian built one column (one JVP) at a time (for the greedy low-rank limit).
 
     ``lx.LU`` materialises the Jacobian with one batched JVP over all columns; batching turns each
     small matrix product of g (one per sample) into a batched one, which XLA's CPU backend runs 2–3×
@@ -320,7 +405,8 @@ def _newton(model, index, mask, signs, y, shrinking, stationary, steps):
     """Newton's method on ``g_S(β_S) = 0`` in β from magnitudes ``y`` on the support ``S = mask``.
 
     ``∂g/∂β = −H`` (H the β-Hessian of L on S), so ``β ← β + H⁻¹ g``; g and H come from one
-    linearisation of g, the columns of H one JVP each (in sequence, see :class:`_ColumnLU`).
+    linearisation of g, the columns of H one JVP each, for the leading slots that ``mask`` can hold
+    (see :func:`_columns`; ``mask`` is a prefix of the padded state, less the coordinates dropped on the way).
 
     A step that would move a coordinate out of its sign orthant (``s_j β_j ≤ 0``) is not taken. If
     that coordinate is leaving (``shrinking``: ``s_j g_j < 0`` where the flow stopped), the root on S
@@ -334,6 +420,7 @@ def _newton(model, index, mask, signs, y, shrinking, stationary, steps):
     the last one).
     """
     size = y.size
+    active = size - jnp.argmax(mask[::-1]) if size else 0  # one past the last slot of the support
 
     def g_of_beta(beta):
         return model.g(jnp.zeros(model.p, dtype=beta.dtype).at[index].add(beta))[index]
@@ -343,7 +430,7 @@ def _newton(model, index, mask, signs, y, shrinking, stationary, steps):
         beta = jnp.where(keep, signs * y * y, 0.0)
         g, g_lin = jax.linearize(g_of_beta, beta)
         g = jnp.where(keep, g, 0.0)
-        hess = -jax.lax.map(g_lin, jnp.eye(size, dtype=y.dtype)).T
+        hess = -_columns(g_lin, jnp.where(jnp.any(keep), active, 0), size, y.dtype)
         hess = jnp.where(keep[:, None] & keep[None, :], hess, jnp.eye(size, dtype=y.dtype))
         gmax = jnp.max(jnp.abs(g))
         converged = gmax <= stationary
@@ -366,48 +453,60 @@ def _newton(model, index, mask, signs, y, shrinking, stationary, steps):
 
 @eqx.filter_jit
 def _phase_b(model, starts, index, mask, signs, thresholds, max_steps, newton_steps):
-    """Phase (B) from each row of ``starts``: the flow ``dy/dt = s ⊙ y ⊙ g(s ⊙ y²)`` until nearly
-    steady, then Newton's method (:func:`_newton`) from its endpoint.
+    """Phase (B) from each row of ``starts``: the flow of ``z = log y``,
 
-    ``thresholds`` (a ``_Thresholds``): the flow stops when
-    every support coordinate has ``|g_i| ≤ steady`` or is leaving (``y_i ≤ support · max y`` and
-    shrinking, ``s_i g_i < 0``); coordinates with ``y_i ≤ support · max y`` are set to 0 before and
-    after Newton's method (the path's definition of the support). The rows run one after the other
-    (``lax.map``): each stops at its own step count, and batching them would make every small matrix
-    product of g a slower batched one. Returns the polished endpoints, a status per row (0:
-    stationary, else an ``_Outcome``), the flow's step counts and the Newton residuals.
+        dz/dt = s ⊙ g(s ⊙ e^{2z})   (on the support; the padded slots stay put),
+
+    until nearly steady, then Newton's method (:func:`_newton`) from its endpoint.
+
+    In ``z`` the escape of the new coordinate from ε is a straight line (``dz_i/dt ≈ |g_i(θ^k)|``) that
+    the solver crosses in a few steps, a leaving coordinate stays positive, and the step control is on the
+    relative error of ``y``. ``thresholds`` (a ``_Thresholds``): the flow stops when every support
+    coordinate has ``|g_i| ≤ steady`` or is leaving (``y_i ≤ support · max y`` and shrinking,
+    ``s_i g_i < 0``); coordinates with ``y_i ≤ support · max y`` are set to 0 before and after Newton's
+    method (the path's definition of the support). The rows run one after the other (``lax.map``): each
+    stops at its own step count, and batching them would make every small matrix product of g a slower
+    batched one. ``mask`` is a prefix of the padded state, so one compilation serves every support that
+    fits. Returns the polished endpoints, a status per row (0: stationary, else an ``_Outcome``), the flow's
+    step counts and the Newton residuals.
     """
-    steady, support, rtol, atol, root_tol, t1, stationary = thresholds
+    steady, support, tol, root_tol, dt0, t1, stationary = thresholds
+    active = jnp.sum(mask)
 
-    def field(t, y, args):
-        return jnp.where(mask, signs * y * _reduced_g(model, index, mask, signs, y), 0.0)
+    def g_of(z):
+        return _reduced_g(model, index, mask, signs, jnp.exp(z))
 
-    def leaving(y, g):
-        return (y <= support * jnp.max(y)) & (signs * g < 0)
+    def field(t, z, args):
+        return jnp.where(mask, signs * g_of(z), 0.0)
 
-    def is_steady(t, y, args, **kwargs):
-        g = _reduced_g(model, index, mask, signs, y)
-        return jnp.all(~mask | (jnp.abs(g) <= steady) | leaving(y, g))
+    def leaving(z, g):
+        return (z <= jnp.log(support) + jnp.max(jnp.where(mask, z, -jnp.inf))) & (signs * g < 0)
+
+    def is_steady(t, z, args, **kwargs):
+        g = g_of(z)
+        return jnp.all(~mask | (jnp.abs(g) <= steady) | leaving(z, g))
 
     # Chord: one Jacobian per step (Kvaerno5 evaluates it at the second stage and reuses it), the
     # stage equations then cost one evaluation of g per iteration.
-    solver = diffrax.Kvaerno5(root_finder=optx.Chord(rtol=1e-8, atol=root_tol, linear_solver=_ColumnLU()))
+    chord = _StageChord(rtol=0.0, atol=root_tol, active=active, max_iters=_MAX_ITERS)
+    solver = diffrax.Kvaerno5(root_finder=chord, root_find_max_steps=_MAX_ITERS)
 
     def one(y0):
+        z0 = jnp.where(mask, jnp.log(jnp.where(mask, y0, 1.0)), 0.0)
         sol = diffrax.diffeqsolve(
             diffrax.ODETerm(field),
             solver,
             0.0,
             t1,
-            None,
-            y0,
-            stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
+            dt0,
+            z0,
+            stepsize_controller=diffrax.PIDController(rtol=0.0, atol=tol),
             event=diffrax.Event(is_steady),
             saveat=diffrax.SaveAt(t1=True),
             max_steps=max_steps,
             throw=False,
         )
-        y = sol.ys[-1]
+        y = jnp.where(mask, jnp.exp(sol.ys[-1]), 0.0)
         g = _reduced_g(model, index, mask, signs, y)
         keep = mask & (y > support * jnp.max(y))
         y, converged, residuals = _newton(model, index, keep, signs, y, signs * g < 0, stationary, newton_steps)
@@ -432,8 +531,14 @@ def _self_curvature(model, beta, i):
 
 
 def _capacity(n: int, p: int) -> int:
-    """Padded size of the reduced state: a power of two ≥ n (at least 4), at most p, so few recompiles."""
-    return min(p, max(4, 1 << (n - 1).bit_length()))
+    """Padded size of the reduced state: ``_PADDED`` (one compilation for every support up to that size),
+    beyond it a power of two ≥ n; at most p."""
+    return min(p, max(_PADDED, 1 << (n - 1).bit_length()))
+
+
+_PADDED = 64
+_KAPPA = 0.1  # the stage equations' tolerance as a fraction of the step tolerance (Hairer & Wanner IV.8)
+_MAX_ITERS = 7
 
 
 class _Reduced(eqx.Module):
@@ -785,7 +890,6 @@ def _phase_b_ends(ctx: _Context, stage: _Stage, signs, i) -> _PhaseB:
     beta = signs * y * y
     curvature = abs(float(_self_curvature(model, jnp.asarray(beta), jnp.asarray(i))))
     natural = math.sqrt(abs(g_i) / curvature) if curvature > 0 else max(float(np.max(y)), 1.0)
-    scale = max(float(np.max(y)), natural)
     slot = int(np.flatnonzero(red.index == i)[0])
     base = np.where(red.mask, y[red.index], 0.0)
     starts = np.repeat(base[None], len(tol.epsilons), axis=0)
@@ -800,9 +904,9 @@ def _phase_b_ends(ctx: _Context, stage: _Stage, signs, i) -> _PhaseB:
             (
                 tol.steady * abs(g_i),
                 tol.support,
-                tol.ode_rtol,
-                tol.ode_atol * scale,
-                tol.ode_atol * scale * ctx.G,
+                tol.ode_tol,
+                _KAPPA * tol.ode_tol,
+                1.0 / abs(g_i),
                 t1,
                 tol.stationary * ctx.G,
             ),

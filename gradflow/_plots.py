@@ -155,18 +155,26 @@ def plot_perturbation(pert: Perturbation, flow, names, groups: dict[str, np.ndar
     return fig
 
 
-def plot_convergence(comparison: Comparison) -> Figure:
-    """Worst-window distance against ``log(1/α)`` (log–log), with the fitted power law per quantity."""
+_LABELS = {
+    "beta": "sup |β − β^k|",
+    "b": "sup |b − b-line|",
+    "loss": "sup |L − L(θ^k)|",
+    "time": "|T detected − T_k|",
+}
+
+
+def plot_convergence(
+    comparison: Comparison, *, labels: dict[str, str] | None = None, title: str = "Convergence to the greedy limit"
+) -> Figure:
+    """Worst-window distance against ``log(1/α)`` (log–log), with the fitted power law per quantity.
+
+    ``labels`` maps the quantities of ``comparison.worst`` to their legend entries (default: those of a
+    diagonal ``Comparison``; a ``RankComparison`` has ``W``, ``b``, ``loss``, ``time``).
+    """
     fig = Figure(figsize=(7, 4.2))
     ax = fig.add_subplot()
     x = -comparison.log_alpha
-    labels = {
-        "beta": "sup |β − β^k|",
-        "b": "sup |b − b-line|",
-        "loss": "sup |L − L(θ^k)|",
-        "time": "|T detected − T_k|",
-    }
-    for q, label in labels.items():
+    for q, label in (_LABELS if labels is None else labels).items():
         d = comparison.worst(q)
         ok = np.isfinite(d) & (d > 0)
         if not np.any(ok):
@@ -177,6 +185,6 @@ def plot_convergence(comparison: Comparison) -> Figure:
             ax.loglog(x[ok], np.exp(c) * x[ok] ** (-r), color=line[0].get_color(), ls=":", lw=1)
     ax.set_xlabel("log(1/α)")
     ax.set_ylabel("worst distance over stage windows")
-    ax.set_title("Convergence to the greedy limit: d ≈ C·log(1/α)^(−r)")
+    ax.set_title(f"{title}: d ≈ C·log(1/α)^(−r)")
     ax.legend(fontsize=8)
     return fig

@@ -186,7 +186,9 @@ def perturbation_rows(perturbations: dict[str, Perturbation], names) -> tuple[li
     return header, rows
 
 
-def demo_report(*, config, task, path, comparison: Comparison, perturbations, timings, figures, key: str) -> str:
+def demo_report(
+    *, config, task, path, comparison: Comparison, perturbations, drawn, perturbed, timings, figures, key: str
+) -> str:
     """The demo's Markdown report."""
     names = task.model.names
     K = np.asarray(path.times).size - 1
@@ -213,12 +215,15 @@ def demo_report(*, config, task, path, comparison: Comparison, perturbations, ti
         "d ≈ C·log(1/α)^(−r); the theory suggests r ≈ 1 for b and the stage times.\n\n"
     )
     summary = comparison.summary()
+    span = -np.asarray(comparison.log_alpha, dtype=np.float64)
     text += (
+        f"The fits span log(1/α) from {span.min():.4g} to {span.max():.4g} "
+        f"({math.log10(span.max() / span.min()):.2g} decades). "
         "Worst-window fitted exponents r: " + ", ".join(f"{q}: {_fmt(r, '.3g')}" for q, r in summary.items()) + ".\n\n"
     )
     text += comparison_summary(comparison)
     if perturbations:
-        a = format_alpha(min(comparison.log_alpha))
+        a = format_alpha(perturbed)
         text += (
             f"\n## Perturb-and-continue checks (paper appendix A) at α = {a}\n\nAt each start time τ_s every "
             f"weight u_i, v_i of magnitude above {config.negligible:g} gets N(0, std²) noise and the flow "
@@ -227,7 +232,12 @@ def demo_report(*, config, task, path, comparison: Comparison, perturbations, ti
             "stage starts, where some weight first exceeds the threshold (Figure 10, Assumption 4.4).\n\n"
         )
         text += markdown_table(*perturbation_rows(perturbations, names))
-    text += "\n## Figures\n\n" + "".join(f"![{f.stem}]({f.as_posix()})\n\n" for f in figures)
+    text += (
+        "\n## Figures\n\nThe per-α figures draw the flows at α ∈ {"
+        + ", ".join(format_alpha(la) for la in drawn)
+        + "}; the convergence figure and the tables above use every α.\n\n"
+    )
+    text += "".join(f"![{f.stem}]({f.as_posix()})\n\n" for f in figures)
     text += "## Runtime\n\n" + markdown_table(
         ["step", "seconds", ""], [[k, t, what] for k, (t, what) in timings.items()]
     )

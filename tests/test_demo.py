@@ -6,8 +6,9 @@ import json
 import numpy as np
 import pytest
 
-from gradflow._demo import QUICK, DemoConfig, run_demo
+from gradflow._demo import PAPER_LOG_ALPHAS, QUICK, DemoConfig, run_demo
 from gradflow._io import _HEADER, ResultStore, config_hash, load_result, save_result
+from gradflow._report import format_alpha
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +68,12 @@ def test_config_validation():
         DemoConfig(model="mlp")
     with pytest.raises(ValueError, match="alpha"):
         DemoConfig(log_alphas=(1.0,))
+    with pytest.raises(ValueError, match="figure_log_alphas shares no scale"):
+        DemoConfig(log_alphas=(-3.0,))
+    assert DemoConfig(log_alphas=(-3.0,), figure_log_alphas=None).drawn() == [0]
+    default = DemoConfig()
+    assert len(default.log_alphas) == 11 and min(default.log_alphas) == -1e4
+    assert [default.log_alphas[a] for a in default.drawn()] == list(PAPER_LOG_ALPHAS)
 
 
 def test_quick_demo_writes_everything_and_reuses_it(tmp_path):
@@ -89,6 +96,10 @@ def test_quick_demo_writes_everything_and_reuses_it(tmp_path):
     for T in result.path.times[1:]:
         assert f"| {T:.4g} |" in report
     assert not QUICK.check_assumptions and "4.3 not run" in report and "4.3 ✓" not in report
+    # log α = −1e4 is compared and fitted, not drawn per α; the grid resolves its stage times near T_k
+    assert f"α = {format_alpha(-1e4)} |" in report and "α ∈ {0.01, 1e-8, 1e-16}" in report and "figures draw" in report
+    T = result.path.times[1:]
+    assert np.all(np.abs(result.comparison.detected_times[-1] - T) < 2e-3 * T)
     mtimes = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*") if p.is_file() and p.name != "log.txt"}
 
     again = run_demo(QUICK, out=tmp_path, progress=False)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import gradflow
 import theory
 from gradflow import FlowResult, FlowState, models, simulate_flow
-from gradflow._flow import _Args, _default_solver, _vector_field
+from gradflow._flow import _Args, _default_solver, _jacobian, _vector_field, default_rank
 from gradflow._frame import apply_frame, frame_of
 
 # One orthonormal diagonal linear task for the exactness tests: its stages are at τ = 1/|β*_i|
@@ -339,6 +339,19 @@ def test_overshooting_step_is_rejected_not_nan(solver):
 def test_max_steps_raises_with_where_it_stopped():
     with pytest.raises(RuntimeError, match=r"max_steps=20 .*stopped after τ = .*Raise max_steps"):
         simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=TS, alpha=1e-8, max_steps=20)
+
+
+def test_jacobian_columns_of_awake_coordinates_only():
+    """On the orthonormal linear task ``∂g/∂β = −I``: the refresh gives the columns ``−e_i`` of the coordinates of
+    largest ``u_i² + v_i²``, and 0 (not computed) for those asleep (``u_i² + v_i² < 1e-10``)."""
+    assert (default_rank(100, False), default_rank(100, True), default_rank(8, False)) == (64, 16, 8)
+    y = np.array([0.0, -1.0, -30.0, -40.0, -2.0, -50.0, -60.0, -70.0])  # log w; w w̄ = e^{-200}: w̄ negligible
+    with jax.enable_x64(True):
+        jac = _jacobian(jnp.asarray(y), _Args(model=LIN.model, log_wwbar=jnp.full(8, -200.0)), 4)
+    np.testing.assert_array_equal(np.asarray(jac.idx), [0, 1, 4, 2])
+    want = -np.eye(8)[:, [0, 1, 4, 2]]
+    want[:, 3] = 0.0  # coordinate 2: u² + v² = e^{-60}/2, asleep
+    np.testing.assert_allclose(np.asarray(jac.hess_cols), want, atol=1e-12)
 
 
 def test_a_run_that_cannot_go_on_says_so():
