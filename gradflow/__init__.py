@@ -26,6 +26,10 @@ from ._model import DiagonalModel as DiagonalModel
 from ._model import evaluate_g as evaluate_g
 from ._model import evaluate_loss as evaluate_loss
 from ._rank_compare import RankComparison as RankComparison
+from ._rank_demo import RankDemoConfig as RankDemoConfig
+from ._rank_demo import run_rank_demo as run_rank_demo
+from ._rank_flow import FactorizedFlowResult as FactorizedFlowResult
+from ._rank_flow import FactorizedGDResult as FactorizedGDResult
 from ._sweep import SweepResult as SweepResult
 from ._sweep import sweep as sweep
 from ._sweep_config import ModelGrid as ModelGrid
@@ -37,6 +41,8 @@ __all__ = [
     "Comparison",
     "DemoConfig",
     "DiagonalModel",
+    "FactorizedFlowResult",
+    "FactorizedGDResult",
     "FactorizedGreedyPath",
     "FactorizedModel",
     "FlowResult",
@@ -47,6 +53,7 @@ __all__ = [
     "ModelGrid",
     "Perturbation",
     "RankComparison",
+    "RankDemoConfig",
     "SweepConfig",
     "SweepResult",
     "Trajectory",
@@ -57,6 +64,7 @@ __all__ = [
     "models",
     "perturb_and_continue",
     "run_demo",
+    "run_rank_demo",
     "simulate_flow",
     "simulate_gd",
     "sweep",

@@ -6,6 +6,8 @@ Usage::
     gradflow flow --model diagonal_linear --p 8 --alpha 1e-2 1e-8 --out flow_output
     gradflow greedy --model diagonal_attention --dim 10 --out greedy_output
     gradflow compare --model diagonal_linear --log-alpha -10 -100 -1000 --out compare_output
+    gradflow compare --model attention_full --alpha 1e-4 1e-16 --out compare_output   # full weights W = U Vᵀ
+    gradflow demo --full-weights --out demo_output       # Figure 2 d–f exactly, into demo_output/full_weights
     gradflow sweep sweep.toml --out sweep_output            # a grid of tasks × seeds × α (see docs: Scaling out)
 
 Bad input exits with status 2 and a one-line ``gradflow: error: ...`` message.
@@ -23,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import models
+from . import _rank_cli, models
 from ._checks import check_int, check_scales
 from ._demo import PAPER_ALPHAS, QUICK, DemoConfig, run_demo
 from ._flow import simulate_flow
@@ -31,6 +33,7 @@ from ._greedy import greedy_limit
 from ._io import save_result
 from ._model import evaluate_g
 from ._plots import coordinate_groups, plot_coordinates, plot_loss, save_figure
+from ._rank_demo import RankDemoConfig
 from ._report import format_alpha, greedy_summary, markdown_table, stage_time_rows
 from ._sweep_io import FORMATS
 
@@ -78,12 +81,15 @@ _non_negative_float = _number(float, _non_negative, "a non-negative number")
 def _add_model_options(p: argparse.ArgumentParser, *, alphas: bool = True, tau_default: str = "") -> None:
     p.add_argument(
         "--model",
-        choices=sorted(models.BUILTIN),
+        choices=sorted(models.BUILTIN) + sorted(models.FACTORIZED),
         default="diagonal_attention",
-        help="built-in task (default: diagonal_attention, the paper's toy task)",
+        help="built-in task (default: diagonal_attention, the paper's toy task); matrix_factorization, "
+        "matrix_sensing and attention_full have full weights W = U Vᵀ",
     )
     sizes = p.add_argument_group("model sizes (each model takes its own; defaults are the model's)")
-    sizes.add_argument("--n", type=_positive_int, help="samples")
+    sizes.add_argument("--n", type=_positive_int, help="samples (matrix_factorization, matrix_sensing: columns of W)")
+    sizes.add_argument("--m", type=_positive_int, help="rows of W (matrix_factorization, matrix_sensing)")
+    sizes.add_argument("--measurements", type=_positive_int, help="measurements (matrix_sensing)")
     sizes.add_argument("--p", type=_positive_int, help="coordinates (diagonal_linear)")
     sizes.add_argument("--tokens", type=_positive_int, help="tokens per sample (attention, transformer)")
     sizes.add_argument("--dim", type=_positive_int, help="token dimension (attention, transformer)")
@@ -119,9 +125,14 @@ def _add_model_options(p: argparse.ArgumentParser, *, alphas: bool = True, tau_d
         )
 
 
+def _factorized(args) -> bool:
+    return args.model in models.FACTORIZED
+
+
 def _model_options(args) -> tuple[tuple[str, object], ...]:
-    allowed = models.builtin(args.model).sizes
-    sizes = dict.fromkeys(k for entry in models.BUILTIN.values() for k in entry.sizes)  # every size option, in order
+    allowed = models.builtin(args.model, factorized=_factorized(args)).sizes
+    registry = [*models.BUILTIN.values(), *models.FACTORIZED.values()]
+    sizes = dict.fromkeys(k for entry in registry for k in entry.sizes)  # every size option, in order
     given = [k for k in sizes if getattr(args, k) is not None]
     bad = [k for k in given if k not in allowed]
     if bad:
@@ -155,10 +166,16 @@ def build_parser(*, networks: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="recompute everything (default: reuse finished parts)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--quick", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument(
+        "--full-weights",
+        action="store_true",
+        help="the second part: the attention head with full weights (Figure 2 d–f) exactly, down to log α = −1000, "
+        "with its greedy low-rank limit and float64 GD, into OUT/full_weights",
+    )
     p.set_defaults(func=_cmd_demo)
 
     p = sub.add_parser("flow", help="the exact rescaled gradient flow at one or several α")
-    _add_model_options(p, tau_default="5 / max_i |g_i(0)|, five times the first stage time")
+    _add_model_options(p, tau_default="5 / max_i |g_i(0)| or 5 / max_j σ_1(G_j(0)), five times the first stage time")
     p.add_argument("--out", default="flow_output", help="output folder (default flow_output)")
     p.set_defaults(func=_cmd_flow)
 
@@ -207,10 +224,22 @@ def _run_pipeline(config, args) -> int:
 
 
 def _cmd_demo(args) -> int:
+    if args.full_weights:
+        return _rank_cli.demo(out=args.out, quick=args.quick, force=args.force, progress=not args.no_progress)
     return _run_pipeline(QUICK if args.quick else DemoConfig(), args)
 
 
+def _rank_config(args, **options) -> RankDemoConfig:
+    return RankDemoConfig(model=args.model, model_options=_model_options(args), log_alphas=_log_alphas(args), **options)
+
+
 def _cmd_compare(args) -> int:
+    if _factorized(args):
+        if args.perturb:
+            raise CLIError("--perturb applies to the models with diagonal weights")
+        options = dict(tau_max=args.tau_max, num_times=args.num_times, max_stages=args.max_stages, gd_log_alphas=())
+        config = _rank_config(args, rtol=args.rtol, atol=args.atol, **options)
+        return _rank_cli.pipeline(config, out=args.out, force=args.force, progress=not args.no_progress)
     config = DemoConfig(
         model=args.model,
         model_options=_model_options(args),
@@ -227,6 +256,9 @@ def _cmd_compare(args) -> int:
 
 
 def _cmd_flow(args) -> int:
+    if _factorized(args):
+        config = _rank_config(args, rtol=args.rtol, atol=args.atol, gd_log_alphas=())
+        return _rank_cli.flow(config, tau_max=args.tau_max, num_times=args.num_times, out=args.out)
     config = DemoConfig(
         model=args.model, model_options=_model_options(args), log_alphas=_log_alphas(args), figure_log_alphas=None
     )
@@ -259,6 +291,8 @@ def _cmd_flow(args) -> int:
 
 
 def _cmd_greedy(args) -> int:
+    if _factorized(args):
+        return _rank_cli.greedy(_rank_config(args, gd_log_alphas=()), max_stages=args.max_stages, out=args.out)
     config = DemoConfig(model=args.model, model_options=_model_options(args))
     task = config.task()
     t0 = time.perf_counter()

@@ -125,31 +125,44 @@ def plot_log_scales(flows, path=None, *, names, factors=None, gd=()) -> Figure:
     return fig
 
 
-def plot_stable_rank(flows, path=None, *, names, factors=None, gd=()) -> Figure:
-    """The stable rank ``‖W_j‖_F² / ‖W_j‖_2²`` of each weight matrix against rescaled time, the greedy saddles'
-    dashed (0 for ``W̄ = 0``)."""
+def plot_ranks(flows, path, *, names, factors=None, gd=()) -> Figure:
+    """The rank of each weight matrix against rescaled time, one column per matrix: the stable rank
+    ``‖W_j‖_F² / ‖W_j‖_2²`` (top) and the number of O(1) singular values (bottom), those above half the smallest
+    singular value that the greedy saddles ever give ``W_j``; the greedy saddles' dashed (their ranks ``r_j^k``
+    below; their stable rank from the first jump on, ``W̄ = 0`` having none)."""
     idx = _order(names, factors)
-    fig = Figure(figsize=(4.6 * len(idx), 3.6))
-    axes = fig.subplots(1, len(idx), squeeze=False)[0]
-    for ax, j in zip(axes, idx):
-        for flow, colour in zip(flows, _alpha_colours([_la(f) for f in flows])):
-            ax.plot(flow.ts, _stable_rank_of(flow, j), color=colour, lw=1.3)
-        for run, colour in zip(gd, _gd_colours(flows, gd)):
-            ax.plot(np.asarray(run.ts), _stable_rank_of(run, j), color=colour, ls=":", lw=1.6)
-        if path is not None:
-            x, k = _stairs(path, _horizon(flows))
-            ax.step(x, stable_rank(np.asarray(path.W[j]))[k], where="post", color="black", ls="--", lw=1.0)
-        ax.set_title(f"stable rank of W_{names[j]}")
-        ax.set_xlabel(_TAU)
-        ax.set_ylim(bottom=0.0)
-    _legend(axes[-1], flows, gd)
+    fig = Figure(figsize=(4.6 * len(idx), 6.4))
+    axes = fig.subplots(2, len(idx), squeeze=False)
+    x, k = _stairs(path, _horizon(flows))
+    for col, j in enumerate(idx):
+        top, bottom = axes[0, col], axes[1, col]
+        saddles = np.linalg.svd(np.asarray(path.W[j]), compute_uv=False)
+        learned = saddles[saddles > 0]
+        level = 0.5 * float(learned.min()) if learned.size else np.inf
+        colours = _alpha_colours([_la(f) for f in flows])
+        for runs, style, cols in ((flows, "-", colours), (gd, ":", _gd_colours(flows, gd))):
+            for run, colour in zip(runs, cols):
+                log_sv = np.asarray(run.log_singular_values[j], dtype=np.float64)
+                ts = np.asarray(run.ts)
+                top.plot(ts, _stable_rank_of(log_sv), color=colour, ls=style, lw=1.3 if style == "-" else 1.6)
+                bottom.plot(
+                    ts, np.sum(log_sv >= np.log(level), axis=-1), color=colour, ls=style, lw=1.3, ds="steps-post"
+                )
+        with np.errstate(invalid="ignore"):
+            greedy_stable = np.where(saddles[:, 0] > 0, stable_rank(np.asarray(path.W[j])), np.nan)
+        top.step(x, greedy_stable[k], where="post", color="black", ls="--", lw=1.0)
+        bottom.step(x, np.asarray(path.ranks)[k, j], where="post", color="black", ls="--", lw=1.0)
+        top.set_title(f"stable rank of W_{names[j]}")
+        bottom.set_title(f"singular values of W_{names[j]} above {level:.3g}")
+        bottom.set_xlabel(_TAU)
+        top.set_ylim(bottom=0.0)
+    _legend(axes[0, -1], flows, gd)
     fig.tight_layout()
     return fig
 
 
-def _stable_rank_of(run, j: int) -> np.ndarray:
+def _stable_rank_of(log_sv) -> np.ndarray:
     """The stable rank from the log singular values (exact when W underflows float64)."""
-    log_sv = np.asarray(run.log_singular_values[j], dtype=np.float64)
     top = np.max(log_sv, axis=-1, keepdims=True)
     return np.sum(np.exp(2.0 * (log_sv - top)), axis=-1)
 

@@ -9,7 +9,7 @@ from matplotlib.image import imread
 
 from gradflow._plots import plot_convergence, save_figure
 from gradflow._rank_compare import _compare_runs, _Run
-from gradflow._rank_plots import RANK_LABELS, plot_log_scales, plot_spectra, plot_stable_rank
+from gradflow._rank_plots import RANK_LABELS, plot_log_scales, plot_ranks, plot_spectra
 
 NAMES = ("KQ", "VO")
 TS = np.linspace(0.0, 3.0, 31)
@@ -96,12 +96,16 @@ def test_log_scales_stay_visible_below_float64(runs):
     np.testing.assert_allclose(y[x <= 1.0], 1.0 - x[x <= 1.0], atol=1e-12)
 
 
-def test_stable_rank(runs):
-    fig = plot_stable_rank(runs, _path(), names=NAMES)
-    kq = fig.axes[0].get_lines()
-    at_end = kq[2].get_ydata()[-1]  # log α = −1000: one singular value 1, the other α² ≈ 0
-    assert at_end == pytest.approx(1.0)
-    assert list(kq[-1].get_ydata()) == [0.0, 1.0, 1.0, 1.0]  # the saddles: W̄ = 0, then rank one
+def test_ranks(runs):
+    fig = plot_ranks(runs, _path(), names=NAMES)
+    stable, count = fig.axes[0], fig.axes[2]  # KQ: stable rank, number of O(1) singular values
+    assert stable.get_lines()[2].get_ydata()[-1] == pytest.approx(1.0)  # log α = −1000: σ = (1, α²)
+    greedy = stable.get_lines()[-1].get_ydata()
+    assert np.isnan(greedy[0]) and list(greedy[1:]) == [1.0, 1.0, 1.0]  # W̄ = 0 has no stable rank
+    assert "above 0.5" in count.get_title()  # half the smallest singular value the saddles give W_KQ
+    deepest = count.get_lines()[2].get_ydata()
+    assert list(deepest[TS < 0.9]) == [0] * 9 and list(deepest[TS > 1.1]) == [1] * 19
+    assert list(count.get_lines()[-1].get_ydata()) == [0, 1, 1, 1]
 
 
 def test_convergence_labels(runs):
