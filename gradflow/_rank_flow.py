@@ -55,8 +55,9 @@ class FactorizedFlowResult(eqx.Module):
             descending, exact at every scale (``log α = −1e4`` included).
         loss: ``L``, shape ``(m,)``.
         log_alpha: ``log α``.
-        stats: the solver's statistics: ``num_steps``, ``num_accepted_steps``, ``num_rejected_steps``,
-            ``max_steps`` and ``solver`` (the method used).
+        stats: the solver's statistics: ``num_steps``, ``num_accepted_steps``, ``num_rejected_steps``
+            (arrays), ``max_steps`` (the cap it ran under, ``None`` for none) and ``solver`` (``"tsit5"`` or
+            ``"kvaerno5"``).
         result: ``"successful"``, ``"max_steps_reached"`` or ``"solver_failed"`` (shape ``()`` or ``(B,)``).
         message: what went wrong, where (``""`` when successful).
     """
