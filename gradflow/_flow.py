@@ -387,10 +387,16 @@ class _JacobianReuse(dfx.AbstractAdaptiveSolver, dfx.AbstractWrappedSolver):
 class _UnderflowGuard(dfx.AbstractAdaptiveStepSizeController):
     """Wraps an adaptive controller; stops the solve (``dt_min_reached``) when the step it proposes is below the
     float64 resolution of ``t`` (``dt < _UNDERFLOW · eps · max(|t|, 1)``): the solve cannot go on (Hairer & Wanner,
-    Solving ODEs II, §IV.8, "step size too small"). It does not clip or change the steps otherwise.
+    Solving ODEs II, §IV.8, "step size too small").
+
+    A proposed step that would end less than ``_SNAP`` of its length before an output time in ``step_ts`` is
+    stretched onto it: otherwise the remainder is a sliver step (down to one ulp of ``t``) from which the
+    controller, growing the step at most ``_FACTORMAX``-fold per step, needs dozens of steps to recover, and
+    which this guard would take for an underflow. It does not change the steps otherwise.
     """
 
     controller: dfx.AbstractAdaptiveStepSizeController
+    step_ts: jax.Array | None = None
 
     @property
     def rtol(self):
@@ -405,7 +411,7 @@ class _UnderflowGuard(dfx.AbstractAdaptiveStepSizeController):
         return self.controller.norm
 
     def wrap(self, direction):
-        return _UnderflowGuard(self.controller.wrap(direction))
+        return _UnderflowGuard(self.controller.wrap(direction), self.step_ts)
 
     def init(self, terms, t0, t1, y0, dt0, args, func, error_order):
         return self.controller.init(terms, t0, t1, y0, dt0, args, func, error_order)
@@ -414,10 +420,19 @@ class _UnderflowGuard(dfx.AbstractAdaptiveStepSizeController):
         keep, next_t0, next_t1, made_jump, state, result = self.controller.adapt_step_size(
             t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state
         )
+        if self.step_ts is not None:
+            target = self.step_ts[jnp.minimum(jnp.searchsorted(self.step_ts, next_t1), len(self.step_ts) - 1)]
+            sliver = (target > next_t1) & (target - next_t1 < _SNAP * (next_t1 - next_t0))
+            next_t1 = jnp.where(sliver, target, next_t1)
         eps = jnp.finfo(jnp.result_type(next_t0)).eps
         tiny = next_t1 - next_t0 < _UNDERFLOW * eps * jnp.maximum(jnp.abs(next_t0), 1.0)
         result = dfx.RESULTS.where(tiny, dfx.RESULTS.dt_min_reached, result)
         return keep, next_t0, next_t1, made_jump, state, result
+
+
+def output_controller(controller: dfx.AbstractAdaptiveStepSizeController, step_ts) -> dfx.ClipStepSizeController:
+    """``controller`` stepping exactly onto the output times ``step_ts``, guarded against step-size underflow."""
+    return dfx.ClipStepSizeController(_UnderflowGuard(controller, step_ts), step_ts=step_ts)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -435,6 +450,7 @@ _FACTORMAX = 3.0  # step growth per step: larger steps overshoot into jumps, was
 _ROUNDING = 100.0  # the stage iteration's rounding floor, in units of eps·|y|·‖J‖·γh
 _FIRST = 1e-3  # a first stage update below this fraction of the stage tolerance is converged
 _UNDERFLOW = 100.0  # steps below this many ulps of t cannot go on
+_SNAP = 0.1  # a step ending this fraction of its length or less before an output time is stretched onto it
 _ASLEEP = np.log(1e-10)  # log(u_i² + v_i²) below which a coordinate's Jacobian column is not computed
 
 
@@ -445,7 +461,7 @@ def _solve(model, y0, log_wwbar, log_alpha, ts, rtol, atol, *, solver, max_steps
         args = _Args(model=model, log_wwbar=log_wwbar)
         # Step exactly onto the output times: the solver's cubic dense output is less accurate than its steps.
         pid = dfx.PIDController(rtol=rtol, atol=atol, factormax=_FACTORMAX)
-        controller = dfx.ClipStepSizeController(_UnderflowGuard(pid), step_ts=ts * L)
+        controller = output_controller(pid, ts * L)
         sol = dfx.diffeqsolve(
             dfx.ODETerm(_vector_field),
             solver,

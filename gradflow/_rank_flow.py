@@ -29,7 +29,7 @@ import optimistix as optx
 from ._checks import check_int, check_scales, check_times
 from ._config import float64
 from ._factorized import FactorizedModel, check_factorized_model, check_factors
-from ._flow import _status
+from ._flow import _status, output_controller
 
 _SOLVERS = ("auto", "tsit5", "kvaerno5")
 _STIFF_LOG = 200.0  # "auto" takes the implicit solver when log(1/α) exceeds this (a plateau lasts ∝ log(1/α));
@@ -292,7 +292,7 @@ def _solve(model, y0, log_alpha, ts, rtol, atol, *, solver, max_steps, batched):
         gauge = _Gauge(_inner_solver(solver, atol + rtol))
         t0, t1 = jnp.zeros_like(L), ts[-1] * L
         pid = dfx.PIDController(rtol=rtol, atol=atol)
-        controller = dfx.ClipStepSizeController(pid, step_ts=ts * L)
+        controller = output_controller(pid, ts * L)
         sol = dfx.diffeqsolve(
             term,
             gauge,
