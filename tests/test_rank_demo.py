@@ -33,8 +33,9 @@ def test_cli_errors_for_factorised_models(capsys):
     assert "--measurements does not apply to diagonal_linear" in capsys.readouterr().err
 
 
-@pytest.mark.slow
 def test_quick_full_weights_demo_writes_everything_and_reuses_it(tmp_path, capsys):
+    """``gradflow demo --full-weights`` on its reduced configuration (about 10 s): every file, the report's numbers,
+    rank jumps converging to the greedy T_k, and a re-run that recomputes nothing."""
     argv = ["demo", "--full-weights", "--quick", "--out", str(tmp_path), "--no-progress"]
     assert main(argv) == 0
     printed = capsys.readouterr().out
