@@ -14,6 +14,7 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(VENV)/bin/gradflow demo --out demo_output
+	$(VENV)/bin/gradflow demo --full-weights --out demo_output
 
 test: $(STAMP) lint
 	$(PY) -m pytest -m "not slow" -q

@@ -332,6 +332,35 @@ def finish(args, argv, title: str, rows: list[dict], unit: str, notes: list[str]
     return section
 
 
+def cpu_name() -> str:
+    """The CPU's model name (``lscpu``), for the CPU benchmarks' machine line."""
+    import platform
+    import subprocess
+
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+        for line in out.splitlines():
+            if line.startswith("Model name:"):
+                return line.split(":", 1)[1].strip()
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def record_section(path: pathlib.Path, title: str, text: str) -> None:
+    """Put ``text`` (starting with its ``## title`` heading) into the Markdown file ``path``: in place of the
+    section of that title if there is one, else at the end."""
+    old = path.read_text() if path.exists() else "# Benchmarks\n"
+    heading = f"## {title}"
+    start = old.find(heading)
+    if start < 0:
+        new = old.rstrip("\n") + "\n\n" + text.rstrip("\n") + "\n"
+    else:
+        end = old.find("\n## ", start + len(heading))
+        new = old[:start] + text.rstrip("\n") + "\n" + (old[end:] if end >= 0 else "")
+    path.write_text(new)
+
+
 def torch_missing(*modules: str) -> str | None:
     """None if ``torch`` and ``modules`` import, else the note saying which is missing."""
     import importlib

@@ -2,7 +2,8 @@
 
     python benchmarks/bench_flow.py            # α ∈ {1e-8, 1e-32, 1e-300}, 15 s cap per alternative (~10 min)
     python benchmarks/bench_flow.py --quick    # smaller task (n = 200), 10 s cap (~2 min)
-    python benchmarks/bench_flow.py --record   # also write the "Theory engine" section of docs/benchmarks.md
+    python benchmarks/bench_flow.py --record   # also write its two sections of docs/benchmarks.md
+    python benchmarks/bench_flow.py --only cost --record   # only the "Solver cost" section (~30 min)
 
 Task: `models.diagonal_attention()` (n = 1000 samples, 10 tokens, dim 50, p = 100), from θ(0) = α (u0, v0),
 over rescaled times τ ∈ [0, 3] (31 output times), which cover the task's first stages. Methods, timed in
@@ -204,13 +205,29 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="n = 200 samples and a 10 s cap")
     parser.add_argument("--cap", type=float, default=None, help="seconds per alternative and scale")
-    parser.add_argument("--record", action="store_true", help="write the section into docs/benchmarks.md")
+    parser.add_argument("--record", action="store_true", help="write the sections into docs/benchmarks.md")
+    parser.add_argument(
+        "--only", choices=("alternatives", "cost"), default=None, help="run (and record) one of the two sections"
+    )
     args = parser.parse_args(argv)
     cap = args.cap if args.cap is not None else (10.0 if args.quick else 15.0)
     n = 200 if args.quick else 1000
     task = models.diagonal_attention(n=n)
-    p = task.model.p
+    if args.only in (None, "alternatives"):
+        table = alternatives(task, n, cap) + "\n" + scaling_table()
+        print(table)
+        if args.record:
+            record(SECTION, INTRO + table)
+    if args.only in (None, "cost"):
+        table = solver_cost(task, n, args.quick)
+        print(table)
+        if args.record:
+            record(COST_SECTION, COST_INTRO + table)
 
+
+def alternatives(task, n, cap) -> str:
+    """`simulate_flow` on the toy against GD, SciPy and Tsit5 on the plain weights, at each α of ``ALPHAS``."""
+    p = task.model.p
     t = time.perf_counter()
     simulate_flow(task.model, u0=task.u0, v0=task.v0, ts=TS * 0.01, alpha=0.1)  # same shapes: compiles
     compile_s = time.perf_counter() - t
@@ -275,30 +292,7 @@ def main(argv=None):
             )
             print(f"  {name}: {r['status']} {r['time']:.1f} s {count} {err}", flush=True)
 
-    dense = models.diagonal_attention(**(dict(DENSE, n=50) if args.quick else DENSE))
-    costs = [
-        cost_rows(f"`models.diagonal_attention(n={n})` (the paper toy, p = 100)", task, TS, COST_LOG_ALPHAS),
-        cost_rows(
-            f"`models.diagonal_attention(n={dense.config['n']}, dim=20, teacher_nonzero=(None, None))` "
-            "(the dense head, p = 40)",
-            dense,
-            np.linspace(0.0, 1.0, 31),
-            COST_LOG_ALPHAS,
-        ),
-    ]
-    table = (
-        render(rows, task, n, cap, compile_s)
-        + "\n### Solver cost\n\n"
-        + "\n".join(render_cost(b) for b in costs)
-        + "\n"
-        + speed_table(args.quick)
-        + "\n"
-        + scaling_table()
-    )
-    print()
-    print(table)
-    if args.record:
-        record(table)
+    return render(rows, task, n, cap, compile_s)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -306,6 +300,8 @@ def main(argv=None):
 
 DENSE = dict(n=200, tokens=10, dim=20, teacher_nonzero=(None, None))  # every teacher coordinate nonzero
 COST_LOG_ALPHAS = (-690.78, -2000.0, -1e4)
+GD_HEAD = dict(n=20, tokens=5, dim=10, teacher_nonzero=(None, None))  # small enough for GD at lr ~ 1e-5
+GD_BUDGET = 600.0  # seconds of GD runs
 
 
 def g_ms(model, reps=50) -> float:
@@ -367,26 +363,36 @@ def render_cost(block) -> str:
     return "\n".join(lines)
 
 
-def gd_agreement(task, alpha, ts, flow, agree=AGREE, k0=32):
-    """Full-batch GD at the largest lr on the grid ``lr = Δτ log(1/α) / k`` whose β agrees with the flow to
-    ``agree``: the error is first-order in lr, so k is extrapolated from one run, then raised until it agrees."""
+def gd_agreement(task, alpha, ts, flow, budget, agree=AGREE, k0=32):
+    """Full-batch GD at the largest lr on the grid ``lr = Δτ log(1/α) / k`` found to agree with the flow to ``agree``.
+
+    k starts at ``k0`` and grows by the first-order estimate ``err / agree`` (error ∝ lr; at most ×1000 per
+    run, as the error saturates at O(1) for large lr) until β agrees; a run whose projected time would exceed
+    what is left of ``budget`` seconds is not started, and the lr and time that 1e-3 needs are then
+    extrapolated from the last run (error ∝ lr, time ∝ 1/lr), labelled as such.
+    """
     L = np.log(1 / alpha)
     kw = dict(alpha=alpha, u0=task.u0, v0=task.v0)
     m = len(ts) - 1
     lr_of = lambda k: (ts[1] - ts[0]) * L / k  # noqa: E731
     simulate_gd(task.model, lr=lr_of(k0), steps=m * k0, record_every=k0, **kw)  # compiles
-    k, tried = k0, []
-    for _ in range(6):
+    k, tried, spent = k0, [], 0.0
+    while True:
         t = time.perf_counter()
         res = simulate_gd(task.model, lr=lr_of(k), steps=m * k, record_every=k, **kw)
         elapsed = time.perf_counter() - t
+        spent += elapsed
         err = float(np.abs(res.beta - flow.beta).max())
-        tried.append((k, err, elapsed))
-        print(f"  GD k={k} lr={lr_of(k):.3g}: β error {err:.2g}, {elapsed:.1f} s", flush=True)
+        tried.append((lr_of(k), err, elapsed))
+        print(f"  GD lr={lr_of(k):.3g} ({m * k} steps): β error {err:.2g}, {elapsed:.1f} s", flush=True)
+        out = dict(lr=lr_of(k), err=err, time=elapsed, steps=m * k, tried=tried)
         if err <= agree:
-            return dict(k=k, lr=lr_of(k), err=err, time=elapsed, steps=m * k, tried=tried)
-        k = int(np.ceil(k * max(1.5, 1.2 * err / agree)))
-    return dict(k=k, lr=lr_of(k), err=err, time=elapsed, steps=m * k, tried=tried, failed=True)
+            return out
+        k_next = int(np.ceil(k * min(1000.0, max(2.0, 1.3 * err / agree))))
+        if spent + elapsed * k_next / k > budget:
+            need = k * err / agree
+            return dict(out, lr_needed=lr_of(need), time_needed=elapsed * need / k)
+        k = k_next
 
 
 def speed_table(quick: bool) -> str:
@@ -410,23 +416,56 @@ def speed_table(quick: bool) -> str:
         print(lines[-1], flush=True)
     head = "| run (after compilation) | time (s) | steps |\n| --- | --- | --- |\n"
     out = head + "\n".join(lines) + "\n\n"
-    # GD against the flow on the dense head, measured (no extrapolation).
+    # GD against the flow on a head small enough for GD at the lr that agrees to finish.
+    small = models.diagonal_attention(**GD_HEAD)
     ts = np.linspace(0.0, 1.0, 31)
     alpha = 1e-32
-    simulate_flow(dense.model, u0=dense.u0, v0=dense.v0, ts=ts * 0.01, alpha=0.1)  # compiles
+    simulate_flow(small.model, u0=small.u0, v0=small.v0, ts=ts * 0.01, alpha=0.1)  # compiles
     t = time.perf_counter()
-    flow = simulate_flow(dense.model, u0=dense.u0, v0=dense.v0, ts=ts, alpha=alpha)
+    flow = simulate_flow(small.model, u0=small.u0, v0=small.v0, ts=ts, alpha=alpha)
     flow_s = time.perf_counter() - t
-    gd = gd_agreement(dense, alpha, ts, flow)
-    verdict = "did not agree within 6 tries: " if gd.get("failed") else ""
-    tried = "; ".join(f"lr {(ts[1] * np.log(1 / alpha)) / k:.3g}: {e:.2g} ({s:.1f} s)" for k, e, s in gd["tried"])
-    out += (
-        f"GD against the flow, measured: dense head, α = 1e-32, τ ∈ [0, 1] at 31 times. `simulate_flow`: "
-        f"{flow_s:.3g} s ({int(flow.stats['num_steps'])} steps). Full-batch GD (float64, the model's g) "
-        f"{verdict}at lr = {gd['lr']:.3g} ({gd['steps']} steps) β agrees with the flow to {gd['err']:.2g} in "
-        f"{gd['time']:.3g} s: **{gd['time'] / flow_s:.3g}× the flow's time**. lr tried (β error): {tried}.\n"
+    gd = gd_agreement(small, alpha, ts, flow, budget=60.0 if quick else GD_BUDGET)
+    tried = "; ".join(f"lr {lr:.3g}: {e:.2g} ({s:.3g} s)" for lr, e, s in gd["tried"])
+    head = (
+        f"GD against the flow: `models.diagonal_attention({', '.join(f'{k}={v!r}' for k, v in GD_HEAD.items())})`, "
+        f"α = 1e-32, τ ∈ [0, 1] at 31 times, {woke(flow)} jumps. `simulate_flow`: {flow_s:.3g} s "
+        f"({int(flow.stats['num_steps'])} steps). Full-batch GD (float64, the model's g), lr tried (max β error, "
+        f"time): {tried}.\n\n"
     )
-    return out
+    if "lr_needed" in gd:
+        verdict = (
+            f"Not reached within the {GD_BUDGET:g} s budget: 1e-3 needs lr ≲ {gd['lr_needed']:.2g}, "
+            f"≳ {gd['time_needed']:.3g} s: **≳ {gd['time_needed'] / flow_s:.3g}× the flow's time (extrapolated "
+            "from the last run)**.\n"
+        )
+    else:
+        verdict = (
+            f"At lr = {gd['lr']:.3g} ({gd['steps']} steps) β agrees to {gd['err']:.2g} in {gd['time']:.3g} s: "
+            f"**{gd['time'] / flow_s:.3g}× the flow's time, measured**.\n"
+        )
+    return out + head + verdict
+
+
+def solver_cost(task, n, quick) -> str:
+    """The "Solver cost" section: both models at each log α of ``COST_LOG_ALPHAS``, the goals' timings, GD."""
+    dense = models.diagonal_attention(**(dict(DENSE, n=50) if quick else DENSE))
+    costs = [
+        cost_rows(f"`models.diagonal_attention(n={n})` (the paper toy, p = 100)", task, TS, COST_LOG_ALPHAS),
+        cost_rows(
+            f"`models.diagonal_attention(n={dense.config['n']}, dim=20, teacher_nonzero=(None, None))` "
+            "(the dense head, p = 40)",
+            dense,
+            np.linspace(0.0, 1.0, 31),
+            COST_LOG_ALPHAS,
+        ),
+    ]
+    return (
+        f"Machine: {cpu_name()}, 2 cores shared with other jobs (timings are noisy; steps and g counts are not); "
+        f"jax {jax.__version__}, diffrax {dfx.__version__}; {datetime.date.today().isoformat()}.\n\n"
+        + "\n".join(render_cost(b) for b in costs)
+        + "\n"
+        + speed_table(quick)
+    )
 
 
 def scaling_table() -> str:
@@ -500,20 +539,35 @@ onto the output times (Kvaerno5's cubic dense output alone gave 1.5e-6 β error 
 """
 
 
-def record(table: str) -> None:
+INTRO = (
+    f"{SECTION}\n\n`python benchmarks/bench_flow.py --record` (see its docstring for the methods). "
+    "`simulate_flow` is the exact flow; every alternative is measured against it.\n\n" + SOLVER_CHOICE
+)
+
+COST_SECTION = "## Solver cost"
+
+COST_INTRO = f"""{COST_SECTION}
+
+`python benchmarks/bench_flow.py --only cost --record`: what one `simulate_flow` costs, in steps, in
+evaluations of g and in seconds, on the toy and on a dense head (24 stages in τ ∈ [0, 1]); see the
+docstring. "Jumps" counts the coordinates that woke (|β_i| > 1e-3 at some recorded time); "cost in g
+evaluations" is the flow's time over one g's time (a step costs about 16–17 g evaluations: 6 implicit
+stages of 2–3 chord iterations, and the Jacobian refreshes).
+
+"""
+
+
+def record(section: str, block: str) -> None:
+    """Write ``block`` (which starts with the heading ``section``) into docs/benchmarks.md, replacing that section."""
     path = ROOT / "docs" / "benchmarks.md"
     text = path.read_text() if path.exists() else "# Benchmarks\n"
-    start = text.find(SECTION)
-    intro = (
-        f"{SECTION}\n\n`python benchmarks/bench_flow.py --record` (see its docstring for the methods). "
-        "`simulate_flow` is the exact flow; every alternative is measured against it.\n\n" + SOLVER_CHOICE
-    )
-    block = intro + table + "\n"
+    block = block.rstrip("\n") + "\n"
+    start = text.find(section + "\n")
     if start < 0:
         text = text.rstrip("\n") + "\n\n" + block
     else:
-        end = text.find("\n## ", start + len(SECTION))
-        text = text[:start] + block + (text[end + 1 :] if end >= 0 else "")
+        end = text.find("\n## ", start + len(section))
+        text = text[:start] + block + (text[end:] if end >= 0 else "")
     path.write_text(text)
 
 

@@ -28,6 +28,8 @@ from ._model import evaluate_loss as evaluate_loss
 from ._rank_compare import RankComparison as RankComparison
 from ._rank_demo import RankDemoConfig as RankDemoConfig
 from ._rank_demo import run_rank_demo as run_rank_demo
+from ._rank_flow import FactorizedFlowResult as FactorizedFlowResult
+from ._rank_flow import FactorizedGDResult as FactorizedGDResult
 from ._sweep import SweepResult as SweepResult
 from ._sweep import sweep as sweep
 from ._sweep_config import ModelGrid as ModelGrid
@@ -39,6 +41,8 @@ __all__ = [
     "Comparison",
     "DemoConfig",
     "DiagonalModel",
+    "FactorizedFlowResult",
+    "FactorizedGDResult",
     "FactorizedGreedyPath",
     "FactorizedModel",
     "FlowResult",

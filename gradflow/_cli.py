@@ -292,7 +292,8 @@ def _cmd_flow(args) -> int:
 
 def _cmd_greedy(args) -> int:
     if _factorized(args):
-        return _rank_cli.greedy(_rank_config(args, gd_log_alphas=()), max_stages=args.max_stages, out=args.out)
+        config = RankDemoConfig(model=args.model, model_options=_model_options(args))
+        return _rank_cli.greedy(config, max_stages=args.max_stages, out=args.out)
     config = DemoConfig(model=args.model, model_options=_model_options(args))
     task = config.task()
     t0 = time.perf_counter()

@@ -33,6 +33,7 @@ import optimistix as optx
 
 from ._checks import check_init, check_int, check_scales, check_times, degenerate_error
 from ._config import float64
+from ._factorized import FactorizedModel
 from ._frame import apply_frame, frame_of, weights
 from ._model import DiagonalModel, check_model
 
@@ -562,7 +563,15 @@ def simulate_flow(
             increasing from ``τ ≥ 0``.
         RuntimeError: with ``throw=True``, the solver did not reach ``ts[-1]`` (the message says where it
             stopped and why).
+
+    A [`FactorizedModel`][gradflow.FactorizedModel] (``u0, v0`` tuples of factors) gets its own exact flow and
+    a [`FactorizedFlowResult`][gradflow.FactorizedFlowResult] (docs/math.md, *Full weights: the exact flow*).
     """
+    if isinstance(model, FactorizedModel):
+        from ._rank_flow import rank_flow  # the factorised engine builds on this module
+
+        kw = dict(start=start, alpha=alpha, log_alpha=log_alpha, jacobian_rank=jacobian_rank, throw=throw)
+        return rank_flow(model, ts=ts, u0=u0, v0=v0, rtol=rtol, atol=atol, max_steps=max_steps, **kw)
     check_model(model)
     log_a, batched = check_scales(alpha, log_alpha)
     if start is None:

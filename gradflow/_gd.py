@@ -16,6 +16,7 @@ import optax
 
 from ._checks import check_init, check_int, check_scales
 from ._config import float64
+from ._factorized import FactorizedModel
 from ._model import DiagonalModel, check_model
 
 _OPTIMIZERS = ("gd", "sgd", "adam")
@@ -100,8 +101,16 @@ def simulate_gd(
             ``O(steps / record_every)``).
 
     Returns:
-        A [`GDResult`][gradflow.GDResult].
+        A [`GDResult`][gradflow.GDResult]; for a [`FactorizedModel`][gradflow.FactorizedModel] (``u0, v0``
+        tuples of factors, ``optimizer="gd"`` only) a [`FactorizedGDResult`][gradflow.FactorizedGDResult].
     """
+    if isinstance(model, FactorizedModel):
+        from ._rank_flow import rank_gd  # the factorised engine builds on this module
+
+        if optimizer != "gd" or batch_size is not None:
+            raise ValueError("a FactorizedModel trains with full-batch gradient descent only (optimizer='gd').")
+        kw = dict(alpha=alpha, log_alpha=log_alpha, lr=lr, steps=steps, record_every=record_every)
+        return rank_gd(model, u0=u0, v0=v0, **kw)
     check_model(model)
     u0, v0 = check_init(u0, v0, model.p, model.names, stacklevel=3)
     log_a, batched = check_scales(alpha, log_alpha)

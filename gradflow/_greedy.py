@@ -51,7 +51,6 @@ import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import lineax as lx
 import numpy as np
 import optimistix as optx
 
@@ -125,9 +124,9 @@ class GreedyTolerances:
             endpoint is an attractor, so the trajectory only has to stay in its basin (the ε and perturbation
             checks test exactly that); its last digits come from the Newton polish.
         ode_rtol, ode_atol: the step-size controller's tolerances for phase (B) of the greedy low-rank limit
-            (a [`FactorizedModel`][gradflow.FactorizedModel], integrated in the factors themselves;
-            ``ode_atol`` relative to the larger of the current weights and the natural size of the new
-            direction).
+            (a [`FactorizedModel`][gradflow.FactorizedModel], integrated in the factors themselves by an explicit
+            method, at ``rtol = min(ode_rtol, steady/100)``; ``ode_atol`` relative to the larger of the current
+            weights and the natural size of the new direction).
         max_steps: the most solver steps one phase (B) may take before it is declared not to converge
             (a phase (B) of the default toy takes 10–20).
         newton_steps: the most Newton steps of the polish (from ``steady`` it takes 1–2).
@@ -381,20 +380,6 @@ class _StageChord(optx.AbstractRootFinder):
 
     def postprocess(self, fn, y, aux, args, options, state, tags, result):
         return y, aux, {}
-
-
-class _ColumnLU(lx.LU):
-    """LU factorisation of a Jacobian built one column (one JVP) at a time (for the greedy low-rank limit).
-
-    ``lx.LU`` materialises the Jacobian with one batched JVP over all columns; batching turns each
-    small matrix product of g (one per sample) into a batched one, which XLA's CPU backend runs 2–3×
-    slower than the same products one column after the other.
-    """
-
-    def init(self, operator, options):
-        structure = operator.in_structure()
-        columns = jax.lax.map(operator.mv, jnp.eye(operator.in_size(), dtype=structure.dtype))
-        return super().init(lx.MatrixLinearOperator(columns.T), options)
 
 
 def _reduced_g(model: DiagonalModel, index, mask, signs, y):

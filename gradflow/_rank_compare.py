@@ -32,7 +32,10 @@ import numpy as np
 from ._checks import check_scales
 from ._compare import _check_options, _detect, default_delta, default_times, fit_rate
 from ._config import float64
+from ._experiments import run_gd
 from ._factorized import FactorizedModel, check_factorized_model, check_factors
+from ._flow import simulate_flow
+from ._greedy import greedy_limit
 
 _QUANTITIES = ("W", "b", "loss", "time")
 _RUN_FIELDS = ("ts", "W", "log_singular_values", "loss", "log_alpha")
@@ -360,10 +363,6 @@ def compare_rank_limits(
     ``FactorizedFlowResult`` or one per α; anything with ``ts``, ``W``, ``log_singular_values``, ``loss``,
     ``log_alpha``); ``gd`` a mapping of ``simulate_gd`` options (``lr`` required) or the runs.
     """
-    from ._experiments import run_gd
-    from ._flow import simulate_flow
-    from ._greedy import greedy_limit
-
     check_factorized_model(model)
     log_alphas = np.atleast_1d(check_scales(alphas, log_alphas, names=("alphas", "log_alphas"))[0])
     _check_options(delta, threshold)

@@ -35,6 +35,10 @@ from ._rank_compare import RankComparison, compare_rank_limits
 from ._report import format_alpha
 
 FIGURE2_ALPHAS = (1e-2, 1e-4, 1e-8, 1e-16, 1e-32)
+FIGURE2_TASK = (("n", 50), ("tokens", 4), ("dim", 3), ("teacher_kq", (1.0, 0.5)), ("teacher_vo", (1.0, 0.5)))
+"""The head of the demo: 50 samples of 4 tokens in dimension 3, a teacher whose ``W_K W_Qᵀ`` and ``W_V W_Oᵀ`` both
+have rank 2 (singular values 1 and 0.5), so that the student's four rank jumps, two per product, are visible; small
+enough that the exact flows down to ``log α = −1000`` take minutes on two cores."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,7 +48,8 @@ class RankDemoConfig:
     Attributes:
         model: a built-in task with full weights, a key of ``gradflow.models.FACTORIZED`` (``attention_full``,
             ``matrix_factorization``, ``matrix_sensing``).
-        model_options: keyword arguments of the task builder, as ``(name, value)`` pairs.
+        model_options: keyword arguments of the task builder, as ``(name, value)`` pairs (default
+            ``FIGURE2_TASK``).
         log_alphas: the initialisation scales ``log α`` of the exact flows (default: 1e-2 … 1e-32 and
             ``log α = −1000``, far below float64).
         gd_log_alphas: the scales of the float64 gradient-descent runs drawn over the flows (the larger ones:
@@ -60,12 +65,12 @@ class RankDemoConfig:
     """
 
     model: str = "attention_full"
-    model_options: tuple[tuple[str, Any], ...] = ()
+    model_options: tuple[tuple[str, Any], ...] = FIGURE2_TASK
     log_alphas: tuple[float, ...] = tuple(math.log(a) for a in FIGURE2_ALPHAS) + (-1000.0,)
     gd_log_alphas: tuple[float, ...] = (math.log(1e-2), math.log(1e-4))
     gd_lr: float = 0.05
     tau_max: float | None = None
-    num_times: int = 300
+    num_times: int = 200
     max_stages: int | None = None
     check_assumptions: bool = True
     rtol: float = 0.0

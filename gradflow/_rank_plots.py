@@ -128,7 +128,7 @@ def plot_log_scales(flows, path=None, *, names, factors=None, gd=()) -> Figure:
 def plot_ranks(flows, path, *, names, factors=None, gd=()) -> Figure:
     """The rank of each weight matrix against rescaled time, one column per matrix: the stable rank
     ``‖W_j‖_F² / ‖W_j‖_2²`` (top) and the number of O(1) singular values (bottom), those above half the smallest
-    singular value that the greedy saddles ever give ``W_j``; the greedy saddles' dashed (their ranks ``r_j^k``
+    learned singular value of the greedy saddles ``W̄_j^k`` (``σ_r``, ``r = r_j^k``); the greedy saddles' dashed (their ranks ``r_j^k``
     below; their stable rank from the first jump on, ``W̄ = 0`` having none)."""
     idx = _order(names, factors)
     fig = Figure(figsize=(4.6 * len(idx), 6.4))
@@ -137,8 +137,9 @@ def plot_ranks(flows, path, *, names, factors=None, gd=()) -> Figure:
     for col, j in enumerate(idx):
         top, bottom = axes[0, col], axes[1, col]
         saddles = np.linalg.svd(np.asarray(path.W[j]), compute_uv=False)
-        learned = saddles[saddles > 0]
-        level = 0.5 * float(learned.min()) if learned.size else np.inf
+        ranks = np.asarray(path.ranks)[:, j]
+        learned = [saddles[k, r - 1] for k, r in enumerate(ranks) if r > 0]  # the smallest of each saddle's rank
+        level = 0.5 * min(learned) if learned else np.inf
         colours = _alpha_colours([_la(f) for f in flows])
         for runs, style, cols in ((flows, "-", colours), (gd, ":", _gd_colours(flows, gd))):
             for run, colour in zip(runs, cols):

@@ -216,7 +216,7 @@ def _solve_sharded(models, y0, log_wwbar, log_alpha, ts, rtol, atol, *, solver, 
 
 @float64
 def solve_flows(
-    tasks, log_alphas, tss, *, rtol: float, atol: float, max_steps: int, mesh: Mesh, width: int, length: int
+    tasks, log_alphas, tss, *, rtol: float, atol: float, max_steps: int | None, mesh: Mesh, width: int, length: int
 ):
     """The exact flows of ``tasks[j]`` from ``α_j (u0, v0)`` at the rescaled times ``tss[j]``, solved together.
 

@@ -211,7 +211,7 @@ class SweepConfig:
         check_assumptions: run the greedy path's Hessian (4.3) and perturbed phase-(B) (4.4) checks.
         num_times: recorded times per flow (``compare`` adds the window edges and stage times).
         tau_max: the flows' last rescaled time (``compare``: default 1.25 × the last greedy stage time).
-        atol, rtol, max_steps: ``simulate_flow``'s tolerances and step limit.
+        atol, rtol, max_steps: ``simulate_flow``'s tolerances and step limit (None, the default: no limit).
         threshold, delta: ``compare_limits``' stage-detection fraction and window margin.
         batch_size: flows per device in one solver call (flows of one shape are solved together).
     """
@@ -226,7 +226,7 @@ class SweepConfig:
     tau_max: float | None = None
     atol: float = 1e-8
     rtol: float = 0.0
-    max_steps: int = 20_000
+    max_steps: int | None = None
     threshold: float = 0.5
     delta: float | None = None
     batch_size: int = 32
@@ -251,7 +251,7 @@ class SweepConfig:
             raise ValueError('run = "flow" needs tau_max (the last rescaled time); add tau_max = 5.0, say.')
         self._check_int("max_stages", 1, optional=True)
         self._check_int("num_times", 2)
-        self._check_int("max_steps", 1)
+        self._check_int("max_steps", 1, optional=True)
         self._check_int("batch_size", 1)
         self._check_number("threshold")
         if not isinstance(self.check_assumptions, bool):

@@ -138,3 +138,39 @@ def test_bad_input():
     task = models.matrix_factorization(m=4, n=3, seed=0)
     with pytest.raises(ValueError, match="rank"):
         gradflow.greedy_limit(task.model, u0=(np.zeros((4, 3)),), v0=(np.zeros((3, 3)),))
+
+
+@pytest.mark.slow
+def test_matrix_sensing_matches_the_exact_flow():
+    """The bookkeeping beyond T_1 is a conjecture for models other than matrix factorisation: on matrix sensing the
+    exact flow at log α = −1e4 falls through the loss midpoints at the greedy stage times (to 1e-3) and sits on the
+    greedy saddles mid-plateau."""
+    task = models.matrix_sensing(m=5, n=4, measurements=40, singular_values=(3.0, 2.0, 1.0), seed=0)
+    path = gradflow.greedy_limit(task.model, u0=task.u0, v0=task.v0)
+    assert path.result == "successful" and path.assumptions_ok.all()
+    np.testing.assert_array_equal(path.ranks[:, 0], [0, 1, 2, 3])
+    T = path.times[1:]
+    # The exponents carried over matter: restarting them at 1 would put T_2 at T_1 + 1/σ_1(G(W̄^1)).
+    assert T[1] < T[0] + 1 / path.sigma[1, 0] - 0.1
+    middle = (path.times[:-1] + path.times[1:]) / 2
+    ts = np.unique(
+        np.concatenate([middle, np.linspace(0, 1.2 * T[-1], 40)] + [t + np.linspace(-1e-2, 1e-2, 201) for t in T])
+    )
+    flow = gradflow.simulate_flow(task.model, u0=task.u0, v0=task.v0, ts=ts, log_alpha=-1e4, max_steps=50_000)
+    assert flow.result == "successful"
+    midpoints = (path.loss[:-1] + path.loss[1:]) / 2
+    crossings = np.array([ts[np.argmax(flow.loss < m)] for m in midpoints])
+    np.testing.assert_allclose(crossings, T, atol=1e-3)
+    for k, tau in enumerate(middle):
+        np.testing.assert_allclose(flow.W[0][np.searchsorted(ts, tau)], path.W[0][k], atol=1e-6)
+
+
+@pytest.mark.slow
+def test_attention_toy_learns_the_teacher_ranks():
+    task = models.attention_full(seed=0)  # teacher W_KQ, W_VO of rank 3 each
+    path = gradflow.greedy_limit(task.model, u0=task.u0, v0=task.v0)
+    assert path.result == "successful" and path.assumptions_ok.all()
+    np.testing.assert_array_equal(path.ranks[-1], [3, 3])
+    assert np.all(np.diff(path.loss) < 0) and path.loss[-1] < 1e-20
+    for w, teacher in zip(path.W, task.teacher_beta):
+        np.testing.assert_allclose(w[-1], teacher, atol=1e-8)

@@ -197,3 +197,16 @@ def test_predicted_log_scales_and_stable_rank(path):
     W[1, 0, 0] = 2.0
     W[2] = np.diag([2.0, 2.0, 0.0, 0.0])
     np.testing.assert_allclose(stable_rank(W), [0.0, 1.0, 2.0])
+
+
+def test_gradient_descent_follows_the_flow(setup, path):
+    """``gd=dict(lr=...)`` runs float64 GD (``simulate_gd``) at every α: with a small step it detects the rank jumps
+    where the exact flow does, and it is reported as ``comparison.gd``."""
+    la = LOG_ALPHAS[:1]
+    flows = [closed_form_flow(setup, la[0])]
+    kw = dict(u0=setup.u0, v0=setup.v0, path=path, flows=flows, ts=TS)
+    comparison = compare_limits(setup.model, log_alphas=la, gd=dict(lr=0.005, record_every=4), **kw)
+    gd = comparison.gd
+    assert gd is not None and gd.method == "gd" and gd.W_distance.shape == comparison.W_distance.shape
+    np.testing.assert_allclose(gd.detected_times, comparison.detected_times, atol=0.01)
+    assert {r["method"] for r in comparison.to_records()} == {"flow", "gd"}
