@@ -1,4 +1,4 @@
-"""gradflow: incremental learning in networks with diagonal weights.
+"""gradflow: incremental learning from small initialisation, with diagonal weights and with full factorised weights W = U Vᵀ.
 
 The theory engine runs in float64 inside a scoped ``jax.enable_x64(True)``; gradflow does not
 change your global JAX settings (see ``gradflow._config``).
