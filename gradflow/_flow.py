@@ -328,16 +328,11 @@ class _LowRankChord(optx.AbstractRootFinder):
         return y, aux, {}
 
 
-class _JacobianReuse(dfx.AbstractAdaptiveSolver, dfx.AbstractWrappedSolver):
-    """Wraps an ESDIRK solver using ``_LowRankChord``: keeps the Jacobian between steps.
-
-    A step is first tried with the cached Jacobian; if a stage iteration fails, the Jacobian is
-    recomputed at the step's start and the step is retried. The cache lives in the solver state,
-    so it is kept on accepted steps only.
-    """
+class WrappedSolver(dfx.AbstractAdaptiveSolver, dfx.AbstractWrappedSolver):
+    """A solver around ``solver`` that keeps its term structure, interpolation, orders and vector field;
+    subclasses change ``init`` and ``step``."""
 
     solver: dfx.AbstractSolver
-    rank: int = eqx.field(static=True)
 
     @property
     def term_structure(self):
@@ -357,6 +352,20 @@ class _JacobianReuse(dfx.AbstractAdaptiveSolver, dfx.AbstractWrappedSolver):
     def error_order(self, terms):
         return self.solver.error_order(terms)
 
+    def func(self, terms, t0, y0, args):
+        return self.solver.func(terms, t0, y0, args)
+
+
+class _JacobianReuse(WrappedSolver):
+    """Wraps an ESDIRK solver using ``_LowRankChord``: keeps the Jacobian between steps.
+
+    A step is first tried with the cached Jacobian; if a stage iteration fails, the Jacobian is
+    recomputed at the step's start and the step is retried. The cache lives in the solver state,
+    so it is kept on accepted steps only.
+    """
+
+    rank: int = eqx.field(static=True)
+
     def init(self, terms, t0, t1, y0, args):
         return self.solver.init(terms, t0, t1, y0, args), _jacobian(y0, args, self.rank)
 
@@ -375,9 +384,6 @@ class _JacobianReuse(dfx.AbstractAdaptiveSolver, dfx.AbstractWrappedSolver):
         out, jac = jax.lax.cond(failed, retry, lambda _: (out, jac), None)
         y1, y_error, dense_info, inner_state, result = out
         return y1, y_error, dense_info, (inner_state, jac), result
-
-    def func(self, terms, t0, y0, args):
-        return self.solver.func(terms, t0, y0, args)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -39,7 +39,7 @@ import numpy as np
 from ._assumptions import AssumptionWarning, choose_coordinate, perturbed_starts
 from ._checks import check_int
 from ._factorized import FactorizedModel, check_factorized_model, check_factors
-from ._greedy import _WHY, GreedyTolerances, _Outcome
+from ._greedy import _WHY, GreedyTolerances, _Outcome, stage_index
 
 
 class FactorizedGreedyPath(eqx.Module):
@@ -110,10 +110,7 @@ class FactorizedGreedyPath(eqx.Module):
 
     def stage_at(self, tau) -> np.ndarray:
         """The stage ``k`` with ``T_k ≤ τ < T_{k+1}``, vectorised over ``τ ≥ 0``."""
-        tau = np.asarray(tau, dtype=np.float64)
-        if np.any(~(tau >= 0)):
-            raise ValueError("rescaled time τ must be non-negative (and not NaN).")
-        return np.searchsorted(self.times, tau, side="right") - 1
+        return stage_index(self.times, tau)
 
     def W_at(self, tau) -> tuple[np.ndarray, ...]:
         """``W̄_j^k`` for the stage holding τ (piecewise constant), per j of shape ``τ.shape + (m_j, n_j)``."""

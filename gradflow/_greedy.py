@@ -185,6 +185,14 @@ class GreedyTolerances:
             check_int(getattr(self, name), f"GreedyTolerances.{name}")
 
 
+def stage_index(times: np.ndarray, tau) -> np.ndarray:
+    """The stage ``k`` with ``times[k] ≤ τ < times[k+1]``, vectorised over ``τ ≥ 0``."""
+    tau = np.asarray(tau, dtype=np.float64)
+    if np.any(~(tau >= 0)):
+        raise ValueError("rescaled time τ must be non-negative (and not NaN).")
+    return np.searchsorted(times, tau, side="right") - 1
+
+
 class GreedyPath(eqx.Module):
     """The output of Algorithm 1 (docs/math.md, *The stages*): stages ``k = 0..K`` and their diagnostics.
 
@@ -254,10 +262,7 @@ class GreedyPath(eqx.Module):
 
     def stage_at(self, tau) -> np.ndarray:
         """The stage ``k`` with ``T_k ≤ τ < T_{k+1}``, vectorised over ``τ ≥ 0``."""
-        tau = np.asarray(tau, dtype=np.float64)
-        if np.any(~(tau >= 0)):
-            raise ValueError("rescaled time τ must be non-negative (and not NaN).")
-        return np.searchsorted(self.times, tau, side="right") - 1
+        return stage_index(self.times, tau)
 
     def beta_at(self, tau) -> np.ndarray:
         """``β^k`` for the stage holding τ (piecewise constant), shape ``τ.shape + (p,)``."""

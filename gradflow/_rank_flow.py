@@ -29,7 +29,7 @@ import optimistix as optx
 from ._checks import check_int, check_scales, check_times
 from ._config import float64
 from ._factorized import FactorizedModel, check_factorized_model, check_factors
-from ._flow import _status, output_controller
+from ._flow import WrappedSolver, _status, output_controller
 
 _SOLVERS = ("auto", "tsit5", "kvaerno5")
 _STIFF_LOG = 200.0  # "auto" takes the implicit solver when log(1/α) exceeds this (a plateau lasts ∝ log(1/α));
@@ -225,32 +225,12 @@ class _Args(eqx.Module):
     log_alpha: jax.Array
 
 
-class _Gauge(dfx.AbstractAdaptiveSolver, dfx.AbstractWrappedSolver):
+class _Gauge(WrappedSolver):
     """Wraps a solver: after each step, sorts the columns and restores ``QᵀJQ`` (the module docstring).
 
     A step after a swap re-evaluates its first stage, as after a jump: the stored last stage of a
     first-same-as-last method is the vector field in the old gauge.
     """
-
-    solver: dfx.AbstractSolver
-
-    @property
-    def term_structure(self):
-        return self.solver.term_structure
-
-    @property
-    def interpolation_cls(self):  # pyright: ignore
-        return self.solver.interpolation_cls
-
-    @property
-    def root_finder(self):
-        return self.solver.root_finder
-
-    def order(self, terms):
-        return self.solver.order(terms)
-
-    def error_order(self, terms):
-        return self.solver.error_order(terms)
 
     def init(self, terms, t0, t1, y0, args):
         return self.solver.init(terms, t0, t1, y0, args), jnp.array(False)
@@ -266,9 +246,6 @@ class _Gauge(dfx.AbstractAdaptiveSolver, dfx.AbstractWrappedSolver):
             factors.append(_restore(f, args.log_alpha, m))
             any_swap = any_swap | changed
         return tuple(factors), y_error, dense_info, (inner, any_swap), result
-
-    def func(self, terms, t0, y0, args):
-        return self.solver.func(terms, t0, y0, args)
 
 
 # --------------------------------------------------------------------------------------------------
