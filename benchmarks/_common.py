@@ -352,7 +352,7 @@ def record_section(path: pathlib.Path, title: str, text: str) -> None:
     section of that title if there is one, else at the end."""
     old = path.read_text() if path.exists() else "# Benchmarks\n"
     heading = f"## {title}"
-    start = old.find(heading)
+    start = old.find(heading + "\n")  # the whole heading line: "## Solver cost" is not "## Solver cost against …"
     if start < 0:
         new = old.rstrip("\n") + "\n\n" + text.rstrip("\n") + "\n"
     else:

@@ -35,8 +35,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import pathlib
-import platform
-import subprocess
+import sys
 import time
 
 import diffrax as dfx
@@ -46,10 +45,15 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.integrate
 
-import gradflow
-from gradflow import models, simulate_flow, simulate_gd
-
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run from a checkout without installing gradflow
+    sys.path.insert(0, str(ROOT))
+
+import gradflow  # noqa: E402
+from benchmarks import _common  # noqa: E402
+from gradflow import models, simulate_flow, simulate_gd  # noqa: E402
+
+DOCS = ROOT / "docs" / "benchmarks.md"
 ALPHAS = (1e-8, 1e-32, 1e-300)
 TS = np.linspace(0.0, 3.0, 31)
 AGREE = 1e-3
@@ -57,17 +61,6 @@ AGREE = 1e-3
 
 class _Cap(Exception):
     pass
-
-
-def cpu_name() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-        for line in out.splitlines():
-            if line.startswith("Model name:"):
-                return line.split(":", 1)[1].strip()
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def plain_rhs(model):
@@ -217,12 +210,12 @@ def main(argv=None):
         table = alternatives(task, n, cap) + "\n" + scaling_table()
         print(table)
         if args.record:
-            record(SECTION, INTRO + table)
+            _common.record_section(DOCS, SECTION.removeprefix("## "), INTRO + table)
     if args.only in (None, "cost"):
         table = solver_cost(task, n, args.quick)
         print(table)
         if args.record:
-            record(COST_SECTION, COST_INTRO + table)
+            _common.record_section(DOCS, COST_SECTION.removeprefix("## "), COST_INTRO + table)
 
 
 def alternatives(task, n, cap) -> str:
@@ -460,7 +453,7 @@ def solver_cost(task, n, quick) -> str:
         ),
     ]
     return (
-        f"Machine: {cpu_name()}, 2 cores shared with other jobs (timings are noisy; steps and g counts are not); "
+        f"Machine: {_common.cpu_name()}, 2 cores shared with other jobs (timings are noisy; steps and g counts are not); "
         f"jax {jax.__version__}, diffrax {dfx.__version__}; {datetime.date.today().isoformat()}.\n\n"
         + "\n".join(render_cost(b) for b in costs)
         + "\n"
@@ -506,7 +499,7 @@ def render(rows, task, n, cap, compile_s) -> str:
         f"Task: `models.diagonal_attention(n={n})` (10 tokens, dim 50, p = 100), τ ∈ [0, 3] at 31 times. "
         f"Cap per alternative and scale: {cap:g} s. `simulate_flow` compiles once in {compile_s:.1f} s "
         "(not included below). Machine: "
-        f"{cpu_name()}, 2 cores, no GPU; jax {jax.__version__}, diffrax {dfx.__version__}, "
+        f"{_common.cpu_name()}, 2 cores, no GPU; jax {jax.__version__}, diffrax {dfx.__version__}, "
         f"gradflow {gradflow.__version__ if hasattr(gradflow, '__version__') else '0.1.0'}; "
         f"{datetime.date.today().isoformat()}.\n\n" + head + body
     )
@@ -555,20 +548,6 @@ evaluations" is the flow's time over one g's time (a step costs about 16–17 g 
 stages of 2–3 chord iterations, and the Jacobian refreshes).
 
 """
-
-
-def record(section: str, block: str) -> None:
-    """Write ``block`` (which starts with the heading ``section``) into docs/benchmarks.md, replacing that section."""
-    path = ROOT / "docs" / "benchmarks.md"
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    block = block.rstrip("\n") + "\n"
-    start = text.find(section + "\n")
-    if start < 0:
-        text = text.rstrip("\n") + "\n\n" + block
-    else:
-        end = text.find("\n## ", start + len(section))
-        text = text[:start] + block + (text[end:] if end >= 0 else "")
-    path.write_text(text)
 
 
 if __name__ == "__main__":
