@@ -150,6 +150,25 @@ def _flow_name(log_alpha: float) -> str:
     return f"flow_alpha={format_alpha(log_alpha)}"
 
 
+class DemoSteps:
+    """A demo's steps: each computed or reused through ``store``, timed into ``timings`` (seconds and how it
+    was obtained) and counted on a progress bar. Safe to call from several threads."""
+
+    def __init__(self, store: ResultStore, total: int, desc: str, *, progress: bool):
+        self.store = store
+        self.bar = tqdm(total=total, desc=desc, unit="step", disable=not progress, leave=True)
+        self.timings: dict[str, tuple[float, str]] = {}
+
+    def __call__(self, name: str, key, compute):
+        self.bar.set_postfix_str(name, refresh=True)
+        t0 = time.perf_counter()
+        result = self.store.get(name, key, compute)
+        how = next(how for n, how, _ in reversed(self.store.log) if n == name)
+        self.timings[name] = (time.perf_counter() - t0, how)
+        self.bar.update()
+        return result
+
+
 def run_demo(
     config: DemoConfig = DemoConfig(), *, out: str | Path = "demo_output", force: bool = False, progress: bool = True
 ) -> DemoResult:
@@ -161,16 +180,8 @@ def run_demo(
     model, u0, v0 = task.model, task.u0, task.v0
     base = dict(model=config.model, options=config.model_options)
     steps = 1 + len(config.log_alphas) + 2 * config.perturb + 1
-    bar = tqdm(total=steps, desc="gradflow demo", unit="step", disable=not progress, leave=True)
-    timings: dict[str, tuple[float, str]] = {}
-
-    def step(name: str, key, compute):
-        bar.set_postfix_str(name, refresh=True)
-        t0 = time.perf_counter()
-        result = store.get(name, key, compute)
-        timings[name] = (time.perf_counter() - t0, next(how for n, how, _ in reversed(store.log) if n == name))
-        bar.update()
-        return result
+    step = DemoSteps(store, steps, "gradflow demo", progress=progress)
+    bar, timings = step.bar, step.timings
 
     greedy_options = dict(max_stages=config.max_stages, check_assumptions=config.check_assumptions)
     path = step(

@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from . import models
 from ._checks import check_scales
 from ._compare import default_delta, default_times
+from ._demo import DemoSteps
 from ._experiments import run_gd
 from ._flow import simulate_flow
 from ._greedy import greedy_limit
@@ -136,16 +136,8 @@ def run_rank_demo(
     model, u0, v0 = task.model, task.u0, task.v0
     base = dict(model=config.model, options=config.model_options)
     steps = 1 + len(config.log_alphas) + len(config.gd_log_alphas) + 1
-    bar = tqdm(total=steps, desc="gradflow demo --full-weights", unit="step", disable=not progress, leave=True)
-    timings: dict[str, tuple[float, str]] = {}
-
-    def step(name: str, key, compute):
-        bar.set_postfix_str(name, refresh=True)
-        t0 = time.perf_counter()
-        result = store.get(name, key, compute)
-        timings[name] = (time.perf_counter() - t0, store.log[-1][1])
-        bar.update()
-        return result
+    step = DemoSteps(store, steps, "gradflow demo --full-weights", progress=progress)
+    bar, timings = step.bar, step.timings
 
     greedy_options = dict(max_stages=config.max_stages, check_assumptions=config.check_assumptions)
     path = step(
