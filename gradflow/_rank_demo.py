@@ -168,30 +168,24 @@ def run_rank_demo(
         )
         for la in config.gd_log_alphas
     ]
-    comparison = compare_rank_limits(
-        model,
-        log_alphas=np.array(config.log_alphas),
-        u0=u0,
-        v0=v0,
-        path=path,
-        delta=delta,
-        ts=ts,
-        threshold=config.threshold,
-        flows=flows,
-    )
-    if gd:
-        gd_cmp = compare_rank_limits(
+
+    def compare(log_alphas, runs):
+        return compare_rank_limits(
             model,
-            log_alphas=np.array(config.gd_log_alphas),
+            log_alphas=np.array(log_alphas),
             u0=u0,
             v0=v0,
             path=path,
             delta=delta,
             ts=ts,
             threshold=config.threshold,
-            flows=gd,
+            flows=runs,
         )
-        comparison = dataclasses.replace(comparison, gd=dataclasses.replace(gd_cmp, method="gd"))
+
+    comparison = compare(config.log_alphas, flows)
+    if gd:
+        gd_cmp = dataclasses.replace(compare(config.gd_log_alphas, gd), method="gd")
+        comparison = dataclasses.replace(comparison, gd=gd_cmp)
     bar.set_postfix_str("tables, figures, report", refresh=True)
     files = _write_outputs(config, out, store, task, path, flows, gd, comparison, timings)
     bar.update()
