@@ -436,9 +436,26 @@ class _UnderflowGuard(dfx.AbstractAdaptiveStepSizeController):
         return keep, next_t0, next_t1, made_jump, state, result
 
 
-def output_controller(controller: dfx.AbstractAdaptiveStepSizeController, step_ts) -> dfx.ClipStepSizeController:
-    """``controller`` stepping exactly onto the output times ``step_ts``, guarded against step-size underflow."""
-    return dfx.ClipStepSizeController(_UnderflowGuard(controller, step_ts), step_ts=step_ts)
+def solve_onto(vector_field, solver, y0, args, out_ts, controller, max_steps):
+    """Solve ``dy/dt = vector_field(t, y, args)`` from ``t = 0`` to ``out_ts[-1]``, stepping exactly onto every
+    output time (the solvers' cubic dense output is less accurate than their steps), with ``controller``
+    guarded against step-size underflow. Returns ``ys`` at ``out_ts``, the diffrax result and the step counts
+    ``(steps, accepted, rejected)``."""
+    sol = dfx.diffeqsolve(
+        dfx.ODETerm(vector_field),
+        solver,
+        t0=jnp.zeros_like(out_ts[-1]),
+        t1=out_ts[-1],
+        dt0=None,
+        y0=y0,
+        args=args,
+        saveat=dfx.SaveAt(ts=out_ts),
+        stepsize_controller=dfx.ClipStepSizeController(_UnderflowGuard(controller, out_ts), step_ts=out_ts),
+        max_steps=max_steps,
+        throw=False,
+    )
+    stats = (sol.stats["num_steps"], sol.stats["num_accepted_steps"], sol.stats["num_rejected_steps"])
+    return sol.ys, sol.result, stats
 
 
 # --------------------------------------------------------------------------------------------------
@@ -465,28 +482,12 @@ def _solve(model, y0, log_wwbar, log_alpha, ts, rtol, atol, *, solver, max_steps
     def one(y0, log_wwbar, la):
         L = -la
         args = _Args(model=model, log_wwbar=log_wwbar)
-        # Step exactly onto the output times: the solver's cubic dense output is less accurate than its steps.
         pid = dfx.PIDController(rtol=rtol, atol=atol, factormax=_FACTORMAX)
-        controller = output_controller(pid, ts * L)
-        sol = dfx.diffeqsolve(
-            dfx.ODETerm(_vector_field),
-            solver,
-            t0=jnp.zeros_like(L),
-            t1=ts[-1] * L,
-            dt0=None,
-            y0=y0,
-            args=args,
-            saveat=dfx.SaveAt(ts=ts * L),
-            stepsize_controller=controller,
-            max_steps=max_steps,
-            throw=False,
-        )
-        ys = sol.ys
+        ys, result, stats = solve_onto(_vector_field, solver, y0, args, ts * L, pid, max_steps)
         w, wbar = _weights(ys, args)
         u, v = 0.5 * (w + wbar), 0.5 * (w - wbar)
         loss = jax.vmap(model.loss_of_beta)(u * v)
-        stats = (sol.stats["num_steps"], sol.stats["num_accepted_steps"], sol.stats["num_rejected_steps"])
-        return ys, log_wwbar - ys, loss, sol.result, stats
+        return ys, log_wwbar - ys, loss, result, stats
 
     if batched:
         return jax.vmap(one)(y0, log_wwbar, log_alpha)

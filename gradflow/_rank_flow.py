@@ -29,7 +29,7 @@ import optimistix as optx
 from ._checks import check_int, check_scales, check_times
 from ._config import float64
 from ._factorized import FactorizedModel, check_factorized_model, check_factors
-from ._flow import WrappedSolver, _status, output_controller
+from ._flow import WrappedSolver, _status, solve_onto
 
 _SOLVERS = ("auto", "tsit5", "kvaerno5")
 _STIFF_LOG = 200.0  # "auto" takes the implicit solver when log(1/α) exceeds this (a plateau lasts ∝ log(1/α));
@@ -265,29 +265,12 @@ def _solve(model, y0, log_alpha, ts, rtol, atol, *, solver, max_steps, batched):
         L = -la
         y = tuple(eqx.tree_at(lambda f: f.rho, f, f.rho + la) for f in y0)  # Z(0) = α Z̄(0)
         args = _Args(model=model, log_alpha=la)
-        term = dfx.ODETerm(_vector_field)
         gauge = _Gauge(_inner_solver(solver, atol + rtol))
-        t0, t1 = jnp.zeros_like(L), ts[-1] * L
         pid = dfx.PIDController(rtol=rtol, atol=atol)
-        controller = output_controller(pid, ts * L)
-        sol = dfx.diffeqsolve(
-            term,
-            gauge,
-            t0=t0,
-            t1=t1,
-            dt0=None,
-            y0=y,
-            args=args,
-            saveat=dfx.SaveAt(ts=ts * L),
-            stepsize_controller=controller,
-            max_steps=max_steps,
-            throw=False,
-        )
-        ys = sol.ys
+        ys, result, stats = solve_onto(_vector_field, gauge, y, args, ts * L, pid, max_steps)
         Ws = tuple(jax.vmap(lambda f, m=m: _weights(f, m))(f) for f, (m, _) in zip(ys, model.shapes))
         loss = jax.vmap(model.loss_of_weights)(Ws)
-        stats = (sol.stats["num_steps"], sol.stats["num_accepted_steps"], sol.stats["num_rejected_steps"])
-        return ys, Ws, loss, sol.result, stats
+        return ys, Ws, loss, result, stats
 
     return jax.vmap(one)(log_alpha) if batched else one(log_alpha)
 
