@@ -27,7 +27,8 @@ from tqdm.auto import tqdm
 
 from . import models
 from ._checks import check_scales
-from ._compare import Comparison, compare_limits, default_delta, default_times
+from ._compare import Comparison, compare_limits
+from ._comparison import default_delta, default_times
 from ._experiments import Perturbation, perturb_and_continue, plateau_starts, stage_starts
 from ._flow import simulate_flow
 from ._greedy import greedy_limit

@@ -25,13 +25,14 @@ import numpy as np
 
 from . import models
 from ._checks import check_scales
-from ._compare import default_delta, default_times
+from ._compare import compare_limits
+from ._comparison import default_delta, default_times
 from ._demo import DemoSteps
 from ._experiments import run_gd
 from ._flow import simulate_flow
 from ._greedy import greedy_limit
 from ._io import ResultStore, config_hash, write_csv, write_json
-from ._rank_compare import RankComparison, compare_rank_limits
+from ._rank_compare import RankComparison
 from ._report import format_alpha
 
 FIGURE2_ALPHAS = (1e-2, 1e-4, 1e-8, 1e-16, 1e-32)
@@ -170,7 +171,7 @@ def run_rank_demo(
     ]
 
     def compare(log_alphas, runs):
-        return compare_rank_limits(
+        return compare_limits(
             model,
             log_alphas=np.array(log_alphas),
             u0=u0,

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ._compare import fit_rate
+from ._comparison import fit_rate
 from ._rank_compare import RankComparison
 from ._report import _fmt, format_alpha, markdown_table
 
