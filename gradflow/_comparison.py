@@ -84,7 +84,9 @@ class AbstractComparison(eqx.Module):
         """The record of run ``a`` in window ``k``, from its leading columns and its stage-time columns."""
 
     def rate_records(self) -> list[dict[str, Any]]:
-        """The fitted exponents: one record per (method, quantity, stage), stage ``"worst"`` for the summary."""
+        """The fitted exponents: one record per (method, quantity, stage) and, where the rates have one per weight
+        matrix, per weight matrix (column ``factor``, ``""`` where the quantity has none); stage ``"worst"`` for the
+        summary."""
         out = []
         for comp in (self, self.gd):
             if comp is None:
