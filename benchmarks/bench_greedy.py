@@ -27,7 +27,7 @@ from jax import monitoring
 
 import gradflow
 from gradflow import _greedy, models
-from gradflow._compare import default_times
+from gradflow._comparison import default_times
 
 _COMPILES = collections.Counter()
 

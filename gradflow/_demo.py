@@ -18,6 +18,7 @@ import dataclasses
 import math
 import os
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,8 @@ from tqdm.auto import tqdm
 
 from . import models
 from ._checks import check_scales
-from ._compare import Comparison, compare_limits, default_delta, default_times
+from ._compare import Comparison, compare_limits
+from ._comparison import default_delta, default_times
 from ._experiments import Perturbation, perturb_and_continue, plateau_starts, stage_starts
 from ._flow import simulate_flow
 from ._greedy import greedy_limit
@@ -146,16 +148,20 @@ class DemoResult:
     seconds: float
 
 
-def _flow_name(log_alpha: float) -> str:
+def flow_name(log_alpha: float) -> str:
+    """The name of the flow at ``log α`` among a demo's results."""
     return f"flow_alpha={format_alpha(log_alpha)}"
 
 
 class DemoSteps:
-    """A demo's steps: each computed or reused through ``store``, timed into ``timings`` (seconds and how it
-    was obtained) and counted on a progress bar. Safe to call from several threads."""
+    """A demo's steps into the folder ``out``: each computed or reused through ``store`` (``out/results``), timed
+    into ``timings`` (seconds and how it was obtained) and counted on a progress bar. Safe to call from several
+    threads."""
 
-    def __init__(self, store: ResultStore, total: int, desc: str, *, progress: bool):
-        self.store = store
+    def __init__(self, out: Path, total: int, desc: str, *, force: bool, progress: bool):
+        self.start = time.perf_counter()
+        self.out = out
+        self.store = ResultStore(out / "results", force=force)
         self.bar = tqdm(total=total, desc=desc, unit="step", disable=not progress, leave=True)
         self.timings: dict[str, tuple[float, str]] = {}
 
@@ -168,29 +174,73 @@ class DemoSteps:
         self.bar.update()
         return result
 
+    def greedy(self, config, task, base: dict[str, Any]) -> tuple[Any, float]:
+        """The greedy limit of ``task`` as ``config`` asks (a failure goes into the report) and the comparison's
+        window margin δ."""
+        options = dict(max_stages=config.max_stages, check_assumptions=config.check_assumptions)
+        model, u0, v0 = task.model, task.u0, task.v0
+        path = self("greedy", dict(base, **options), lambda: greedy_limit(model, u0=u0, v0=v0, throw=False, **options))
+        return path, default_delta(path.times) if config.delta is None else config.delta
+
+    def write(self, config, comparison, figures: list[Path], *, json, draw, report) -> list[Path]:
+        """Write the tables (``comparison.csv`` and ``.json``: ``json()``), the ``figures`` (``draw()``) and
+        ``report.md`` (``report(figures relative to out, configuration hash)``) into ``out``, unless they were
+        made from the same configuration and results; returns the files."""
+        out = self.out
+        targets = [out / "comparison.csv", out / "comparison.json", out / "report.md", *figures]
+        key = dict(config=dataclasses.asdict(config), results=sorted(p.name for _, _, p in self.store.log))
+        if self.store.fresh("outputs", key, targets):
+            return targets
+        write_csv(out / "comparison.csv", comparison.to_records())
+        write_json(out / "comparison.json", json())
+        draw()
+        (out / "report.md").write_text(report([f.relative_to(out) for f in figures], config_hash(key)))
+        self.store.mark("outputs", key, targets)
+        return targets
+
+    def finish(self, write: Callable[[], list[Path]]) -> tuple[list[Path], float]:
+        """The last step, ``write`` (tables, figures, report), then the step log into ``out/log.txt``; returns the
+        written files and the seconds since the start."""
+        self.bar.total = self.bar.n + 1  # fewer steps than counted when an experiment had nothing to perturb
+        self.bar.set_postfix_str("tables, figures, report", refresh=True)
+        files = write()
+        self.bar.update()
+        self.bar.close()
+        seconds = time.perf_counter() - self.start
+        (self.out / "log.txt").write_text(
+            "".join(f"{name}\t{what}\t{p.name}\n" for name, what, p in self.store.log) + f"total\t{seconds:.1f} s\n"
+        )
+        return files, seconds
+
+
+def compare_runs(config, task, path, runs, log_alphas, *, delta: float, ts) -> Comparison:
+    """[`compare_limits`][gradflow.compare_limits] of a demo's ``runs`` of ``task`` (one per ``log_alphas``,
+    recorded at ``ts``) with its greedy ``path``."""
+    return compare_limits(
+        task.model,
+        log_alphas=np.array(log_alphas),
+        u0=task.u0,
+        v0=task.v0,
+        path=path,
+        delta=delta,
+        ts=ts,
+        threshold=config.threshold,
+        flows=runs,
+    )
+
 
 def run_demo(
     config: DemoConfig = DemoConfig(), *, out: str | Path = "demo_output", force: bool = False, progress: bool = True
 ) -> DemoResult:
     """Run ``config`` into the folder ``out`` (see the module docstring), reusing finished parts."""
-    start = time.perf_counter()
     out = Path(out)
-    store = ResultStore(out / "results", force=force)
+    steps = 1 + len(config.log_alphas) + 2 * config.perturb + 1
+    step = DemoSteps(out, steps, "gradflow demo", force=force, progress=progress)
     task = config.task()
     model, u0, v0 = task.model, task.u0, task.v0
     base = dict(model=config.model, options=config.model_options)
-    steps = 1 + len(config.log_alphas) + 2 * config.perturb + 1
-    step = DemoSteps(store, steps, "gradflow demo", progress=progress)
-    bar, timings = step.bar, step.timings
-
-    greedy_options = dict(max_stages=config.max_stages, check_assumptions=config.check_assumptions)
-    path = step(
-        "greedy",
-        dict(base, **greedy_options),
-        lambda: greedy_limit(model, u0=u0, v0=v0, throw=False, **greedy_options),  # a failure is in the report
-    )
+    path, delta = step.greedy(config, task, base)
     times = np.asarray(path.times, dtype=np.float64)
-    delta = default_delta(times) if config.delta is None else config.delta
     drawn = config.drawn()
     grids = {
         fine: _resolve_stage_times(
@@ -205,7 +255,7 @@ def run_demo(
     def flow(a: int, la: float):
         grid = grids[a in drawn]  # a flow that is not drawn only enters the comparison: a coarser grid suffices
         return step(
-            _flow_name(la),
+            flow_name(la),
             dict(flow_key, ts=grid, log_alpha=la),
             lambda: simulate_flow(model, u0=u0, v0=v0, ts=grid, log_alpha=la, **tol),
         )
@@ -213,30 +263,12 @@ def run_demo(
     # One flow per core: a flow's solve is a serial chain of small XLA calls that keeps about one core busy.
     with ThreadPoolExecutor(max_workers=max(1, min(os.cpu_count() or 1, len(config.log_alphas)))) as pool:
         flows = list(pool.map(flow, range(len(config.log_alphas)), config.log_alphas))
-    comparison = compare_limits(
-        model,
-        log_alphas=np.array(config.log_alphas),
-        u0=u0,
-        v0=v0,
-        path=path,
-        delta=delta,
-        ts=ts,
-        threshold=config.threshold,
-        flows=flows,
-    )
+    comparison = compare_runs(config, task, path, flows, config.log_alphas, delta=delta, ts=ts)
     perturbations = {}
     if config.perturb:
         perturbations = _perturbations(config, model, flows, ts, flow_key, step)
-    bar.total = bar.n + 1  # the last step (fewer when an experiment had nothing to perturb)
-    bar.set_postfix_str("tables, figures, report", refresh=True)
-    files = _write_outputs(config, out, store, task, path, flows, comparison, perturbations, timings)
-    bar.update()
-    bar.close()
-    seconds = time.perf_counter() - start
-    (out / "log.txt").write_text(
-        "".join(f"{name}\t{what}\t{p.name}\n" for name, what, p in store.log) + f"total\t{seconds:.1f} s\n"
-    )
-    return DemoResult(config, task, path, flows, comparison, perturbations, files, list(store.log), seconds)
+    files, seconds = step.finish(lambda: _write_outputs(config, step, task, path, flows, comparison, perturbations))
+    return DemoResult(config, task, path, flows, comparison, perturbations, files, list(step.store.log), seconds)
 
 
 def _resolve_stage_times(ts, stage_times, delta: float, log_alphas) -> np.ndarray:
@@ -296,7 +328,7 @@ def _spaced(indices, ts, span: float, num: int) -> np.ndarray:
     return np.array(kept[:num], dtype=int)
 
 
-def _write_outputs(config, out, store, task, path, flows, comparison, perturbations, timings) -> list[Path]:
+def _write_outputs(config, step, task, path, flows, comparison, perturbations) -> list[Path]:
     from ._plots import (
         coordinate_groups,
         plot_convergence,
@@ -310,63 +342,52 @@ def _write_outputs(config, out, store, task, path, flows, comparison, perturbati
 
     names = task.model.names
     groups = coordinate_groups(names)
-    figs = out / "figures"
-    targets = [
-        out / "comparison.csv",
-        out / "comparison.json",
-        out / "report.md",
-        figs / "loss.png",
-        figs / "log_weights.png",
-        figs / "convergence.png",
-    ]
-    targets += [figs / f"beta_{part}.png" for part in groups]
-    targets += [figs / f"perturb_{kind}.png" for kind in perturbations]
-    key = dict(config=dataclasses.asdict(config), results=sorted(p.name for _, _, p in store.log))
-    if store.fresh("outputs", key, targets):
-        return targets
-    write_csv(out / "comparison.csv", comparison.to_records())
-    write_json(out / "comparison.json", comparison_json(comparison, path, names))
-    everything, flows = flows, [flows[a] for a in config.drawn()]
-    mask = significant(path, [f.beta for f in flows])
-    save_figure(plot_loss(flows, path, title=f"Loss of {task.name} (Figure 6)"), figs / "loss.png")
-    for part, idx in groups.items():
-        title = {"KQ": "Entries of diag(w_K) diag(w_Q) (Figure 7)", "VO": "Entries of diag(w_V) diag(w_O) (Figure 8)"}
-        save_figure(
-            plot_coordinates(
-                flows, names, idx, path=path, title=title.get(part, "Entries of β = u ⊙ v"), label_mask=mask
-            ),
-            figs / f"beta_{part}.png",
-        )
-    shown = np.flatnonzero(mask)
-    save_figure(
-        plot_coordinates(
-            flows, names, shown, path=path, title="Log-scale weights b = log w / log α", label_mask=mask, quantity="b"
-        ),
-        figs / "log_weights.png",
-    )
-    save_figure(plot_convergence(comparison), figs / "convergence.png")
+    figs = step.out / "figures"
+    figures = [figs / "loss.png", figs / "log_weights.png", figs / "convergence.png"]
+    figures += [figs / f"beta_{part}.png" for part in groups]
+    figures += [figs / f"perturb_{kind}.png" for kind in perturbations]
     a = _smallest_drawn(config)
-    titles = {
-        "plateau": "Perturbation at random times (Assumption 4.3, Figure 9)",
-        "stage": "Perturbation at stage starts (Assumption 4.4, Figure 10)",
-    }
-    for kind, pert in perturbations.items():
+
+    def draw():
+        drawn = [flows[i] for i in config.drawn()]
+        mask = significant(path, [f.beta for f in drawn])
+        save_figure(plot_loss(drawn, path, title=f"Loss of {task.name} (Figure 6)"), figs / "loss.png")
+        for part, idx in groups.items():
+            title = {
+                "KQ": "Entries of diag(w_K) diag(w_Q) (Figure 7)",
+                "VO": "Entries of diag(w_V) diag(w_O) (Figure 8)",
+            }.get(part, "Entries of β = u ⊙ v")
+            save_figure(
+                plot_coordinates(drawn, names, idx, path=path, title=title, label_mask=mask), figs / f"beta_{part}.png"
+            )
+        title = "Log-scale weights b = log w / log α"
         save_figure(
-            plot_perturbation(pert, everything[a], names, groups, title=titles[kind]), figs / f"perturb_{kind}.png"
+            plot_coordinates(drawn, names, np.flatnonzero(mask), path=path, title=title, label_mask=mask, quantity="b"),
+            figs / "log_weights.png",
         )
-    (out / "report.md").write_text(
-        demo_report(
+        save_figure(plot_convergence(comparison), figs / "convergence.png")
+        titles = {
+            "plateau": "Perturbation at random times (Assumption 4.3, Figure 9)",
+            "stage": "Perturbation at stage starts (Assumption 4.4, Figure 10)",
+        }
+        for kind, pert in perturbations.items():
+            save_figure(
+                plot_perturbation(pert, flows[a], names, groups, title=titles[kind]), figs / f"perturb_{kind}.png"
+            )
+
+    def report(figures, key):
+        return demo_report(
             config=config,
             task=task,
             path=path,
             comparison=comparison,
             perturbations=perturbations,
-            drawn=[config.log_alphas[a] for a in config.drawn()],
+            drawn=[config.log_alphas[i] for i in config.drawn()],
             perturbed=config.log_alphas[a],
-            timings=timings,
-            figures=[t.relative_to(out) for t in targets if t.suffix == ".png"],
-            key=config_hash(key),
+            timings=step.timings,
+            figures=figures,
+            key=key,
         )
-    )
-    store.mark("outputs", key, targets)
-    return targets
+
+    json = lambda: comparison_json(comparison, path, names)  # noqa: E731
+    return step.write(config, comparison, figures, json=json, draw=draw, report=report)

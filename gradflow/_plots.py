@@ -15,7 +15,8 @@ import numpy as np
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 
-from ._compare import Comparison, fit_rate
+from ._compare import Comparison
+from ._comparison import fit_rate
 from ._experiments import Perturbation
 from ._report import format_alpha
 

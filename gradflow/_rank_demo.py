@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
 from pathlib import Path
 from typing import Any
 
@@ -25,13 +24,11 @@ import numpy as np
 
 from . import models
 from ._checks import check_scales
-from ._compare import default_delta, default_times
-from ._demo import DemoSteps
+from ._comparison import default_times
+from ._demo import DemoSteps, compare_runs, flow_name
 from ._experiments import run_gd
 from ._flow import simulate_flow
-from ._greedy import greedy_limit
-from ._io import ResultStore, config_hash, write_csv, write_json
-from ._rank_compare import RankComparison, compare_rank_limits
+from ._rank_compare import RankComparison
 from ._report import format_alpha
 
 FIGURE2_ALPHAS = (1e-2, 1e-4, 1e-8, 1e-16, 1e-32)
@@ -129,30 +126,19 @@ def run_rank_demo(
     progress: bool = True,
 ) -> RankDemoResult:
     """Run ``config`` into the folder ``out`` (see the module docstring), reusing finished parts."""
-    start = time.perf_counter()
     out = Path(out)
-    store = ResultStore(out / "results", force=force)
+    steps = 1 + len(config.log_alphas) + len(config.gd_log_alphas) + 1
+    step = DemoSteps(out, steps, "gradflow demo --full-weights", force=force, progress=progress)
     task = config.task()
     model, u0, v0 = task.model, task.u0, task.v0
     base = dict(model=config.model, options=config.model_options)
-    steps = 1 + len(config.log_alphas) + len(config.gd_log_alphas) + 1
-    step = DemoSteps(store, steps, "gradflow demo --full-weights", progress=progress)
-    bar, timings = step.bar, step.timings
-
-    greedy_options = dict(max_stages=config.max_stages, check_assumptions=config.check_assumptions)
-    path = step(
-        "greedy",
-        dict(base, **greedy_options),
-        lambda: greedy_limit(model, u0=u0, v0=v0, throw=False, **greedy_options),  # a failure is in the report
-    )
-    times = np.asarray(path.times, dtype=np.float64)
-    delta = default_delta(times) if config.delta is None else config.delta
-    ts = default_times(times, num=config.num_times, horizon=config.tau_max, delta=delta)
+    path, delta = step.greedy(config, task, base)
+    ts = default_times(path.times, num=config.num_times, horizon=config.tau_max, delta=delta)
     tol = dict(rtol=config.rtol, atol=config.atol)
     flow_key = dict(base, ts=ts, **tol)
     flows = [
         step(
-            f"flow_alpha={format_alpha(la)}",
+            flow_name(la),
             dict(flow_key, log_alpha=la),
             lambda la=la: simulate_flow(model, u0=u0, v0=v0, ts=ts, log_alpha=la, throw=False, **tol),
         )
@@ -169,32 +155,12 @@ def run_rank_demo(
         for la in config.gd_log_alphas
     ]
 
-    def compare(log_alphas, runs):
-        return compare_rank_limits(
-            model,
-            log_alphas=np.array(log_alphas),
-            u0=u0,
-            v0=v0,
-            path=path,
-            delta=delta,
-            ts=ts,
-            threshold=config.threshold,
-            flows=runs,
-        )
-
-    comparison = compare(config.log_alphas, flows)
+    comparison = compare_runs(config, task, path, flows, config.log_alphas, delta=delta, ts=ts)
     if gd:
-        gd_cmp = dataclasses.replace(compare(config.gd_log_alphas, gd), method="gd")
-        comparison = dataclasses.replace(comparison, gd=gd_cmp)
-    bar.set_postfix_str("tables, figures, report", refresh=True)
-    files = _write_outputs(config, out, store, task, path, flows, gd, comparison, timings)
-    bar.update()
-    bar.close()
-    seconds = time.perf_counter() - start
-    (out / "log.txt").write_text(
-        "".join(f"{name}\t{what}\t{p.name}\n" for name, what, p in store.log) + f"total\t{seconds:.1f} s\n"
-    )
-    return RankDemoResult(config, task, path, flows, gd, comparison, files, list(store.log), seconds)
+        gd_cmp = compare_runs(config, task, path, gd, config.gd_log_alphas, delta=delta, ts=ts)
+        comparison = dataclasses.replace(comparison, gd=dataclasses.replace(gd_cmp, method="gd"))
+    files, seconds = step.finish(lambda: _write_outputs(config, step, task, path, flows, gd, comparison))
+    return RankDemoResult(config, task, path, flows, gd, comparison, files, list(step.store.log), seconds)
 
 
 def figure2_order(names) -> list[int]:
@@ -203,47 +169,37 @@ def figure2_order(names) -> list[int]:
     return [names.index("VO"), names.index("KQ")] if set(names) == {"KQ", "VO"} else list(range(len(names)))
 
 
-def _write_outputs(config, out, store, task, path, flows, gd, comparison, timings) -> list[Path]:
+def _write_outputs(config, step, task, path, flows, gd, comparison) -> list[Path]:
     from ._plots import plot_convergence, save_figure
     from ._rank_plots import RANK_LABELS, plot_log_scales, plot_ranks, plot_spectra
     from ._rank_report import rank_comparison_json, rank_demo_report
 
     names = task.model.names
-    figs = out / "figures"
-    targets = [
-        out / "comparison.csv",
-        out / "comparison.json",
-        out / "report.md",
-        figs / "spectra.png",
-        figs / "log_scales.png",
-        figs / "ranks.png",
-        figs / "convergence.png",
-    ]
-    key = dict(config=dataclasses.asdict(config), results=sorted(p.name for _, _, p in store.log))
-    if store.fresh("outputs", key, targets):
-        return targets
-    write_csv(out / "comparison.csv", comparison.to_records())
-    write_json(out / "comparison.json", rank_comparison_json(comparison, path))
-    order = figure2_order(names)
-    title = f"{task.name}: singular values and loss (Figure 2 d–f), exact flows and float64 GD"
-    save_figure(plot_spectra(flows, path, names=names, factors=order, gd=gd, title=title), figs / "spectra.png")
-    save_figure(plot_log_scales(flows, path, names=names, factors=order, gd=gd), figs / "log_scales.png")
-    save_figure(plot_ranks(flows, path, names=names, factors=order, gd=gd), figs / "ranks.png")
-    save_figure(
-        plot_convergence(comparison, labels=RANK_LABELS, title="Convergence to the greedy low-rank limit"),
-        figs / "convergence.png",
-    )
-    (out / "report.md").write_text(
-        rank_demo_report(
+    figs = step.out / "figures"
+    figures = [figs / "spectra.png", figs / "log_scales.png", figs / "ranks.png", figs / "convergence.png"]
+
+    def draw():
+        order = figure2_order(names)
+        title = f"{task.name}: singular values and loss (Figure 2 d–f), exact flows and float64 GD"
+        save_figure(plot_spectra(flows, path, names=names, factors=order, gd=gd, title=title), figs / "spectra.png")
+        save_figure(plot_log_scales(flows, path, names=names, factors=order, gd=gd), figs / "log_scales.png")
+        save_figure(plot_ranks(flows, path, names=names, factors=order, gd=gd), figs / "ranks.png")
+        save_figure(
+            plot_convergence(comparison, labels=RANK_LABELS, title="Convergence to the greedy low-rank limit"),
+            figs / "convergence.png",
+        )
+
+    def report(figures, key):
+        return rank_demo_report(
             config=config,
             task=task,
             path=path,
             flows=flows,
             comparison=comparison,
-            timings=timings,
-            figures=[t.relative_to(out) for t in targets if t.suffix == ".png"],
-            key=config_hash(key),
+            timings=step.timings,
+            figures=figures,
+            key=key,
         )
-    )
-    store.mark("outputs", key, targets)
-    return targets
+
+    json = lambda: rank_comparison_json(comparison, path)  # noqa: E731
+    return step.write(config, comparison, figures, json=json, draw=draw, report=report)

@@ -6,14 +6,20 @@ Everything printed is computed from the results passed in; nothing is hard-coded
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import numpy as np
 
-from ._compare import fit_rate
 from ._rank_compare import RankComparison
-from ._report import _fmt, format_alpha, markdown_table
+from ._report import (
+    distance_tables,
+    figures_and_runtime,
+    format_alpha,
+    json_summary,
+    markdown_table,
+    path_summary,
+    worst_exponents,
+)
 
 _CHECKS = ("escape", "minimum", "ε-limit")
 
@@ -67,11 +73,7 @@ def rank_greedy_rows(path, names) -> tuple[list[str], list[list[Any]]]:
 
 def rank_greedy_summary(path, names) -> str:
     """The greedy low-rank path as a Markdown table, with its end reason and warnings."""
-    text = markdown_table(*rank_greedy_rows(path, names))
-    text += f"\nThe path ends with: {path.message}.\n"
-    if path.warnings:
-        text += "\nWarnings:\n\n" + "".join(f"- {w}\n" for w in path.warnings)
-    return text
+    return path_summary(path, *rank_greedy_rows(path, names))
 
 
 def rank_jump_rows(comparison: RankComparison) -> tuple[list[str], list[list[Any]]]:
@@ -82,20 +84,6 @@ def rank_jump_rows(comparison: RankComparison) -> tuple[list[str], list[list[Any
         + list(comparison.detected_times[:, k - 1])
         for k in range(1, comparison.stage_times.size)
     ]
-    return header, rows
-
-
-def rank_distance_rows(comparison: RankComparison, quantity: str) -> tuple[list[str], list[list[Any]]]:
-    """Sup distance per window (columns; the largest over the weight matrices) and α (rows), with the fitted
-    exponent per window."""
-    d = comparison.per_window(quantity)
-    rates = [fit_rate(comparison.log_alpha, d[:, k])[0] for k in range(d.shape[1])]
-    first = 1 if quantity == "time" else 0
-    header = ["α"] + [f"k = {k + first}" for k in range(d.shape[1])] + ["worst"]
-    rows = [
-        [format_alpha(la)] + list(d[a]) + [comparison.worst(quantity)[a]] for a, la in enumerate(comparison.log_alpha)
-    ]
-    rows.append(["fitted r"] + list(rates) + [comparison.summary()[quantity]])
     return header, rows
 
 
@@ -110,31 +98,22 @@ _LABELS = {
 def rank_comparison_summary(comparison: RankComparison) -> str:
     """Rank-jump times and the distance tables as Markdown (used by the CLI and the report)."""
     text = "### Rank jumps: greedy T_k and detected on each run\n\n" + markdown_table(*rank_jump_rows(comparison))
-    for comp in (comparison, comparison.gd):
-        if comp is None:
-            continue
-        if comp is comparison.gd:
-            text += "\n### gd: rank jumps detected on the gradient-descent runs\n\n" + markdown_table(
-                *rank_jump_rows(comp)
-            )
-        for q, label in _LABELS.items():
-            text += f"\n### {comp.method}: {label}\n\n" + markdown_table(*rank_distance_rows(comp, q))
+    text += distance_tables(comparison, _LABELS)
+    if comparison.gd is not None:
+        text += "\n### gd: rank jumps detected on the gradient-descent runs\n\n" + markdown_table(
+            *rank_jump_rows(comparison.gd)
+        )
+        text += distance_tables(comparison.gd, _LABELS)
     return text
 
 
 def rank_comparison_json(comparison: RankComparison, path) -> dict[str, Any]:
     """Everything in the comparison, as JSON-ready data: records, rates, greedy stages."""
-    header, rows = rank_greedy_rows(path, comparison.names)
-    return dict(
-        threshold=comparison.threshold,
-        delta=comparison.delta,
+    return json_summary(
+        comparison,
+        path,
+        rank_greedy_rows(path, comparison.names),
         detection="first τ where σ_r(W_j) reaches `threshold` · σ_r(W̄_j^k), W_j the matrix that gains rank r at T_k",
-        rate_model="d ≈ C · log(1/α)^(−r), least squares of log d on log log(1/α)",
-        records=comparison.to_records(),
-        rates=comparison.rate_records(),
-        greedy=[dict(zip(header, row)) for row in rows],
-        result=path.result,
-        message=path.message,
     )
 
 
@@ -189,14 +168,5 @@ def rank_demo_report(*, config, task, path, flows, comparison: RankComparison, t
         "exponents (linear in τ) for the others. Rates: least-squares fit of log d = c − r log log(1/α), i.e. "
         "d ≈ C·log(1/α)^(−r).\n\n"
     )
-    summary = comparison.summary()
-    text += (
-        "Worst-window fitted exponents r: " + ", ".join(f"{q}: {_fmt(r, '.3g')}" for q, r in summary.items()) + ".\n\n"
-    )
-    text += rank_comparison_summary(comparison)
-    text += "\n## Figures\n\n" + "".join(f"![{f.stem}]({f.as_posix()})\n\n" for f in figures)
-    text += "## Runtime\n\n" + markdown_table(
-        ["step", "seconds", ""], [[k, t, what] for k, (t, what) in timings.items()]
-    )
-    text += f"\nConfiguration: `{dataclasses.asdict(config)}`\n"
-    return text
+    text += worst_exponents(comparison) + "\n\n" + rank_comparison_summary(comparison)
+    return text + "\n## Figures\n\n" + figures_and_runtime(figures, timings, config)

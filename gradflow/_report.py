@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from ._compare import Comparison
+from ._comparison import AbstractComparison, fit_rates
 from ._experiments import Perturbation
 
 
@@ -110,7 +111,11 @@ def greedy_rows(path, names) -> tuple[list[str], list[list[Any]]]:
 
 def greedy_summary(path, names) -> str:
     """The greedy path as a Markdown table, with its end reason and warnings."""
-    header, rows = greedy_rows(path, names)
+    return path_summary(path, *greedy_rows(path, names))
+
+
+def path_summary(path, header: list[str], rows: list[list[Any]]) -> str:
+    """A greedy path's table (``header``, ``rows``) as Markdown, with the path's end reason and warnings."""
     text = markdown_table(header, rows)
     text += f"\nThe path ends with: {path.message}.\n"
     warnings = list(path.warnings)
@@ -129,26 +134,41 @@ def stage_time_rows(comparison: Comparison) -> tuple[list[str], list[list[Any]]]
     return header, rows
 
 
-def distance_rows(comparison: Comparison, quantity: str) -> tuple[list[str], list[list[Any]]]:
-    """Sup distance per window (columns) and α (rows), with the fitted exponent per window."""
-    d = comparison.time_error if quantity == "time" else getattr(comparison, f"{quantity}_distance")
-    rates = getattr(comparison, f"{quantity}_rate")
+def distance_rows(comparison: AbstractComparison, quantity: str) -> tuple[list[str], list[list[Any]]]:
+    """Sup distance per window (columns; the largest over the weight matrices, if any) and α (rows), with the fitted
+    exponent per window."""
+    d = comparison.per_window(quantity)
     first = 1 if quantity == "time" else 0
     header = ["α"] + [f"k = {k + first}" for k in range(d.shape[1])] + ["worst"]
     rows = [
         [format_alpha(la)] + list(d[a]) + [comparison.worst(quantity)[a]] for a, la in enumerate(comparison.log_alpha)
     ]
-    rows.append(["fitted r"] + list(rates) + [comparison.summary()[quantity]])
+    rows.append(["fitted r"] + list(fit_rates(comparison.log_alpha, d)) + [comparison.summary()[quantity]])
     return header, rows
+
+
+def distance_tables(comparison: AbstractComparison, labels: dict[str, str]) -> str:
+    """:func:`distance_rows` of every quantity as Markdown, each under the heading ``method: label``."""
+    return "".join(
+        f"\n### {comparison.method}: {label}\n\n" + markdown_table(*distance_rows(comparison, q))
+        for q, label in labels.items()
+    )
 
 
 def comparison_json(comparison: Comparison, path, names) -> dict[str, Any]:
     """Everything in the comparison, as JSON-ready data: records, rates, greedy stages."""
-    header, rows = greedy_rows(path, names)
+    detection = "first τ where the loss has covered `threshold` of the drop L(θ^{k-1}) → L(θ^k)"
+    return json_summary(comparison, path, greedy_rows(path, names), detection=detection)
+
+
+def json_summary(comparison: AbstractComparison, path, greedy: tuple, *, detection: str) -> dict[str, Any]:
+    """Everything in a comparison, as JSON-ready data: records, rates, the greedy stages (``greedy``: the header
+    and rows of the path's table) and how the stage times were detected (``detection``)."""
+    header, rows = greedy
     return dict(
         threshold=comparison.threshold,
         delta=comparison.delta,
-        detection="first τ where the loss has covered `threshold` of the drop L(θ^{k-1}) → L(θ^k)",
+        detection=detection,
         rate_model="d ≈ C · log(1/α)^(−r), least squares of log d on log log(1/α)",
         records=comparison.to_records(),
         rates=comparison.rate_records(),
@@ -158,21 +178,36 @@ def comparison_json(comparison: Comparison, path, names) -> dict[str, Any]:
     )
 
 
+_LABELS = {
+    "beta": "sup over the window of max_i |β_i(τ) − β^k_i|",
+    "b": "sup over the window of max_i |b_i(τ) − (b^k_i − (τ − T_k) g_i(θ^k))|",
+    "loss": "sup over the window of |L(τ) − L(θ^k)|",
+    "time": "|detected stage time − T_k|",
+}
+
+
 def comparison_summary(comparison: Comparison) -> str:
     """Stage times and the distance tables as Markdown (used by the CLI and the report)."""
-    labels = {
-        "beta": "sup over the window of max_i |β_i(τ) − β^k_i|",
-        "b": "sup over the window of max_i |b_i(τ) − (b^k_i − (τ − T_k) g_i(θ^k))|",
-        "loss": "sup over the window of |L(τ) − L(θ^k)|",
-        "time": "|detected stage time − T_k|",
-    }
     text = "### Stage times: greedy T_k and detected on each flow\n\n" + markdown_table(*stage_time_rows(comparison))
     for comp in (comparison, comparison.gd):
-        if comp is None:
-            continue
-        for q, label in labels.items():
-            text += f"\n### {comp.method}: {label}\n\n" + markdown_table(*distance_rows(comp, q))
+        if comp is not None:
+            text += distance_tables(comp, _LABELS)
     return text
+
+
+def worst_exponents(comparison: AbstractComparison) -> str:
+    """The fitted exponents of the worst-window distances, as a sentence."""
+    summary = comparison.summary()
+    return "Worst-window fitted exponents r: " + ", ".join(f"{q}: {_fmt(r, '.3g')}" for q, r in summary.items()) + "."
+
+
+def figures_and_runtime(figures, timings: dict[str, tuple[float, str]], config) -> str:
+    """The report's end: the figures, the runtime of each step and the configuration."""
+    text = "".join(f"![{f.stem}]({f.as_posix()})\n\n" for f in figures)
+    text += "## Runtime\n\n" + markdown_table(
+        ["step", "seconds", ""], [[k, t, what] for k, (t, what) in timings.items()]
+    )
+    return text + f"\nConfiguration: `{dataclasses.asdict(config)}`\n"
 
 
 def perturbation_rows(perturbations: dict[str, Perturbation], names) -> tuple[list[str], list[list[Any]]]:
@@ -214,12 +249,10 @@ def demo_report(
         "L(θ^{k−1}) → L(θ^k). Rates: least-squares fit of log d = c − r log log(1/α), i.e. "
         "d ≈ C·log(1/α)^(−r); the theory suggests r ≈ 1 for b and the stage times.\n\n"
     )
-    summary = comparison.summary()
     span = -np.asarray(comparison.log_alpha, dtype=np.float64)
     text += (
         f"The fits span log(1/α) from {span.min():.4g} to {span.max():.4g} "
-        f"({math.log10(span.max() / span.min()):.2g} decades). "
-        "Worst-window fitted exponents r: " + ", ".join(f"{q}: {_fmt(r, '.3g')}" for q, r in summary.items()) + ".\n\n"
+        f"({math.log10(span.max() / span.min()):.2g} decades). " + worst_exponents(comparison) + "\n\n"
     )
     text += comparison_summary(comparison)
     if perturbations:
@@ -237,9 +270,4 @@ def demo_report(
         + ", ".join(format_alpha(la) for la in drawn)
         + "}; the convergence figure and the tables above use every α.\n\n"
     )
-    text += "".join(f"![{f.stem}]({f.as_posix()})\n\n" for f in figures)
-    text += "## Runtime\n\n" + markdown_table(
-        ["step", "seconds", ""], [[k, t, what] for k, (t, what) in timings.items()]
-    )
-    text += f"\nConfiguration: `{dataclasses.asdict(config)}`\n"
-    return text
+    return text + figures_and_runtime(figures, timings, config)

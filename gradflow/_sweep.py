@@ -44,7 +44,8 @@ from tqdm.auto import tqdm
 
 from . import _flow, models
 from ._assumptions import AssumptionWarning
-from ._compare import compare_limits, default_times, fit_rate
+from ._compare import compare_limits
+from ._comparison import default_times, fit_rate
 from ._config import float64
 from ._flow import FlowResult
 from ._greedy import greedy_limit

@@ -13,7 +13,7 @@ import pytest
 
 import theory
 from gradflow import AssumptionWarning, Trajectory, models, perturb_and_continue, simulate_flow
-from gradflow._compare import Comparison, _detect, compare_limits, fit_rate
+from gradflow._compare import Comparison, compare_limits
 from gradflow._greedy import greedy_limit
 
 BETA_STAR = np.array([1.6, 0.0, -1.0, 0.55])
@@ -30,20 +30,6 @@ def comparison(task):
     # the assumption checks do not change the path; skipping them keeps the test fast
     path = greedy_limit(task.model, u0=task.u0, v0=task.v0, check_assumptions=False)
     return compare_limits(task.model, alphas=ALPHAS, u0=task.u0, v0=task.v0, path=path, gd=dict(lr=0.02))
-
-
-def test_fit_rate_recovers_the_exponent():
-    log_alpha = -np.array([5.0, 20.0, 80.0, 320.0])
-    r, c = fit_rate(log_alpha, 3.0 * (-log_alpha) ** -1.0)
-    assert r == pytest.approx(1.0) and c == pytest.approx(math.log(3.0))
-    assert math.isnan(fit_rate(log_alpha[:1], [0.1])[0])
-    assert math.isnan(fit_rate(log_alpha[:2], [np.nan, 0.1])[0])
-
-
-def test_detect_interpolates_first_crossing():
-    ts = np.array([0.0, 1.0, 2.0, 3.0])
-    loss = np.array([1.0, 1.0, 0.0, 0.0])
-    assert _detect(ts, loss, [0.75, 0.25, -1.0]) == pytest.approx([1.25, 1.75, np.nan], nan_ok=True)
 
 
 def test_stage_times_are_one_over_beta_star(comparison):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from matplotlib.image import imread
 
-from gradflow._compare import _compare_runs
+from gradflow._compare import _compare_runs, _Run
 from gradflow._experiments import Perturbation
 from gradflow._plots import (
     coordinate_groups,
@@ -119,7 +119,7 @@ def test_coordinate_plot_draws_the_chosen_coordinates_and_the_limit(flows):
 
 
 def test_convergence_plot_draws_the_worst_distances_and_their_fits(flows):
-    runs = [(float(f.log_alpha), f.ts, f.beta, f.b, f.loss) for f in flows]
+    runs = [_Run(float(f.log_alpha), f.ts, f.beta, f.b, f.loss) for f in flows]
     comparison = _compare_runs(_path(), runs)
     ax = plot_convergence(comparison).axes[0]
     markers = [line for line in ax.get_lines() if line.get_marker() == "o"]

@@ -18,7 +18,7 @@ import pytest
 
 import gradflow
 from gradflow import _sweep
-from gradflow._compare import default_times
+from gradflow._comparison import default_times
 from gradflow._io import config_hash
 from gradflow._sweep import grid, point_rows, share
 from gradflow._sweep_config import SweepConfig

@@ -1,0 +1,242 @@
+"""What the comparisons of runs at finite α with a greedy limit share (docs/math.md, *What the comparison measures*
+and *Full weights: comparing the limits*): the stage windows, the first crossing of a level, the rate fits and the
+result's records.
+
+Windows are ``[T_k + δ, T_{k+1} − δ]`` (the last one ends at the runs' last time). A rate is the least-squares fit
+of ``log d = c − r·log log(1/α)`` over the α's, i.e. ``d ≈ C·(log 1/α)^(−r)``.
+"""
+
+import abc
+import math
+from typing import Any
+
+import equinox as eqx
+import numpy as np
+from equinox import AbstractClassVar, AbstractVar
+
+
+class AbstractComparison(eqx.Module):
+    """Distances between runs at several α and a greedy limit, per stage window: what
+    [`Comparison`][gradflow.Comparison] and [`RankComparison`][gradflow.RankComparison] share.
+
+    Shapes: ``A`` runs (one per α), ``K`` greedy stages, ``K + 1`` windows. Each quantity ``q`` of ``_quantities``
+    but ``time`` has a ``q_distance`` of shape ``(A, K + 1, …)`` and a ``q_rate``; ``time`` has ``time_error``
+    ``(A, K)`` and ``time_rate``.
+    """
+
+    _quantities: AbstractClassVar[tuple[str, ...]]
+    method: AbstractVar[str]
+    log_alpha: AbstractVar[np.ndarray]
+    stage_times: AbstractVar[np.ndarray]
+    window_start: AbstractVar[np.ndarray]
+    window_end: AbstractVar[np.ndarray]
+    detected_times: AbstractVar[np.ndarray]
+    time_error: AbstractVar[np.ndarray]
+    gd: AbstractVar["AbstractComparison | None"]
+
+    @property
+    def alpha(self) -> np.ndarray:
+        """``α`` per run (0 where ``α`` underflows float64)."""
+        return np.exp(self.log_alpha)
+
+    def worst(self, quantity: str) -> np.ndarray:
+        """``(A,)`` the largest distance over all windows (and weight matrices; or stage times) for ``quantity``."""
+        d = self._distance(quantity).reshape(self.log_alpha.size, -1)
+        with np.errstate(invalid="ignore"):
+            return np.array([np.nanmax(row) if np.any(np.isfinite(row)) else np.nan for row in d])
+
+    def per_window(self, quantity: str) -> np.ndarray:
+        """``(A, K + 1)`` the distance per window, the largest over the weight matrices (``(A, K)`` for ``time``)."""
+        d = self._distance(quantity)
+        if d.ndim == 3:
+            with np.errstate(invalid="ignore"):
+                filled = np.where(np.isnan(d), -np.inf, d).max(axis=-1)
+            d = np.where(np.isneginf(filled), np.nan, filled)
+        return d
+
+    def summary(self) -> dict[str, float]:
+        """Fitted exponent ``r`` (``d ≈ C (log 1/α)^(−r)``) of the worst-window distance per quantity."""
+        return {q: fit_rate(self.log_alpha, self.worst(q))[0] for q in self._quantities}
+
+    def _distance(self, quantity: str) -> np.ndarray:
+        if quantity not in self._quantities:
+            raise ValueError(f"quantity must be one of {self._quantities}; got {quantity!r}.")
+        return self.time_error if quantity == "time" else getattr(self, f"{quantity}_distance")
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """One record per (method, α, window k), then the gradient-descent records if any."""
+        records = []
+        for a, log_a in enumerate(self.log_alpha):
+            for k in range(self.stage_times.size):
+                head = dict(method=self.method, log_alpha=float(log_a), alpha=float(np.exp(log_a)), stage=k)
+                times = dict(
+                    T_greedy=float(self.stage_times[k]),
+                    T_detected=float(self.detected_times[a, k - 1]) if k else 0.0,
+                    time_error=float(self.time_error[a, k - 1]) if k else 0.0,
+                    window_start=float(self.window_start[k]),
+                    window_end=float(self.window_end[k]),
+                )
+                records.append(self._record(a, k, head, times))
+        return records + (self.gd.to_records() if self.gd is not None else [])
+
+    @abc.abstractmethod
+    def _record(self, a: int, k: int, head: dict[str, Any], times: dict[str, Any]) -> dict[str, Any]:
+        """The record of run ``a`` in window ``k``, from its leading columns and its stage-time columns."""
+
+    def rate_records(self) -> list[dict[str, Any]]:
+        """The fitted exponents: one record per (method, quantity, stage) and, where the rates have one per weight
+        matrix, per weight matrix (column ``factor``, ``""`` where the quantity has none); stage ``"worst"`` for the
+        summary."""
+        out = []
+        for comp in (self, self.gd):
+            if comp is None:
+                continue
+            worst = comp.summary()
+            for q in comp._quantities:
+                first = 1 if q == "time" else 0
+                for k, rate in enumerate(getattr(comp, f"{q}_rate")):
+                    out += comp._rate_records(q, str(k + first), rate)
+                out += comp._rate_records(q, "worst", worst[q])
+        return out
+
+    @abc.abstractmethod
+    def _rate_records(self, quantity: str, stage: str, rate) -> list[dict[str, Any]]:
+        """The records of the fitted exponent(s) ``rate`` of ``quantity`` in ``stage``."""
+
+    def to_table(self) -> str:
+        """The records as CSV text."""
+        records = self.to_records()
+        cols = list(records[0]) if records else []
+        lines = [",".join(cols)]
+        for rec in records:
+            lines.append(",".join(f"{v:.6g}" if isinstance(v, float) else str(v) for v in rec.values()))
+        return "\n".join(lines) + "\n"
+
+
+def fit_rate(log_alpha, distance) -> tuple[float, float]:
+    """Fit ``log d = c − r log log(1/α)`` by least squares; returns ``(r, c)`` (NaN with < 2 usable points)."""
+    log_alpha = np.asarray(log_alpha, dtype=np.float64)
+    distance = np.asarray(distance, dtype=np.float64)
+    ok = np.isfinite(distance) & (distance > 0) & (log_alpha < 0)
+    if np.count_nonzero(ok) < 2 or np.ptp(log_alpha[ok]) == 0:
+        return math.nan, math.nan
+    x = np.log(-log_alpha[ok])
+    slope, intercept = np.polyfit(x, np.log(distance[ok]), 1)
+    return float(-slope), float(intercept)
+
+
+def fit_rates(log_alpha, distance) -> np.ndarray:
+    """:func:`fit_rate`'s ``r`` for every column of ``distance`` ``(A, …)``: shape ``distance.shape[1:]``."""
+    if distance.size == 0:
+        return distance[0]
+    return np.apply_along_axis(lambda col: fit_rate(log_alpha, col)[0], 0, distance)
+
+
+def default_delta(stage_times) -> float:
+    """Default window margin: a quarter of the shortest stage (of ``T_1`` when there is one stage; 0.05 if none)."""
+    gaps = np.diff(np.asarray(stage_times, dtype=np.float64))
+    gaps = gaps[np.isfinite(gaps) & (gaps > 0)]
+    return 0.25 * float(gaps.min()) if gaps.size else 0.05
+
+
+def default_horizon(stage_times) -> float:
+    """Default last time: ``1.25 T_K`` (1 when the path has no stage)."""
+    last = float(np.asarray(stage_times)[-1])
+    return 1.25 * last if last > 0 else 1.0
+
+
+def default_times(
+    stage_times, *, num: int = 1000, horizon: float | None = None, delta: float | None = None
+) -> np.ndarray:
+    """An even grid on ``[0, horizon]`` with every window edge and stage time added."""
+    stage_times = np.asarray(stage_times, dtype=np.float64)
+    horizon = default_horizon(stage_times) if horizon is None else float(horizon)
+    delta = default_delta(stage_times) if delta is None else float(delta)
+    extra = np.concatenate([stage_times, stage_times + delta, stage_times - delta])
+    ts = np.union1d(np.linspace(0.0, horizon, num), extra[(extra >= 0) & (extra <= horizon)])
+    return ts
+
+
+def windows(stage_times, delta: float, horizon: float) -> tuple[np.ndarray, np.ndarray]:
+    """The windows ``[T_k + δ, T_{k+1} − δ]``, ``k = 0..K``, the last one ending at ``horizon``: ``(starts, ends)``."""
+    return stage_times + delta, np.append(stage_times[1:] - delta, horizon)
+
+
+def window_masks(ts, starts, ends):
+    """``(k, inside)`` for every window ``k`` that holds recorded times, ``inside`` the mask of those in ``ts``."""
+    for k, (start, end) in enumerate(zip(starts, ends)):
+        inside = (ts >= start) & (ts <= end)
+        if start < end and np.any(inside):
+            yield k, inside
+
+
+def compare_runs(cls, path, runs, distances, *, method: str, delta: float | None, threshold: float, **fields):
+    """Compare ``runs`` (each with a ``log_alpha`` and times ``ts``) with the greedy ``path`` into a ``cls``.
+
+    ``distances(run, starts, ends)`` gives a run's sup distance per window for each quantity ``q``, ``{q: (K + 1,
+    …)}``, and the stage times ``(K,)`` detected on it. The result holds them (``q_distance``), the errors of the
+    detected times, the fitted rates of all of them and ``fields``.
+    """
+    check_options(delta, threshold)
+    times = np.asarray(path.times, dtype=np.float64)
+    delta = default_delta(times) if delta is None else float(delta)
+    starts, ends = windows(times, delta, min(float(run.ts[-1]) for run in runs))
+    rows = [distances(run, starts, ends) for run in runs]
+    log_alpha = np.array([run.log_alpha for run in runs], dtype=np.float64)
+    dist = {q: np.stack([d[q] for d, _ in rows]) for q in rows[0][0]}
+    detected = np.stack([t for _, t in rows]).reshape(len(runs), times.size - 1)
+    err = np.abs(detected - times[1:])
+    return cls(
+        method=method,
+        log_alpha=log_alpha,
+        stage_times=times,
+        window_start=starts,
+        window_end=ends,
+        detected_times=detected,
+        time_error=err,
+        time_rate=fit_rates(log_alpha, err),
+        threshold=float(threshold),
+        delta=delta,
+        **{f"{q}_distance": d for q, d in dist.items()},
+        **{f"{q}_rate": fit_rates(log_alpha, d) for q, d in dist.items()},
+        **fields,
+    )
+
+
+def detect(ts, loss, levels) -> np.ndarray:
+    """First time (linearly interpolated) at which ``loss`` drops to each level; NaN if never."""
+    out = np.full(len(levels), np.nan)
+    for j, level in enumerate(levels):
+        below = np.flatnonzero(loss <= level)
+        if below.size == 0:
+            continue
+        i = below[0]
+        if i == 0:
+            out[j] = ts[0]
+            continue
+        l0, l1 = loss[i - 1], loss[i]
+        frac = (l0 - level) / (l0 - l1) if l0 != l1 else 1.0
+        out[j] = ts[i - 1] + frac * (ts[i] - ts[i - 1])
+    return out
+
+
+def check_options(delta, threshold) -> None:
+    """Check the comparison's window margin ``delta`` (None or ≥ 0) and detection fraction ``threshold`` (in (0, 1))."""
+    if not 0.0 < threshold < 1.0:
+        raise ValueError(
+            f"threshold must lie strictly between 0 and 1 (a fraction of each loss drop); got {threshold!r}."
+        )
+    if delta is not None and not delta >= 0:
+        raise ValueError(f"delta must be a non-negative rescaled time; got {delta!r}.")
+
+
+def check_run_scales(recorded, log_alphas) -> None:
+    """Check that the runs, recording the scales ``recorded``, are one per ``log_alphas``, in order."""
+    if log_alphas.size != len(recorded):
+        raise ValueError(f"got {len(recorded)} runs for {log_alphas.size} values of alpha; give one run per alpha.")
+    for rec, la in zip(recorded, log_alphas):
+        if not np.isclose(rec, la, rtol=1e-12, atol=0.0):
+            raise ValueError(
+                f"a run records log α = {rec:.6g} but is given as log α = {la:.6g}; pass the runs in the order "
+                "of alphas=."
+            )
