@@ -24,9 +24,10 @@ the step control is on the relative error of the weights. The state is padded to
 prefix of the slots), beyond that to a power of two, and every Jacobian is built from the active slots
 only, so one compilation serves every support up to 64 at the cost of its actual size. The solver is
 Diffrax's ``Kvaerno5`` (an L-stable ESDIRK method: the escape and the relaxation onto θ^{k+1} run at very
-different rates), its stage equations solved by a chord iteration with one Jacobian per step and
-Hairer & Wanner's stopping rule, with a PID controller until a
-``diffrax.Event`` finds it nearly steady, then polished by Newton's method on ``g_S(β_S) = 0``. The
+different rates), its stage equations solved by a chord iteration with Hairer & Wanner's stopping rule,
+whose matrix comes from a ``∂g/∂β`` kept from step to step (rebuilt only when the iteration fails; the factor
+``∂β/∂z = 2β`` is exact at every step), with a PID controller until a ``diffrax.Event`` finds it nearly
+steady, then polished by Newton's method on ``g_S(β_S) = 0``, which starts from the matrix the flow kept. The
 trajectory only has to pick the basin; the last digits come from Newton, which also puts a leaving
 coordinate whose root lies on the boundary ``β_j = 0`` exactly there. The ε → 0 limit is taken by
 running the flow from every ε of ``GreedyTolerances.epsilons`` (one compiled call per stage, flow and
@@ -57,7 +58,6 @@ import optimistix as optx
 from ._assumptions import (
     AssumptionWarning,
     choose_coordinate,
-    embed,
     hessian_min_eig,
     perturbed_starts,
     restricted_hessian,
@@ -66,6 +66,7 @@ from ._assumptions import (
 from ._checks import check_init, check_int
 from ._config import float64
 from ._factorized import FactorizedModel
+from ._flow import WrappedSolver
 from ._frame import apply_frame, frame_of
 from ._model import DiagonalModel, check_model
 
@@ -339,26 +340,34 @@ class _StageChord(optx.AbstractRootFinder):
     """Chord iteration for the ESDIRK stage equations of phase (B), stopped by Hairer & Wanner's rule
     (Solving ODEs II, §IV.8) on the stage increment ``γh f`` (in ``log y``).
 
-    The iteration matrix is built from the ``active`` leading columns (:func:`_columns`) once per step (diffrax
-    hands it on from the second stage); an update counts as converged when its contraction-corrected size is
-    below ``atol`` (a fraction of the step tolerance), and fails as soon as the updates stop contracting or
-    cannot converge within ``max_iters``, so that the step is retried smaller. ``rtol`` is unused.
+    The iteration matrix ``I − γh ∂f/∂z`` is formed once per step (diffrax hands it on from the second stage)
+    from ``dg``, a possibly stale ``∂g/∂β`` (kept by :class:`_HessianReuse`), and the exact chain rule of
+    ``β = s ⊙ e^{2z}`` at the stage point: ``∂f/∂z = diag(s) (∂g/∂β) diag(2β)``. The factor ``2β``, which
+    changes by orders of magnitude while the new coordinate escapes, is therefore never stale. An update counts
+    as converged when its contraction-corrected size is below ``atol`` (a fraction of the step tolerance), and
+    the iteration fails as soon as the updates stop contracting or cannot converge within ``max_iters``, so
+    that the step is retried with a fresh ``dg``, then smaller. A failed stage comes back as NaN, so that the
+    step's later stages, which build on it, stop at their first update. ``rtol`` is unused.
     """
 
     rtol: float
     atol: jax.Array
-    active: jax.Array
+    signs: jax.Array
+    mask: jax.Array
     max_iters: int = eqx.field(static=True)
+    dg: jax.Array | None = None
     norm: Callable = optx.rms_norm
 
     def init(self, fn, y, args, options, f_struct, aux_struct, tags):
-        del f_struct, aux_struct, tags
+        del fn, f_struct, aux_struct, tags
         if "init_state" in options:  # the step's iteration matrix, from diffrax's second stage
             return options["init_state"]
-        _, lin = jax.linearize(lambda x: fn(x, args)[0], y)
-        gh = jnp.asarray(args[1] * args[7], dtype=y.dtype)  # diffrax's (stage, diagonal, …, control) arguments
+        # diffrax's implicit-stage arguments: (stage_index, diagonal, vf, prod, t, z_partial, args, control).
+        gh = jnp.asarray(args[1] * args[7], dtype=y.dtype)
+        two_beta = 2 * self.signs * jnp.exp(2 * (args[5] + gh * y))
+        jac = jnp.where(self.mask[:, None] & self.mask[None, :], self.signs[:, None] * self.dg * two_beta, 0.0)
         inf = jnp.array(jnp.inf, dtype=y.dtype)
-        lu = jax.scipy.linalg.lu_factor(_columns(lin, self.active, y.size, y.dtype))
+        lu = jax.scipy.linalg.lu_factor(jnp.eye(y.size, dtype=y.dtype) - gh * jac)
         return _StageState(lu=lu, gh=gh, diffsize=inf, diffsize_prev=inf, step=jnp.array(0))
 
     def step(self, fn, y, args, options, state: _StageState, tags):
@@ -384,19 +393,64 @@ class _StageChord(optx.AbstractRootFinder):
         )
 
     def postprocess(self, fn, y, aux, args, options, state, tags, result):
-        return y, aux, {}
+        return jnp.where(result == optx.RESULTS.successful, y, jnp.nan), aux, {}
 
 
-def _reduced_g(model: DiagonalModel, index, mask, signs, y):
-    return model.g(embed(model.p, index, mask, signs, y))[index]
+class _HessianReuse(WrappedSolver):
+    """Wraps ``Kvaerno5`` with a :class:`_StageChord`: keeps ``∂g/∂β`` (minus the β-Hessian of L on the support)
+    from step to step, as the exact flow keeps its Jacobian.
+
+    A step is first tried with the kept matrix; if a stage iteration fails, ``∂g/∂β`` is rebuilt at the step's
+    start (:func:`_columns`, one JVP per active slot) and the step is retried. The matrix lives in the solver
+    state, so it is kept on accepted steps only, and it comes back with the solution for Newton's method.
+    """
+
+    dg_of: Callable  # z ↦ ∂g/∂β at β = s ⊙ e^{2z}
+    dg0: jax.Array  # the matrix to start from
+
+    def init(self, terms, t0, t1, y0, args):
+        return self.solver.init(terms, t0, t1, y0, args), self.dg0
+
+    def _with(self, dg):
+        return eqx.tree_at(lambda s: s.root_finder.dg, self.solver, dg, is_leaf=lambda x: x is None)
+
+    def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
+        inner_state, dg = solver_state
+        out = self._with(dg).step(terms, t0, t1, y0, args, inner_state, made_jump)
+
+        def retry(_):
+            fresh = self.dg_of(y0)
+            return self._with(fresh).step(terms, t0, t1, y0, args, inner_state, made_jump), fresh
+
+        out, dg = jax.lax.cond(out[4] != diffrax.RESULTS.successful, retry, lambda _: (out, dg), None)
+        y1, y_error, dense_info, inner_state, result = out
+        return y1, y_error, dense_info, (inner_state, dg), result
 
 
-def _newton(model, index, mask, signs, y, shrinking, stationary, steps):
-    """Newton's method on ``g_S(β_S) = 0`` in β from magnitudes ``y`` on the support ``S = mask``.
+def _g_on(model: DiagonalModel, index) -> Callable:
+    """``β_S ↦ g_S``: g on the reduced state (the padded slots of ``β_S`` must be 0)."""
 
-    ``∂g/∂β = −H`` (H the β-Hessian of L on S), so ``β ← β + H⁻¹ g``; g and H come from one
-    linearisation of g, the columns of H one JVP each, for the leading slots that ``mask`` can hold
-    (see :func:`_columns`; ``mask`` is a prefix of the padded state, less the coordinates dropped on the way).
+    def g(beta):
+        return model.g(jnp.zeros(model.p, dtype=beta.dtype).at[index].add(beta))[index]
+
+    return g
+
+
+def _dg(g_on, beta, active) -> jax.Array:
+    """``∂g/∂β`` on the reduced state at ``β_S`` (minus the β-Hessian of L there): one linearisation of g, then
+    one JVP per active slot (:func:`_columns`)."""
+    _, lin = jax.linearize(g_on, beta)
+    return _columns(lin, active, beta.size, beta.dtype)
+
+
+def _newton(g_on, dg, signs, y, keep, shrinking, stationary, steps, active):
+    """Newton's method on ``g_S(β_S) = 0`` in β from magnitudes ``y`` on the support ``S = keep``.
+
+    ``∂g/∂β = −H`` (H the β-Hessian of L on S), so ``β ← β + H⁻¹ g``. ``dg`` is the ``∂g/∂β`` that the flow
+    kept (:class:`_HessianReuse`): it is used as long as each step reduces ``max_S |g|`` at least
+    ``1/_NEWTON_RATE``-fold (a chord iteration, converging linearly at the rate of the matrix's relative error,
+    at one evaluation of g per step), and rebuilt at the current point (:func:`_dg`, the leading ``active``
+    slots) after a slower step, which restores Newton's quadratic convergence.
 
     A step that would move a coordinate out of its sign orthant (``s_j β_j ≤ 0``) is not taken. If
     that coordinate is leaving (``shrinking``: ``s_j g_j < 0`` where the flow stopped), the root on S
@@ -410,34 +464,30 @@ def _newton(model, index, mask, signs, y, shrinking, stationary, steps):
     the last one).
     """
     size = y.size
-    active = size - jnp.argmax(mask[::-1]) if size else 0  # one past the last slot of the support
-
-    def g_of_beta(beta):
-        return model.g(jnp.zeros(model.p, dtype=beta.dtype).at[index].add(beta))[index]
 
     def body(state):
-        n, y, keep, _, _, residuals = state
+        n, y, keep, _, _, residuals, dg = state
         beta = jnp.where(keep, signs * y * y, 0.0)
-        g, g_lin = jax.linearize(g_of_beta, beta)
-        g = jnp.where(keep, g, 0.0)
-        hess = -_columns(g_lin, jnp.where(jnp.any(keep), active, 0), size, y.dtype)
-        hess = jnp.where(keep[:, None] & keep[None, :], hess, jnp.eye(size, dtype=y.dtype))
+        g = jnp.where(keep, g_on(beta), 0.0)
         gmax = jnp.max(jnp.abs(g))
         converged = gmax <= stationary
+        slow = (n > 0) & ~(gmax <= _NEWTON_RATE * residuals[jnp.maximum(n - 1, 0)])
+        dg = jax.lax.cond(slow & ~converged, lambda: _dg(g_on, beta, active), lambda: dg)
+        hess = jnp.where(keep[:, None] & keep[None, :], -dg, jnp.eye(size, dtype=y.dtype))
         beta_next = beta + jnp.linalg.solve(hess, g)
         out = keep & ~(signs * beta_next > 0)
         failed = ~converged & (jnp.any(out & ~shrinking) | ~jnp.all(jnp.isfinite(beta_next)))
         step = ~converged & ~failed & ~jnp.any(out)
         keep = keep & ~(~converged & ~failed & out)
         y = jnp.where(keep, jnp.where(step, jnp.sqrt(jnp.maximum(signs * beta_next, 0.0)), y), 0.0)
-        return n + 1, y, keep, converged, failed, residuals.at[n].set(gmax)
+        return n + 1, y, keep, converged, failed, residuals.at[n].set(gmax), dg
 
     def cond(state):
-        n, _, _, converged, failed, _ = state
+        n, _, _, converged, failed, _, _ = state
         return (n < steps) & ~converged & ~failed
 
-    init = (0, jnp.where(mask, y, 0.0), mask, False, False, jnp.full(steps, jnp.nan, dtype=y.dtype))
-    _, y, _, converged, _, residuals = jax.lax.while_loop(cond, body, init)
+    init = (0, jnp.where(keep, y, 0.0), keep, False, False, jnp.full(steps, jnp.nan, dtype=y.dtype), dg)
+    _, y, _, converged, _, residuals, _ = jax.lax.while_loop(cond, body, init)
     return y, converged, residuals
 
 
@@ -456,50 +506,60 @@ def _phase_b(model, starts, index, mask, signs, thresholds, max_steps, newton_st
     ``s_i g_i < 0``); coordinates with ``y_i ≤ support · max y`` are set to 0 before and after Newton's
     method (the path's definition of the support). The rows run one after the other (``lax.map``): each
     stops at its own step count, and batching them would make every small matrix product of g a slower
-    batched one. ``mask`` is a prefix of the padded state, so one compilation serves every support that
-    fits. Returns the polished endpoints, a status per row (0: stationary, else an ``_Outcome``), the flow's
-    step counts and the Newton residuals.
+    batched one. Every row starts from ``∂g/∂β`` at the first row's start (the rows start within ε or the
+    perturbation of the same point) and keeps it until its stage equations fail (:class:`_HessianReuse`);
+    Newton's method starts from the matrix its flow kept. ``mask`` is a prefix of the padded state, so one
+    compilation serves every support that fits. Returns the polished endpoints, a status per row (0:
+    stationary, else an ``_Outcome``), the flow's step counts and the Newton residuals.
     """
     steady, support, tol, root_tol, dt0, t1, stationary = thresholds
     active = jnp.sum(mask)
+    g_on = _g_on(model, index)
 
-    def g_of(z):
-        return _reduced_g(model, index, mask, signs, jnp.exp(z))
+    def beta_of(z):
+        return jnp.where(mask, signs * jnp.exp(2 * z), 0.0)
 
     def field(t, z, args):
-        return jnp.where(mask, signs * g_of(z), 0.0)
+        return jnp.where(mask, signs * g_on(beta_of(z)), 0.0)
 
     def leaving(z, g):
         return (z <= jnp.log(support) + jnp.max(jnp.where(mask, z, -jnp.inf))) & (signs * g < 0)
 
     def is_steady(t, z, args, **kwargs):
-        g = g_of(z)
+        g = g_on(beta_of(z))
         return jnp.all(~mask | (jnp.abs(g) <= steady) | leaving(z, g))
 
-    # Chord: one Jacobian per step (Kvaerno5 evaluates it at the second stage and reuses it), the
-    # stage equations then cost one evaluation of g per iteration.
-    chord = _StageChord(rtol=0.0, atol=root_tol, active=active, max_iters=_MAX_ITERS)
-    solver = diffrax.Kvaerno5(root_finder=chord, root_find_max_steps=_MAX_ITERS)
+    def log_y(y):
+        return jnp.where(mask, jnp.log(jnp.where(mask, y, 1.0)), 0.0)
+
+    # Chord: the stage equations cost one evaluation of g per iteration; ∂g/∂β is rebuilt only when they fail.
+    chord = _StageChord(rtol=0.0, atol=root_tol, signs=signs, mask=mask, max_iters=_MAX_ITERS)
+    solver = _HessianReuse(
+        diffrax.Kvaerno5(root_finder=chord, root_find_max_steps=_MAX_ITERS),
+        dg_of=lambda z: _dg(g_on, beta_of(z), active),
+        dg0=_dg(g_on, beta_of(log_y(starts[0])), active),
+    )
+    controller = diffrax.PIDController(rtol=0.0, atol=tol, factormax=_FACTORMAX)
 
     def one(y0):
-        z0 = jnp.where(mask, jnp.log(jnp.where(mask, y0, 1.0)), 0.0)
         sol = diffrax.diffeqsolve(
             diffrax.ODETerm(field),
             solver,
             0.0,
             t1,
             dt0,
-            z0,
-            stepsize_controller=diffrax.PIDController(rtol=0.0, atol=tol),
+            log_y(y0),
+            stepsize_controller=controller,
             event=diffrax.Event(is_steady),
-            saveat=diffrax.SaveAt(t1=True),
+            saveat=diffrax.SaveAt(t1=True, solver_state=True),
             max_steps=max_steps,
             throw=False,
         )
         y = jnp.where(mask, jnp.exp(sol.ys[-1]), 0.0)
-        g = _reduced_g(model, index, mask, signs, y)
+        g = g_on(jnp.where(mask, signs * y * y, 0.0))
         keep = mask & (y > support * jnp.max(y))
-        y, converged, residuals = _newton(model, index, keep, signs, y, signs * g < 0, stationary, newton_steps)
+        _, dg = sol.solver_state
+        y, converged, residuals = _newton(g_on, dg, signs, y, keep, signs * g < 0, stationary, newton_steps, active)
         y = jnp.where(y > support * jnp.max(y), y, 0.0)  # a root on the boundary may come out as β_j ≈ +0
         flow_status = jnp.where(sol.result == diffrax.RESULTS.max_steps_reached, 1, 2)
         status = jnp.where(sol.event_mask, jnp.where(converged, 0, 3), flow_status)
@@ -529,6 +589,8 @@ def _capacity(n: int, p: int) -> int:
 _PADDED = 64
 _KAPPA = 0.1  # the stage equations' tolerance as a fraction of the step tolerance (Hairer & Wanner IV.8)
 _MAX_ITERS = 7
+_FACTORMAX = 2.0  # step growth per step: larger steps overshoot into stage equations that cannot converge
+_NEWTON_RATE = 0.1  # a Newton step with the kept ∂g/∂β must reduce max |g| this much, else it is rebuilt
 
 
 class _Reduced(eqx.Module):
