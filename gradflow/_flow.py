@@ -12,11 +12,13 @@ needs ``log α`` only, never ``α``: scales far below the float64 range are solv
 ``(log w, log w̄)`` of any recorded time is a ``FlowState``, from which the flow continues exactly.
 
 The flow is stiff for small α: awake coordinates relax at rate O(1) in ``t`` while a run lasts
-``O(log(1/α))``. It is solved with an L-stable ESDIRK method (``diffrax.Kvaerno5``) whose stage
-equations are solved by a chord iteration with a low-rank Jacobian that is kept from step to step and
+``O(log(1/α))``. On the plateaus it is solved with an L-stable ESDIRK method (``diffrax.Kvaerno5``) whose
+stage equations are solved by a chord iteration with a low-rank Jacobian that is kept from step to step and
 recomputed only when the iteration stops converging. The Jacobian of ``y ↦ g(β(y))`` is
 ``−∇²L · diag(u² + v²)``: its columns are negligible except for the coordinates with ``u_i² + v_i²``
-of order one, so the ``jacobian_rank`` largest of those columns give it to working accuracy.
+of order one, so the ``jacobian_rank`` largest of those columns give it to working accuracy. Inside the
+jumps (time scale O(1) in ``t``), wherever the step lies in its stability interval, a step is taken with the
+explicit order-8 method ``diffrax.Dopri8`` instead, and the output times are read off the dense output.
 """
 
 from __future__ import annotations
@@ -193,6 +195,7 @@ class FlowResult(eqx.Module):
 class _Args(eqx.Module):
     model: DiagonalModel
     log_wwbar: jax.Array  # log(w w̄) = log(u² − v²) after the normalisation, conserved; > −inf by Assumption 4.2
+    out_ts: jax.Array | None = None  # the output times in t: only steps across one need their dense output
 
 
 def _weights(y, args: _Args):
@@ -225,6 +228,7 @@ class _LowRankJacobian(eqx.Module):
 
     idx: jax.Array
     hess_cols: jax.Array
+    awake: jax.Array  # bool (r,): the columns computed (the others are left at 0)
 
 
 def _log_scale(y, args: _Args):
@@ -245,8 +249,9 @@ def _jacobian(y, args: _Args, rank: int) -> _LowRankJacobian:
         e = jax.nn.one_hot(i, y.shape[0], dtype=y.dtype)
         return jax.lax.cond(awake, lambda: jax.jvp(args.model.g, (beta,), (e,))[1], lambda: jnp.zeros_like(y))
 
-    cols = jax.lax.map(lambda a: column(*a), (idx, log_scale > _ASLEEP))
-    return _LowRankJacobian(idx=idx, hess_cols=cols.T)
+    awake = log_scale > _ASLEEP
+    cols = jax.lax.map(lambda a: column(*a), (idx, awake))
+    return _LowRankJacobian(idx=idx, hess_cols=cols.T, awake=awake)
 
 
 class _ChordState(eqx.Module):
@@ -386,6 +391,139 @@ class _JacobianReuse(WrappedSolver):
         return y1, y_error, dense_info, (inner_state, jac), result
 
 
+class _Switching(WrappedSolver):
+    """Kvaerno5 with the cached Jacobian (``_JacobianReuse``) where the flow is stiff, Dopri8 where it is not.
+
+    Each step is taken explicitly when the proposed ``h`` lies inside Dopri8's stability interval,
+    ``h ρ ≤ _STABLE`` with ``ρ = max(0, −λ_min(J))`` the stiffness of ``J = ∂g/∂β · diag(u² + v²)``
+    (real eigenvalues: ``J`` is similar to ``diag(√s) ∂g/∂β diag(√s)``, symmetric), estimated from the cached
+    Hessian columns and the current ``s = u² + v²``; otherwise implicitly. Inside a jump (time scale O(1) in
+    ``t``, not stiff) the order-8 method takes steps about 2.5× longer than the order-5 one, each cheaper than
+    an implicit step; on plateaus (``h`` up to ``O(log(1/α))``) Kvaerno5 steps over the relaxed, stiff
+    coordinates. The cache is refreshed when a coordinate wakes that it has no column for, so ``ρ`` never
+    misses an awake coordinate. Both methods are FSAL and share their state ``f(y0)``; Dopri8's error
+    estimate (order 8) is reported as ``E^(5/8)`` so that the step-size controller, set for Kvaerno5's
+    order 5, proposes Dopri8's optimal step ``∝ E^(−1/8)``. The dense output is Dopri8's own interpolant
+    after an explicit step and the quintic Hermite interpolant of ``y, y', y''`` after an implicit one (one
+    Jacobian-vector product at each end, only for steps across an output time), so the output times need not
+    be step ends.
+    """
+
+    explicit: dfx.Dopri8
+    rtol: float
+    atol: float
+
+    @property
+    def interpolation_cls(self):  # pyright: ignore
+        return _SwitchingInterpolation
+
+    def init(self, terms, t0, t1, y0, args):
+        return self.solver.init(terms, t0, t1, y0, args)
+
+    def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
+        inner_state, jac = solver_state
+        rank = self.solver.rank
+        log_scale = _log_scale(y0, args)
+        top = jax.lax.top_k(log_scale, rank)[0][-1]
+        covered = jnp.zeros(y0.shape, bool).at[jac.idx].set(jac.awake)
+        unseen = jnp.any((log_scale > _ASLEEP) & (log_scale >= top) & ~covered)
+        jac = jax.lax.cond(unseen, lambda: _jacobian(y0, args, rank), lambda: jac)
+        explicit = (t1 - t0) * _stiffness(jac, log_scale) <= _STABLE
+
+        def take_explicit(_):
+            y1, y_error, dense, inner, result = self.explicit.step(terms, t0, t1, y0, args, inner_state, made_jump)
+            scale = self.atol + self.rtol * jnp.maximum(jnp.abs(y0), jnp.abs(y1))
+            error = optx.rms_norm(y_error / scale)
+            order = self.solver.error_order(terms) / self.explicit.error_order(terms)
+            y_error = y_error * jnp.where(error > 0, error ** (order - 1), 1.0)
+            return y1, y_error, dense["k"], inner, result, jac
+
+        def take_implicit(_):
+            y1, y_error, dense, (inner, fresh), result = self.solver.step(
+                terms, t0, t1, y0, args, (inner_state, jac), made_jump
+            )
+            h = t1 - t0
+            k0, k1 = dense["k"][0], dense["k"][-1]  # h f(y0), h f(y1): the FSAL stages
+            inside = True if args.out_ts is None else jnp.any((args.out_ts > t0) & (args.out_ts < t1))
+            q0, q1 = jax.lax.cond(
+                inside,
+                lambda: (h * _acceleration(y0, k0, args), h * _acceleration(y1, k1, args)),
+                lambda: (jnp.zeros_like(y0), jnp.zeros_like(y0)),
+            )
+            k = jnp.zeros((_DOPRI8_STAGES,) + y0.shape, y0.dtype).at[jnp.arange(4)].set(jnp.stack([k0, k1, q0, q1]))
+            return y1, y_error, k, inner, result, fresh
+
+        y1, y_error, k, inner, result, jac = jax.lax.cond(explicit, take_explicit, take_implicit, None)
+        return y1, y_error, dict(y0=y0, y1=y1, k=k, explicit=explicit), (inner, jac), result
+
+
+def _acceleration(y, hf, args: _Args):
+    """``h² d²y/dt² = h J (h f)`` with ``J = ∂g/∂β · diag(u² + v²)`` (one Jacobian-vector product of g)."""
+    return jax.jvp(args.model.g, (_beta(y, args),), (jnp.exp(_log_scale(y, args)) * hf,))[1]
+
+
+_DOPRI8_STAGES = 14
+
+
+class _QuinticHermite(eqx.Module):
+    """The quintic Hermite interpolant on ``[t0, t1]`` of ``y``, ``h y'`` and ``h² y''`` at both ends (error
+    ``O(h⁶)``, the order of Kvaerno5's steps)."""
+
+    t0: jax.Array
+    t1: jax.Array
+    y0: jax.Array
+    y1: jax.Array
+    k: jax.Array  # rows h y'(t0), h y'(t1), h² y''(t0), h² y''(t1)
+
+    def __call__(self, t):
+        s = (t - self.t0) / (self.t1 - self.t0)
+        s2, s3 = s * s, s * s * s
+        basis = (
+            1 - s3 * (10 - 15 * s + 6 * s2),  # y0
+            s - s3 * (6 - 8 * s + 3 * s2),  # h y'(t0)
+            0.5 * s2 * (1 - s) ** 3,  # h² y''(t0)
+            0.5 * s3 * (1 - s) ** 2,  # h² y''(t1)
+            -s3 * (4 - 7 * s + 3 * s2),  # h y'(t1)
+            s3 * (10 - 15 * s + 6 * s2),  # y1
+        )
+        return (
+            basis[0] * self.y0
+            + basis[1] * self.k[0]
+            + basis[2] * self.k[2]
+            + basis[3] * self.k[3]
+            + basis[4] * self.k[1]
+            + basis[5] * self.y1
+        )
+
+
+class _SwitchingInterpolation(dfx.AbstractLocalInterpolation):
+    """The dense output of a ``_Switching`` step: Dopri8's order-7 interpolant after an explicit step, the quintic
+    Hermite interpolant of ``y, y', y''`` at both ends after an implicit one."""
+
+    t0: jax.Array
+    t1: jax.Array
+    explicit_path: dfx.AbstractLocalInterpolation
+    implicit_path: _QuinticHermite
+    explicit: jax.Array
+
+    def __init__(self, *, t0, t1, y0, y1, k, explicit):
+        self.t0, self.t1, self.explicit = t0, t1, explicit
+        self.explicit_path = dfx.Dopri8.interpolation_cls(t0=t0, t1=t1, y0=y0, y1=y1, k=k)
+        self.implicit_path = _QuinticHermite(t0, t1, y0, y1, k[:4])
+
+    def evaluate(self, t0, t1=None, left=True):
+        if t1 is not None:
+            return self.evaluate(t1) - self.evaluate(t0)
+        return jnp.where(self.explicit, self.explicit_path.evaluate(t0), self.implicit_path(t0))
+
+
+def _stiffness(jac: _LowRankJacobian, log_scale) -> jax.Array:
+    """``ρ = max(0, −λ_min(diag(√s) H diag(√s)))`` over the cached columns ``H = ∂g/∂β[idx, idx]``."""
+    root = jnp.exp(0.5 * log_scale[jac.idx])
+    m = root[:, None] * jac.hess_cols[jac.idx, :] * root[None, :]
+    return jnp.maximum(0.0, -jnp.linalg.eigvalsh(0.5 * (m + m.T))[0])
+
+
 # --------------------------------------------------------------------------------------------------
 # Step-size underflow: the one way a run without a step cap cannot go on.
 
@@ -436,11 +574,16 @@ class _UnderflowGuard(dfx.AbstractAdaptiveStepSizeController):
         return keep, next_t0, next_t1, made_jump, state, result
 
 
-def solve_onto(vector_field, solver, y0, args, out_ts, controller, max_steps):
-    """Solve ``dy/dt = vector_field(t, y, args)`` from ``t = 0`` to ``out_ts[-1]``, stepping exactly onto every
-    output time (the solvers' cubic dense output is less accurate than their steps), with ``controller``
-    guarded against step-size underflow. Returns ``ys`` at ``out_ts``, the diffrax result and the step counts
-    ``(steps, accepted, rejected)``."""
+def solve_onto(vector_field, solver, y0, args, out_ts, controller, max_steps, *, dense=False):
+    """Solve ``dy/dt = vector_field(t, y, args)`` from ``t = 0`` to ``out_ts[-1]``, with ``controller`` guarded
+    against step-size underflow. Returns ``ys`` at ``out_ts``, the diffrax result and the step counts
+    ``(steps, accepted, rejected)``.
+
+    With ``dense=False`` the solver steps exactly onto every output time (for solvers whose dense output is
+    less accurate than their steps); with ``dense=True`` it steps freely and ``ys`` comes from the solver's
+    dense output (``_Switching``'s order-7 interpolant inside jumps).
+    """
+    guarded = _UnderflowGuard(controller, out_ts[-1:] if dense else out_ts)
     sol = dfx.diffeqsolve(
         dfx.ODETerm(vector_field),
         solver,
@@ -450,7 +593,7 @@ def solve_onto(vector_field, solver, y0, args, out_ts, controller, max_steps):
         y0=y0,
         args=args,
         saveat=dfx.SaveAt(ts=out_ts),
-        stepsize_controller=dfx.ClipStepSizeController(_UnderflowGuard(controller, out_ts), step_ts=out_ts),
+        stepsize_controller=guarded if dense else dfx.ClipStepSizeController(guarded, step_ts=out_ts),
         max_steps=max_steps,
         throw=False,
     )
@@ -463,8 +606,15 @@ def solve_onto(vector_field, solver, y0, args, out_ts, controller, max_steps):
 
 
 def _default_solver(rank: int, atol: float) -> _JacobianReuse:
+    """Kvaerno5 with the cached low-rank Jacobian: the solver of batched runs (under ``vmap`` both branches of
+    ``_Switching`` would run at every step)."""
     root_finder = _LowRankChord(rtol=_ROUNDING, atol=_KAPPA * atol, max_iters=_MAX_ITERS)
     return _JacobianReuse(dfx.Kvaerno5(root_finder=root_finder, root_find_max_steps=_MAX_ITERS), rank=rank)
+
+
+def _switching_solver(rank: int, rtol: float, atol: float) -> _Switching:
+    """Dopri8 inside jumps, Kvaerno5 on plateaus: the solver of single runs."""
+    return _Switching(_default_solver(rank, atol + rtol), explicit=dfx.Dopri8(), rtol=rtol, atol=atol)
 
 
 _KAPPA = 0.1  # stage-iteration tolerance as a fraction of the step tolerance (Hairer & Wanner IV.8)
@@ -475,15 +625,17 @@ _FIRST = 1e-3  # a first stage update below this fraction of the stage tolerance
 _UNDERFLOW = 100.0  # steps below this many ulps of t cannot go on
 _SNAP = 0.1  # a step ending this fraction of its length or less before an output time is stretched onto it
 _ASLEEP = np.log(1e-10)  # log(u_i² + v_i²) below which a coordinate's Jacobian column is not computed
+_STABLE = 0.8 * 5.17  # h ρ below which a step is explicit: Dopri8 is stable on [−5.17, 0] of the real axis
 
 
 @eqx.filter_jit
 def _solve(model, y0, log_wwbar, log_alpha, ts, rtol, atol, *, solver, max_steps, batched):
     def one(y0, log_wwbar, la):
         L = -la
-        args = _Args(model=model, log_wwbar=log_wwbar)
+        args = _Args(model=model, log_wwbar=log_wwbar, out_ts=ts * L)
         pid = dfx.PIDController(rtol=rtol, atol=atol, factormax=_FACTORMAX)
-        ys, result, stats = solve_onto(_vector_field, solver, y0, args, ts * L, pid, max_steps)
+        dense = isinstance(solver, _Switching)
+        ys, result, stats = solve_onto(_vector_field, solver, y0, args, ts * L, pid, max_steps, dense=dense)
         w, wbar = _weights(ys, args)
         u, v = 0.5 * (w + wbar), 0.5 * (w - wbar)
         loss = jax.vmap(model.loss_of_beta)(u * v)
@@ -543,8 +695,10 @@ def simulate_flow(
     """Solve the gradient flow from ``θ(0) = α (u0, v0)`` (or from ``start``) exactly, at rescaled times ``ts``.
 
     Integrates ``d(log w)/dτ = log(1/α) g(β)`` (paper appendix C.3–C.4, eq. 13; docs/math.md, *Rescaled time and
-    log coordinates*) with an L-stable implicit method, stepping exactly onto every ``ts``. Works for every
-    scale: ``log_alpha`` may be far below the float64 range (−1e4), and the cost barely grows with ``log(1/α)``.
+    log coordinates*) with an L-stable implicit method on the plateaus and an explicit order-8 one inside the
+    jumps, reading ``ts`` off the dense output (a batch of runs: the implicit method throughout, stepping exactly
+    onto every ``ts``). Works for every scale: ``log_alpha`` may be far below the float64 range (−1e4), and the
+    cost barely grows with ``log(1/α)``.
 
     Args:
         model: the model and data.
@@ -566,8 +720,8 @@ def simulate_flow(
             control of sleeping coordinates (``|log w| ≈ b log(1/α)``) and so of the times they wake.
         max_steps: the most solver steps (accepted and rejected) before giving up; ``None`` (the default):
             no cap, the solve runs until ``ts[-1]`` or until it cannot go on (its step size falls below the
-            float64 resolution of ``t``, which it reports). Give a number to bound a run's cost: the cost is
-            about 16 evaluations of ``g`` per step (docs/benchmarks.md).
+            float64 resolution of ``t``, which it reports). Give a number to bound a run's cost: a step costs
+            13 evaluations of ``g`` (explicit) or about 20 (implicit) (docs/benchmarks.md).
         jacobian_rank: how many Jacobian columns (those of the largest ``u_i² + v_i²``; sleeping
             coordinates' are skipped) the implicit stages use; default ``min(p, 64)``, or ``min(p, 16)`` for
             a batch (under ``vmap`` every column is computed at every step). Raise it if more coordinates
@@ -634,7 +788,7 @@ def simulate_flow(
         jnp.asarray(ts),
         rtol,
         atol,
-        solver=_default_solver(rank, atol + rtol),
+        solver=_default_solver(rank, atol + rtol) if batched else _switching_solver(rank, rtol, atol),
         max_steps=max_steps,
         batched=batched,
     )

@@ -221,7 +221,7 @@ def solve_flows(
 ):
     """The exact flows of ``tasks[j]`` from ``α_j (u0, v0)`` at the rescaled times ``tss[j]``, solved together.
 
-    The same equations and solver as [`simulate_flow`][gradflow.simulate_flow] (docs' Math page, "The exact
+    The same equations and solver as a batch of [`simulate_flow`][gradflow.simulate_flow] (docs' Math page, "The exact
     flow"), ``vmap``-ed over the runs, the model's arrays (data) included, and split over the devices
     of ``mesh`` by ``shard_map`` along its ``batch`` axis. Every model must have the same structure
     and array shapes. The batch is padded by repeating its last run to ``width`` (a multiple of the

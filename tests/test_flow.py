@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 import gradflow
 import theory
 from gradflow import FlowResult, FlowState, models, simulate_flow
-from gradflow._flow import _Args, _default_solver, _jacobian, _vector_field, default_rank
+from gradflow._config import float64
+from gradflow._flow import _Args, _default_solver, _jacobian, _QuinticHermite, _vector_field, default_rank
 from gradflow._frame import apply_frame, frame_of
 
 # One orthonormal diagonal linear task for the exactness tests: its stages are at τ = 1/|β*_i|
@@ -61,6 +62,34 @@ def test_matches_closed_form(batched, k):
     np.testing.assert_allclose(batched.beta[k], ref, rtol=0, atol=tol)
 
 
+@pytest.mark.parametrize("k", [1, len(LOG_ALPHAS) - 1])
+def test_single_run_reads_the_dense_output_to_the_closed_form(batched, k):
+    """A single run (Dopri8 inside the jumps, Kvaerno5 on the plateaus) read off its dense output at 401 times,
+    most of them inside steps, against the closed form: the output times cost no steps, and on the 41 times of the
+    batch it takes fewer steps than the batch's Kvaerno5 stepping onto every time."""
+    la = LOG_ALPHAS[k]
+    ts = np.linspace(0.0, 4.0, 401)
+    one = simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=ts, log_alpha=la)
+    ref = theory.diagonal_linear_beta_rescaled(ts[:, None], LIN.teacher_beta, LIN.u0, LIN.v0, log_alpha=la)
+    np.testing.assert_allclose(one.beta, ref, rtol=0, atol=1e-6 if la >= np.log(1e-32) else 1e-4)
+    coarse = simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=TS, log_alpha=la)
+    assert one.stats["num_steps"] <= 1.1 * coarse.stats["num_steps"]
+    assert coarse.stats["num_steps"] < batched.stats["num_steps"][k]
+
+
+@given(st.lists(st.floats(-3, 3), min_size=6, max_size=6), st.floats(0.1, 10.0))
+@settings(max_examples=25, deadline=None)
+def test_quintic_hermite_reproduces_quintics(coeffs, h):
+    """The implicit steps' dense output is exact for every polynomial of degree ≤ 5."""
+    c = np.asarray(coeffs)
+    y = np.polynomial.Polynomial(c)
+    t0, t1 = 2.0, 2.0 + h
+    k = np.array([h * y.deriv()(t0), h * y.deriv()(t1), h**2 * y.deriv(2)(t0), h**2 * y.deriv(2)(t1)])
+    ts = np.linspace(t0, t1, 7)
+    got = float64(lambda: np.asarray(_QuinticHermite(t0, t1, y(t0), y(t1), jnp.asarray(k))(jnp.asarray(ts))))()
+    np.testing.assert_allclose(got, y(ts), rtol=0, atol=1e-9 * max(1.0, np.abs(y(ts)).max()))
+
+
 def test_initial_state_and_sign_mapping(batched):
     """At τ = 0 the weights are α (u0, v0) to rounding, whatever the sign normalisation did."""
     for k in range(3):
@@ -95,11 +124,13 @@ def test_far_below_float64_matches_staircase(batched):
 
 
 def test_batched_equals_separate(batched):
+    # A batch steps with Kvaerno5 throughout, a single run switches to Dopri8 inside jumps: the same flow to the
+    # solvers' accuracy (the local error per step is 1e-8 in log w).
     for k in (1, 4):
         one = simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=TS, log_alpha=float(LOG_ALPHAS[k]))
         assert one.beta.shape == (len(TS), LIN.model.p) and one.loss.shape == (len(TS),)
-        np.testing.assert_allclose(one.beta, batched.beta[k], rtol=0, atol=1e-7)
-        np.testing.assert_allclose(one.b, batched.b[k], rtol=0, atol=1e-9)
+        np.testing.assert_allclose(one.beta, batched.beta[k], rtol=0, atol=1e-6)
+        np.testing.assert_allclose(one.b, batched.b[k], rtol=0, atol=1e-8)
     # alpha= and log_alpha= are the same scale.
     by_alpha = simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=TS, alpha=1e-8)
     np.testing.assert_array_equal(
