@@ -7,6 +7,8 @@ Assumption 4.3, which is a small JAX computation in the support coordinates.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -54,27 +56,33 @@ def choose_coordinate(delta: np.ndarray, tie_tol: float) -> Choice:
     return Choice(winner, runner_up, gap, tied[1:])
 
 
-def embed(p: int, index, mask, signs, y) -> jax.Array:
-    """The full ``β ∈ R^p`` from support magnitudes ``y``: ``β_{index_j} = s_j y_j²`` where ``mask_j``, else 0."""
-    return jnp.zeros(p, dtype=y.dtype).at[index].add(jnp.where(mask, signs * y * y, 0.0))
+def reduced_g(model, index, mask) -> Callable:
+    """``β_S ↦ g_S``: g on the support coordinates ``index`` (slots outside ``mask`` count as ``β = 0``)."""
+
+    def g(beta):
+        return model.g(jnp.zeros(model.p, dtype=beta.dtype).at[index].add(jnp.where(mask, beta, 0.0)))[index]
+
+    return g
 
 
 @eqx.filter_jit
 def restricted_hessian(model, index, mask, signs, y) -> jax.Array:
     """Hessian of ``ũ ↦ L(ũ, s ⊙ ũ)`` in the support coordinates (Assumption 4.3), padded rows zero.
 
-    ``mask`` is a prefix of the padded state; the Hessian is built one column (one Hessian-vector product) per
-    slot of the support and in sequence: the padded slots cost nothing (one compilation serves every support
-    size), and batching the columns would make the model's small matrix products batched ones, which are
-    slower on CPU.
+    With ``β = s ⊙ ũ²`` and ``g = −∇_β L``, it is ``−4 D (∂g/∂β) D − 2 diag(s ⊙ g)``, ``D = diag(s ⊙ ũ)``:
+    ``∂g/∂β`` is built one column (one JVP of the model's g) per slot of the support and in sequence. ``mask``
+    is a prefix of the padded state, so the padded slots cost nothing (one compilation serves every support
+    size); batching the columns would make the model's small matrix products batched ones, which are slower on
+    CPU.
     """
-    grad = jax.grad(lambda z: model.loss_of_beta(embed(model.p, index, mask, signs, z)))
-    _, hvp = jax.linearize(grad, y)
+    g, jvp = jax.linearize(reduced_g(model, index, mask), jnp.where(mask, signs * y * y, 0.0))
+    d = jnp.where(mask, signs * y, 0.0)
 
     def column(j, cols):
-        return cols.at[:, j].set(hvp(jax.nn.one_hot(j, y.size, dtype=y.dtype)))
+        return cols.at[:, j].set(-4 * d * jvp(jax.nn.one_hot(j, y.size, dtype=y.dtype)) * d[j])
 
-    return jax.lax.fori_loop(0, jnp.sum(mask), column, jnp.zeros((y.size, y.size), dtype=y.dtype))
+    cols = jax.lax.fori_loop(0, jnp.sum(mask), column, jnp.zeros((y.size, y.size), dtype=y.dtype))
+    return cols - 2 * jnp.diag(jnp.where(mask, signs * g, 0.0))
 
 
 def hessian_min_eig(hessian: np.ndarray, mask: np.ndarray) -> float:

@@ -60,6 +60,7 @@ from ._assumptions import (
     choose_coordinate,
     hessian_min_eig,
     perturbed_starts,
+    reduced_g,
     restricted_hessian,
     time_until_active,
 )
@@ -400,40 +401,41 @@ class _HessianReuse(WrappedSolver):
     """Wraps ``Kvaerno5`` with a :class:`_StageChord`: keeps ``∂g/∂β`` (minus the β-Hessian of L on the support)
     from step to step, as the exact flow keeps its Jacobian.
 
-    A step is first tried with the kept matrix; if a stage iteration fails, ``∂g/∂β`` is rebuilt at the step's
-    start (:func:`_columns`, one JVP per active slot) and the step is retried. The matrix lives in the solver
-    state, so it is kept on accepted steps only, and it comes back with the solution for Newton's method.
+    A step is first tried with the kept matrix. A stage iteration fails either because the matrix is stale or
+    because the step is too long for the iteration (the usual case while the new coordinate takes over: the
+    controller grows the step until the iteration fails). A rebuild (:func:`_columns`, one JVP per active slot)
+    helps only in the first case, so after a failure ``∂g/∂β`` is rebuilt at the step's start and the step
+    retried when that is cheap (at most ``_STEP_EVALS`` active slots, about the evaluations of g in one step), or
+    when the failed step is no longer than the last accepted one, or after ``_SHRUNK`` accepted steps shorter than
+    the one before (the kept matrix holding the steps down); otherwise the controller shortens the step. The
+    matrix lives in the solver state, so it is kept on accepted steps only, and it comes back with the solution
+    for Newton's method.
     """
 
     dg_of: Callable  # z ↦ ∂g/∂β at β = s ⊙ e^{2z}
     dg0: jax.Array  # the matrix to start from
+    cheap: jax.Array  # a rebuild costs less than a step: rebuild after every failure
 
     def init(self, terms, t0, t1, y0, args):
-        return self.solver.init(terms, t0, t1, y0, args), self.dg0
+        return self.solver.init(terms, t0, t1, y0, args), self.dg0, jnp.array(jnp.inf, dtype=y0.dtype), 0
 
     def _with(self, dg):
         return eqx.tree_at(lambda s: s.root_finder.dg, self.solver, dg, is_leaf=lambda x: x is None)
 
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
-        inner_state, dg = solver_state
+        inner_state, dg, h_kept, shrunk = solver_state
+        h = t1 - t0
         out = self._with(dg).step(terms, t0, t1, y0, args, inner_state, made_jump)
 
         def retry(_):
             fresh = self.dg_of(y0)
             return self._with(fresh).step(terms, t0, t1, y0, args, inner_state, made_jump), fresh
 
-        out, dg = jax.lax.cond(out[4] != diffrax.RESULTS.successful, retry, lambda _: (out, dg), None)
+        stale = (out[4] != diffrax.RESULTS.successful) & (self.cheap | (h <= h_kept) | (shrunk >= _SHRUNK))
+        out, dg = jax.lax.cond(stale, retry, lambda _: (out, dg), None)
         y1, y_error, dense_info, inner_state, result = out
-        return y1, y_error, dense_info, (inner_state, dg), result
-
-
-def _g_on(model: DiagonalModel, index) -> Callable:
-    """``β_S ↦ g_S``: g on the reduced state (the padded slots of ``β_S`` must be 0)."""
-
-    def g(beta):
-        return model.g(jnp.zeros(model.p, dtype=beta.dtype).at[index].add(beta))[index]
-
-    return g
+        shrunk = jnp.where(stale, 0, shrunk + (h < h_kept))
+        return y1, y_error, dense_info, (inner_state, dg, h, shrunk), result
 
 
 def _dg(g_on, beta, active) -> jax.Array:
@@ -514,7 +516,7 @@ def _phase_b(model, starts, index, mask, signs, thresholds, max_steps, newton_st
     """
     steady, support, tol, root_tol, dt0, t1, stationary = thresholds
     active = jnp.sum(mask)
-    g_on = _g_on(model, index)
+    g_on = reduced_g(model, index, mask)
 
     def beta_of(z):
         return jnp.where(mask, signs * jnp.exp(2 * z), 0.0)
@@ -538,6 +540,7 @@ def _phase_b(model, starts, index, mask, signs, thresholds, max_steps, newton_st
         diffrax.Kvaerno5(root_finder=chord, root_find_max_steps=_MAX_ITERS),
         dg_of=lambda z: _dg(g_on, beta_of(z), active),
         dg0=_dg(g_on, beta_of(log_y(starts[0])), active),
+        cheap=active <= _STEP_EVALS,
     )
     controller = diffrax.PIDController(rtol=0.0, atol=tol, factormax=_FACTORMAX)
 
@@ -558,7 +561,7 @@ def _phase_b(model, starts, index, mask, signs, thresholds, max_steps, newton_st
         y = jnp.where(mask, jnp.exp(sol.ys[-1]), 0.0)
         g = g_on(jnp.where(mask, signs * y * y, 0.0))
         keep = mask & (y > support * jnp.max(y))
-        _, dg = sol.solver_state
+        _, dg, _, _ = sol.solver_state
         y, converged, residuals = _newton(g_on, dg, signs, y, keep, signs * g < 0, stationary, newton_steps, active)
         y = jnp.where(y > support * jnp.max(y), y, 0.0)  # a root on the boundary may come out as β_j ≈ +0
         flow_status = jnp.where(sol.result == diffrax.RESULTS.max_steps_reached, 1, 2)
@@ -590,6 +593,8 @@ _PADDED = 64
 _KAPPA = 0.1  # the stage equations' tolerance as a fraction of the step tolerance (Hairer & Wanner IV.8)
 _MAX_ITERS = 7
 _FACTORMAX = 2.0  # step growth per step: larger steps overshoot into stage equations that cannot converge
+_SHRUNK = 2  # accepted steps shorter than their predecessor after which a failure rebuilds ∂g/∂β
+_STEP_EVALS = 12  # evaluations of g in a step of Kvaerno5 (6 implicit stages, about 2 iterations each)
 _NEWTON_RATE = 0.1  # a Newton step with the kept ∂g/∂β must reduce max |g| this much, else it is rebuilt
 
 

@@ -21,11 +21,13 @@ from gradflow import (
     DiagonalModel,
     GreedyPath,
     GreedyTolerances,
+    _assumptions,
     _greedy,
     greedy_limit,
     models,
     simulate_flow,
 )
+from gradflow._assumptions import reduced_g
 
 N, P = 40, 4
 
@@ -219,7 +221,7 @@ def _polish(model, support, beta_start, *, matrix_at=None, steps=20):
 
     @eqx.filter_jit
     def run(model, index, mask, signs, y, at, stationary):
-        g_on = _greedy._g_on(model, index)
+        g_on = reduced_g(model, index, mask)
         active = jnp.sum(mask)
         dg = _greedy._dg(g_on, at, active)
         return _greedy._newton(g_on, dg, signs, y, mask, jnp.zeros_like(mask), stationary, steps, active)
@@ -273,6 +275,26 @@ def test_newton_polish_converges_on_the_attention_head(small_head):
             assert not fast[0] and r[2] < r[1] and np.all(fast[2:])
 
 
+def test_restricted_hessian_is_the_hessian_of_the_loss_on_the_support(small_head):
+    """Assumption 4.3's Hessian, ``−4 D (∂g/∂β) D − 2 diag(s ⊙ g)``, against ``jax.hessian`` of ``ũ ↦ L(s ⊙ ũ²)``
+    at a point that is not stationary (so that the ``g`` term counts), padded slots zero."""
+    task, path = small_head
+    support = path.support[-1]
+    red = _greedy._reduce(np.flatnonzero(support), np.sign(path.beta[-1]), task.model.p)
+    y = np.where(red.mask, np.sqrt(np.abs(path.beta[-1][red.index])) * 1.2, 0.0)
+    with jax.enable_x64(True):
+        model = jax.tree_util.tree_map(lambda x: jnp.asarray(x) if eqx.is_array(x) else x, task.model)
+        hess = np.asarray(_assumptions.restricted_hessian(model, red.index, red.mask, red.signs, jnp.asarray(y)))
+        k = int(red.mask.sum())
+
+        def loss(u):
+            return model.loss_of_beta(jnp.zeros(model.p).at[red.index[:k]].set(red.signs[:k] * u * u))
+
+        expected = np.zeros_like(hess)
+        expected[:k, :k] = np.asarray(jax.hessian(loss)(jnp.asarray(y[:k])))
+    np.testing.assert_allclose(hess, expected, rtol=1e-10, atol=1e-12 * np.abs(expected).max())
+
+
 def test_stage_iteration_matrix_is_the_jacobian_of_the_stage_equation(small_head):
     """The chord's matrix ``I − γh ∂f/∂z``, from ``∂g/∂β`` and the factor ``2β`` at the stage point, is the
     Jacobian of the stage equation ``F(f) = f − field(z_partial + γh f)`` when ``∂g/∂β`` is current."""
@@ -281,7 +303,7 @@ def test_stage_iteration_matrix_is_the_jacobian_of_the_stage_equation(small_head
     rng = np.random.default_rng(0)
     with jax.enable_x64(True):
         model = jax.tree_util.tree_map(lambda x: jnp.asarray(x) if eqx.is_array(x) else x, task.model)
-        g_on = _greedy._g_on(model, red.index)
+        g_on = reduced_g(model, red.index, red.mask)
         mask, signs = jnp.asarray(red.mask), jnp.asarray(red.signs)
 
         def beta_of(z):
