@@ -130,8 +130,9 @@ class GreedyTolerances:
             method, at ``rtol = min(ode_rtol, steady/100)``; ``ode_atol`` relative to the larger of the current
             weights and the natural size of the new direction).
         max_steps: the most solver steps one phase (B) may take before it is declared not to converge
-            (a phase (B) of the default toy takes 10–20).
-        newton_steps: the most Newton steps of the polish (from ``steady`` it takes 1–2).
+            (a phase (B) of the default toy takes 10–25).
+        newton_steps: the most Newton steps of the polish (from ``steady`` it takes 2–6, the first ones with the
+            matrix the flow kept).
     """
 
     g_zero: float = 1e-6
@@ -347,7 +348,7 @@ class _StageChord(optx.AbstractRootFinder):
     changes by orders of magnitude while the new coordinate escapes, is therefore never stale. An update counts
     as converged when its contraction-corrected size is below ``atol`` (a fraction of the step tolerance), and
     the iteration fails as soon as the updates stop contracting or cannot converge within ``max_iters``, so
-    that the step is retried with a fresh ``dg``, then smaller. A failed stage comes back as NaN, so that the
+    that the step is retried with a fresh ``dg`` where that can help (:class:`_HessianReuse`), else shortened. A failed stage comes back as NaN, so that the
     step's later stages, which build on it, stop at their first update. ``rtol`` is unused.
     """
 
