@@ -292,14 +292,12 @@ def _perturbations(config, model, flows, ts, flow_key, step) -> dict[str, Pertur
     key = dict(flow_key, log_alpha=config.log_alphas[a], span=span, negligible=config.negligible, seed=config.seed)
     plateau = plateau_starts(flow, num=config.num_perturb, span=span, seed=config.seed)
     stages = _spaced(stage_starts(flow, threshold=config.negligible), np.asarray(flow.ts), span, config.num_perturb)
-    out = {}
-    for kind, starts, std in (("plateau", plateau, config.plateau_std), ("stage", stages, config.stage_std)):
-        if starts.size == 0:  # no weight crosses the threshold: nothing to perturb at
-            continue
-        out[kind] = step(
+
+    def experiment(kind, starts, std):
+        return step(
             f"perturb_{kind}",
             dict(key, kind=kind, std=std, starts=starts),
-            lambda kind=kind, starts=starts, std=std: perturb_and_continue(
+            lambda: perturb_and_continue(
                 model,
                 flow,
                 starts=starts,
@@ -311,7 +309,13 @@ def _perturbations(config, model, flows, ts, flow_key, step) -> dict[str, Pertur
                 flow_options=dict(rtol=config.rtol, atol=config.atol),
             ),
         )
-    return out
+
+    # No start times (no weight crosses the threshold): nothing to perturb at. The two experiments run on two
+    # threads, as the flows do: each is a serial chain of small solves.
+    kinds = (("plateau", plateau, config.plateau_std), ("stage", stages, config.stage_std))
+    runs = [(kind, starts, std) for kind, starts, std in kinds if starts.size]
+    with ThreadPoolExecutor(max_workers=max(1, min(os.cpu_count() or 1, len(runs)))) as pool:
+        return dict(zip([kind for kind, _, _ in runs], pool.map(lambda run: experiment(*run), runs)))
 
 
 def _smallest_drawn(config) -> int:

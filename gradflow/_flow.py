@@ -458,7 +458,8 @@ class _Switching(WrappedSolver):
 
 
 def _acceleration(y, hf, args: _Args):
-    """``h² d²y/dt² = h J (h f)`` with ``J = ∂g/∂β · diag(u² + v²)`` (one Jacobian-vector product of g)."""
+    """``h y'' = J (h y')`` at ``y``, from ``hf = h y'``: ``J = ∂g/∂β · diag(u² + v²)``, one Jacobian-vector
+    product of g."""
     return jax.jvp(args.model.g, (_beta(y, args),), (jnp.exp(_log_scale(y, args)) * hf,))[1]
 
 

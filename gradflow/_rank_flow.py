@@ -32,9 +32,10 @@ from ._factorized import FactorizedModel, check_factorized_model, check_factors
 from ._flow import WrappedSolver, _status, solve_onto
 
 _SOLVERS = ("auto", "tsit5", "kvaerno5")
-_STIFF_LOG = 200.0  # "auto" takes the implicit solver when log(1/α) exceeds this (a plateau lasts ∝ log(1/α));
+_STIFF_LOG = 2000.0  # "auto" takes the implicit solver when log(1/α) exceeds this (a plateau lasts ∝ log(1/α));
 # below, Tsit5 is far cheaper: on the full-weight toy (state of 300 numbers) at α = 1e-32 it took 806 steps in ~20 s,
-# Kvaerno5 with its dense Jacobian more than ten minutes (docs/benchmarks.md, Full weights)
+# Kvaerno5 with its dense Jacobian more than ten minutes; on the demo's d = 3 head at log α = −1000, 2.0 s against
+# 42 s, and still 18 s against 62 s at −1e4 (docs/benchmarks.md, Full weights). Tsit5's steps grow ∝ log(1/α).
 _SWAP_MARGIN = 1.0  # swap two columns once the lower one's log scale is this far above the upper one's
 _CLUSTER_GAP = 18.4  # log σ gap beyond which singular values are computed apart (e^{−18.4} = 1e-8)
 _ROOT_TOL = 0.1  # the implicit stages' tolerance, a fraction of the step's
@@ -318,7 +319,7 @@ def rank_flow(
     """``simulate_flow`` for a [`FactorizedModel`][gradflow.FactorizedModel]: the exact flow from
     ``U_j(0) = α u0[j]``, ``V_j(0) = α v0[j]`` at rescaled times ``ts`` (docs/math.md, *Full weights: the exact
     flow*). ``solver``: ``"tsit5"``, ``"kvaerno5"`` (L-stable, for small α, where the flow is stiff) or
-    ``"auto"`` (Kvaerno5 when ``log(1/α) > 200``). ``max_steps``: the step cap (``None``: none, as in
+    ``"auto"`` (Kvaerno5 when ``log(1/α) > 2000``). ``max_steps``: the step cap (``None``: none, as in
     ``simulate_flow``). ``start`` and ``jacobian_rank`` are the diagonal engine's and
     must not be given; the tolerances bound the local error of ``ρ`` (absolute) and of ``Q, R̃`` per step."""
     check_factorized_model(model)
