@@ -52,7 +52,8 @@ class Perturbation(eqx.Module):
         ts: ``(P, m)`` continuation times (NaN-padded).
         beta, reference_beta: ``(P, m, p)``.
         perturbed: ``(P, p)`` the coordinates with a perturbed weight.
-        initial_deviation, final_deviation: ``(P,)`` ``max_i |β_i − β_i^ref|`` at the first and last time.
+        initial_deviation, final_deviation: ``(P,)`` ``max_i |β_i − β_i^ref|`` at the start and at the last
+            recorded time of the window ``[τ, τ + span]``.
     """
 
     kind: str = eqx.field(static=True)
@@ -121,11 +122,11 @@ def perturb_and_continue(
     continues from the exact state ``flow.state_at(s).perturbed(du, dv)`` (see
     [`FlowState.perturbed`][gradflow.FlowState.perturbed]), so unperturbed coordinates keep their exact
     ``log w, log w̄`` at every α, including α below the float64 range. Each run continues over the
-    flow's next recorded times, as many as its longest window ``[τ, τ + span]`` holds, so the
-    unperturbed reference is the flow itself; runs near the flow's end are padded with later times
-    (solved, then dropped: NaN in the result), so that all runs, of this call and of later calls on the
-    same flow and span, have one shape and the solver compiles once. ``flow_options`` go to
-    ``simulate_flow``.
+    flow's recorded times in ``[τ, τ + span]``, so the unperturbed reference is the flow itself, and
+    ``final_deviation`` is the deviation at the window's last recorded time. Every run is padded with later
+    times (solved, then dropped: NaN in the result) to as many times as the flow's longest such window holds,
+    so that all runs, of this call and of later calls on the same flow and span, have one shape and the solver
+    compiles once. ``flow_options`` go to ``simulate_flow``.
     """
     log_alpha, ts, u, v, beta = _single(flow)
     starts = np.asarray(starts)
@@ -150,7 +151,7 @@ def perturb_and_continue(
     perturbed = np.zeros((P, p), dtype=bool)
     n_last = np.zeros(P, dtype=int)
     for j, s in enumerate(starts):
-        idx = np.arange(s, min(s + m, ts.size))
+        idx = np.arange(s, np.searchsorted(ts, ts[s] + span, side="right"))  # the window [τ, τ + span]
         rel = ts[idx] - ts[s]
         rel = np.append(rel, rel[-1] + step * np.arange(1, m - idx.size + 1))
         mask_u, mask_v = np.abs(u[s]) > threshold, np.abs(v[s]) > threshold

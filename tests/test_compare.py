@@ -142,6 +142,20 @@ def test_zero_noise_continues_the_flow(task, flows, log_alpha):
     assert np.all(pert.initial_deviation <= 1e-14) and np.all(pert.final_deviation <= 1e-7)
 
 
+def test_runs_end_with_their_window(task):
+    """Recorded times that cluster (around the stage at τ = 1) make the longest window hold many times: a run
+    that starts on the first plateau (τ = 0.5) still ends at τ + span, NaN-padded to the common shape, and its
+    final deviation is the one at that window's last time (not at a later jump)."""
+    ts = np.union1d(PTS, 1.0 + np.linspace(-0.02, 0.02, 21))
+    flow = simulate_flow(task.model, u0=task.u0, v0=task.v0, ts=ts, log_alpha=SCALES[0])
+    pert = perturb_and_continue(task.model, flow, starts=[10], std=0.05, span=0.3, kind="plateau")
+    kept = ts[(ts >= ts[10]) & (ts <= ts[10] + 0.3)]
+    np.testing.assert_array_equal(pert.ts[0, : kept.size], kept)
+    assert np.all(np.isnan(pert.ts[0, kept.size :])) and pert.ts.shape[1] > kept.size
+    dev = np.max(np.abs(pert.beta[0] - pert.reference_beta[0]), axis=-1)
+    assert pert.final_deviation[0] == dev[kept.size - 1]
+
+
 @pytest.mark.parametrize("log_alpha, threshold", [(SCALES[0], 0.1), (SCALES[1], 1e-5)])
 def test_unperturbed_coordinates_follow_the_flow(task, flows, log_alpha, threshold):
     """Perturbed at τ = 0.8, after the first stage: only the awake coordinate 0 is above the threshold.
