@@ -519,14 +519,15 @@ log α = −18.4 / −73.7 / −690 / −10⁴; "f-evals" counts evaluations of 
 | Kvaerno5 + Newton, unscaled time t (linear task) | 259 / 382 / 495 / 594 at −18.4 / −73.7 / −690 / −10⁴ | | a dense p×p Jacobian per Newton iteration: 8 s for p = 100 |
 | Kvaerno3 + cached low-rank chord (t-time) | 2142 / 2800 / 3016 / 3081 | 13.0k / 17.0k / 18.5k / 18.8k | low order: many steps at atol 1e-8 |
 | Kvaerno4 + cached low-rank chord | 812 / 1115 / 1277 / 1367 | 8.3k / 11.2k / 12.7k / 13.3k | |
-| **Kvaerno5 + cached low-rank chord (default)** | 257 / 372 / 488 / 556 | 4.1k / 5.9k / 7.2k / 7.6k | 5–59 Jacobians of rank 16 |
+| **Kvaerno5 + cached low-rank chord** (the default until 2026-11-23; still the solver of batched runs) | 257 / 372 / 488 / 556 | 4.1k / 5.9k / 7.2k / 7.6k | 5–59 Jacobians of rank 16 |
 
-The default integrates y = log w in unscaled time t = τ log(1/α) (so the stage equations are O(1) and
+Since 2026-11-23 a single run takes Dopri8 steps inside the jumps and reads the output times off the dense
+output; see *Solver cost against its goals*. The rest of this paragraph holds for both. The default integrates y = log w in unscaled time t = τ log(1/α) (so the stage equations are O(1) and
 their rounding floor does not grow with log(1/α)), controls the local error of log w absolutely
 (atol 1e-8; a relative tolerance on log w ≈ b log α would loosen the wake-up times of sleeping
-coordinates: with rtol = atol = 1e-8 the β error at log α = −2000 was 2.5e-4 against 4.7e-9), steps exactly
-onto the output times (Kvaerno5's cubic dense output alone gave 1.5e-6 β error at α = 1e-8 against
-6.8e-8), and limits step growth to 3× per step (fewer big steps overshooting into a jump: 54 instead of
+coordinates: with rtol = atol = 1e-8 the β error at log α = −2000 was 2.5e-4 against 4.7e-9). Batched runs
+step exactly onto the output times (Kvaerno5's cubic dense output alone gave 1.5e-6 β error at α = 1e-8 against
+6.8e-8). The default limits step growth to 3× per step (fewer big steps overshooting into a jump: 54 instead of
 90 Jacobians at log α = −10⁴). PI coefficients (pcoeff 0.3, icoeff 0.4) gave no gain.
 
 """
