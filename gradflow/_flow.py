@@ -463,7 +463,7 @@ def _acceleration(y, hf, args: _Args):
     return jax.jvp(args.model.g, (_beta(y, args),), (jnp.exp(_log_scale(y, args)) * hf,))[1]
 
 
-_DOPRI8_STAGES = 14
+_DOPRI8_STAGES = len(dfx.Dopri8.tableau.c) + 1  # the rows of Dopri8's k (its dense output), 14
 
 
 class _QuinticHermite(eqx.Module):
