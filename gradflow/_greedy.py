@@ -411,10 +411,12 @@ def _newton(g_on, dg, signs, y, keep, shrinking, stationary, steps, active):
     """Newton's method on ``g_S(β_S) = 0`` in β from magnitudes ``y`` on the support ``S = keep``.
 
     ``∂g/∂β = −H`` (H the β-Hessian of L on S), so ``β ← β + H⁻¹ g``. ``dg`` is the ``∂g/∂β`` that the flow
-    kept (:class:`_HessianReuse`): it is used as long as each step reduces ``max_S |g|`` at least
-    ``1/_NEWTON_RATE``-fold (a chord iteration, converging linearly at the rate of the matrix's relative error,
-    at one evaluation of g per step), and rebuilt at the current point (:func:`_dg`, the leading ``active``
-    slots) after a slower step, which restores Newton's quadratic convergence.
+    kept (:func:`_w_flow`): it is used as a chord iteration, at one evaluation of g per step and converging
+    linearly at the rate of the matrix's relative error, and rebuilt at the current point (:func:`_dg`, the
+    leading ``active`` slots: one JVP, about one evaluation of g, per slot), which restores Newton's quadratic
+    convergence, when that is cheaper: when at the rate of the last step (``max_S |g|`` after it over before)
+    the chord would need more steps to reach ``stationary`` than ``active + _NEWTON_AFTER`` (the rebuild and
+    the Newton steps after it). A step that does not reduce ``max_S |g|`` always rebuilds it.
 
     A step that would move a coordinate out of its sign orthant (``s_j β_j ≤ 0``) is not taken. If
     that coordinate is leaving (``shrinking``: ``s_j g_j < 0`` where the flow stopped), the root on S
@@ -435,7 +437,9 @@ def _newton(g_on, dg, signs, y, keep, shrinking, stationary, steps, active):
         g = jnp.where(keep, g_on(beta), 0.0)
         gmax = jnp.max(jnp.abs(g))
         converged = gmax <= stationary
-        slow = (n > 0) & ~(gmax <= _NEWTON_RATE * residuals[jnp.maximum(n - 1, 0)])
+        # At the rate of the last step, the chord needs log(gmax/stationary) / log(rate⁻¹) more steps.
+        rate = gmax / residuals[jnp.maximum(n - 1, 0)]
+        slow = (n > 0) & ~(jnp.log(gmax / stationary) < -(active + _NEWTON_AFTER) * jnp.log(rate))
         dg = jax.lax.cond(slow & ~converged, lambda: _dg(g_on, beta, active), lambda: dg)
         hess = jnp.where(keep[:, None] & keep[None, :], -dg, jnp.eye(size, dtype=y.dtype))
         beta_next = beta + jnp.linalg.solve(hess, g)
@@ -535,7 +539,7 @@ _E32 = 6 + math.sqrt(2)  # and the coefficient of its error estimate
 _SAFETY = 0.9  # the step-size controller's safety factor
 _FACTORMIN = 0.2  # and its bounds on the change of the step per step
 _FACTORMAX = 5.0
-_NEWTON_RATE = 0.1  # a Newton step with the kept ∂g/∂β must reduce max |g| this much, else it is rebuilt
+_NEWTON_AFTER = 2  # Newton steps after a rebuild of ∂g/∂β, in the cost of a rebuild
 
 
 class _Reduced(eqx.Module):

@@ -256,23 +256,23 @@ def small_head():
 
 
 def test_newton_polish_converges_on_the_attention_head(small_head):
-    """From 1 % off the stationary point. With ∂g/∂β at the start, every step gains at least the factor
-    1/_NEWTON_RATE that keeps the matrix (the chord converges at the rate of the matrix's error, here ~1e-2).
-    With ∂g/∂β from 30 % off, the first step gains less (here it even loses), so the matrix is rebuilt there; the
-    Newton step from that point gains, and every step after it gains that factor again."""
+    """From 1 % off the stationary point. With ∂g/∂β at the start the chord iteration gains at least 10× per step
+    (measured: 360×, then ~50×), which at 4 active slots is cheaper than a rebuild. With ∂g/∂β from 30 % off,
+    the first step loses (the chord with that matrix diverges), so the matrix is rebuilt there; every step after
+    it gains again (measured: 7× from there, then 50× and ~24×)."""
     task, path = small_head
     support, target = path.support[-1], path.beta[-1]
     start = target * (1 + 0.01 * np.cos(np.arange(target.size)))
-    for matrix_at, most in ((None, 8), (1.3 * target, 12)):
+    for matrix_at, most in ((None, 8), (1.3 * target, 11)):
         beta, converged, residuals, stationary = _polish(task.model, support, start, matrix_at=matrix_at)
         r = residuals[~np.isnan(residuals)]
         assert converged and r.size <= most and r[-1] <= stationary
         np.testing.assert_allclose(beta, target, rtol=1e-9, atol=1e-12)
-        fast = (r[1:] <= _greedy._NEWTON_RATE * r[:-1]) | (r[1:] <= stationary)
+        gains = r[:-1] / r[1:]
         if matrix_at is None:
-            assert np.all(fast)
+            assert np.all(gains >= 10)
         else:
-            assert not fast[0] and r[2] < r[1] and np.all(fast[2:])
+            assert gains[0] < 1 and np.all(gains[1:] >= 5)
 
 
 def test_restricted_hessian_is_the_hessian_of_the_loss_on_the_support(small_head):
