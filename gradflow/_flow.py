@@ -580,6 +580,75 @@ class _UnderflowGuard(dfx.AbstractAdaptiveStepSizeController):
         return keep, next_t0, next_t1, made_jump, (state, ~keep), result
 
 
+class _Predictive(dfx.AbstractAdaptiveStepSizeController):
+    """The step-size controller of a single run: the integral controller ``controller`` with two predictions that
+    it cannot make from the last error alone.
+
+    - Gustafsson's predictive step (Hairer & Wanner, Solving ODEs II, §IV.8; Gustafsson, ACM TOMS 20, 1994): from
+      the second accepted step on, the step after an accepted step ``n`` is also at most
+      ``safety · h_n (h_n / h_{n−1}) (1 / E_n)^(1/k) (E_{n−1} / E_n)^(1/k)``, with ``E`` the scaled errors of the
+      last two accepted steps (``E_{n−1}`` floored at ``_HISTORY_FLOOR``) and ``k`` the error order. It extrapolates the
+      error's growth from step to step: at a jump's onset the error grows several-fold per step at a fixed
+      ``h``, and the integral controller, which expects the error of the last step again, fails every other step
+      there.
+    - The wake horizon: on a plateau ``log w`` moves at the constant speed ``g(θ^k)`` (docs/math.md, *Algorithm 1:
+      the greedy limit*), so a sleeping coordinate's ``ℓ_i = log(u_i² + v_i²)`` grows linearly up to its jump;
+      a step whose stages carry it past ``ℓ_i ≈ 0`` overflows (explicit) or fails its stage iteration
+      (implicit). The next step is capped so that no stage of it (they reach ``_REACH · h``) carries a sleeping
+      coordinate (``ℓ_i < _AWAKE``), at the speed ``ℓ_i`` had over the last step, past ``_LAND``, nor by more
+      than ``_ONSET`` once it is past ``_LAND``. A run then lands on a jump's onset in one step, instead of
+      growing its step into the jump and shrinking it after each failure.
+
+    Both only shorten the step that ``controller`` proposes, after accepted steps.
+    """
+
+    controller: dfx.PIDController
+
+    @property
+    def rtol(self):
+        return self.controller.rtol
+
+    @property
+    def atol(self):
+        return self.controller.atol
+
+    @property
+    def norm(self):  # pyright: ignore[reportIncompatibleMethodOverride]
+        return self.controller.norm
+
+    def wrap(self, direction):
+        return _Predictive(self.controller.wrap(direction))
+
+    def init(self, terms, t0, t1, y0, dt0, args, func, error_order):
+        t1, state = self.controller.init(terms, t0, t1, y0, dt0, args, func, error_order)
+        one = jnp.ones((), jnp.result_type(t1))
+        return t1, (state, one, one, jnp.array(False))
+
+    def adapt_step_size(self, t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state):
+        state, h_prev, err_prev, started = controller_state
+        keep, next_t0, next_t1, made_jump, state, result = self.controller.adapt_step_size(
+            t0, t1, y0, y1_candidate, args, y_error, error_order, state
+        )
+        c, h = self.controller, t1 - t0
+        scale = c.atol + c.rtol * jnp.maximum(jnp.abs(y0), jnp.abs(y1_candidate))
+        err = c.norm(y_error / scale)
+        err = jnp.where(jnp.isfinite(err) & (err > 0), err, 1.0)  # only read after an accepted step
+        gustafsson = c.safety * (h / h_prev) * ((err_prev / err) / err) ** (1 / error_order)
+        gustafsson = jnp.clip(gustafsson, c.factormin, c.factormax)
+        next_t1 = jnp.where(keep & started, jnp.minimum(next_t1, next_t0 + h * gustafsson), next_t1)
+
+        ell0, ell1 = _log_scale(y0, args), _log_scale(y1_candidate, args)
+        speed = (ell1 - ell0) / h
+        waking = (ell1 < _AWAKE) & (speed > 0)
+        room = jnp.maximum(_LAND - ell1, _ONSET)
+        horizon = jnp.min(jnp.where(waking, room / (_REACH * jnp.where(waking, speed, 1.0)), jnp.inf))
+        next_t1 = jnp.where(keep, jnp.minimum(next_t1, next_t0 + horizon), next_t1)
+
+        h_prev = jnp.where(keep, h, h_prev)
+        err_prev = jnp.where(keep, jnp.maximum(err, _HISTORY_FLOOR), err_prev)
+        return keep, next_t0, next_t1, made_jump, (state, h_prev, err_prev, started | keep), result
+
+
 def solve_onto(vector_field, solver, y0, args, out_ts, controller, max_steps, *, dense=False):
     """Solve ``dy/dt = vector_field(t, y, args)`` from ``t = 0`` to ``out_ts[-1]``, with ``controller`` guarded
     against step-size underflow. Returns ``ys`` at ``out_ts``, the diffrax result and the step counts
@@ -632,6 +701,11 @@ _UNDERFLOW = 100.0  # steps below this many ulps of t cannot go on
 _SNAP = 0.1  # a step ending this fraction of its length or less before an output time is stretched onto it
 _ASLEEP = np.log(1e-10)  # log(u_i² + v_i²) below which a coordinate's Jacobian column is not computed
 _STABLE = 0.8 * 5.17  # h ρ below which a step is explicit: Dopri8 is stable on [−5.17, 0] of the real axis
+_HISTORY_FLOOR = 1e-2  # the previous error in Gustafsson's step is at least this (as in Hairer & Wanner's RADAU5)
+_AWAKE = -5.0  # log(u_i² + v_i²) from which a coordinate is in its jump, not sleeping
+_LAND = -25.0  # a step lands a waking coordinate's log(u_i² + v_i²) here (β_i ≈ 1e-11, below atol's effect) …
+_ONSET = 6.0  # … and moves it by at most this much more per step
+_REACH = float(np.max(dfx.Kvaerno5.tableau.c))  # a step's stages reach t0 + 1.23 h (Kvaerno5; Dopri8's, t0 + h)
 
 
 @eqx.filter_jit
@@ -641,6 +715,8 @@ def _solve(model, y0, log_wwbar, log_alpha, ts, rtol, atol, *, solver, max_steps
         args = _Args(model=model, log_wwbar=log_wwbar, out_ts=ts * L)
         pid = dfx.PIDController(rtol=rtol, atol=atol, factormax=_FACTORMAX)
         dense = isinstance(solver, _Switching)
+        if dense:
+            pid = _Predictive(pid)
         ys, result, stats = solve_onto(_vector_field, solver, y0, args, ts * L, pid, max_steps, dense=dense)
         w, wbar = _weights(ys, args)
         u, v = 0.5 * (w + wbar), 0.5 * (w - wbar)
