@@ -23,7 +23,9 @@ explicit order-8 method ``diffrax.Dopri8`` instead, and the output times are rea
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import diffrax as dfx
 import equinox as eqx
@@ -580,6 +582,75 @@ class _UnderflowGuard(dfx.AbstractAdaptiveStepSizeController):
         return keep, next_t0, next_t1, made_jump, (state, ~keep), result
 
 
+class _Predictive(dfx.AbstractAdaptiveStepSizeController):
+    """The step-size controller of a single run: the integral controller ``controller`` with two predictions that
+    it cannot make from the last error alone.
+
+    - Gustafsson's predictive step (Hairer & Wanner, Solving ODEs II, §IV.8; Gustafsson, ACM TOMS 20, 1994): from
+      the second accepted step on, the step after an accepted step ``n`` is also at most
+      ``safety · h_n (h_n / h_{n−1}) (1 / E_n)^(1/k) (E_{n−1} / E_n)^(1/k)``, with ``E`` the scaled errors of the
+      last two accepted steps (``E_{n−1}`` floored at ``_HISTORY_FLOOR``) and ``k`` the error order. It extrapolates the
+      error's growth from step to step: at a jump's onset the error grows several-fold per step at a fixed
+      ``h``, and the integral controller, which expects the error of the last step again, fails every other step
+      there.
+    - The wake horizon: on a plateau ``log w`` moves at the constant speed ``g(θ^k)`` (docs/math.md, *Algorithm 1:
+      the greedy limit*), so a sleeping coordinate's ``ℓ_i = log(u_i² + v_i²)`` grows linearly up to its jump;
+      a step whose stages carry it past ``ℓ_i ≈ 0`` overflows (explicit) or fails its stage iteration
+      (implicit). The next step is capped so that no stage of it (they reach ``_REACH · h``) carries a sleeping
+      coordinate (``ℓ_i < _AWAKE``), at the speed ``ℓ_i`` had over the last step, past ``_LAND``, nor by more
+      than ``_ONSET`` once it is past ``_LAND``. A run then lands on a jump's onset in one step, instead of
+      growing its step into the jump and shrinking it after each failure.
+
+    Both only shorten the step that ``controller`` proposes, after accepted steps.
+    """
+
+    controller: dfx.PIDController
+
+    @property
+    def rtol(self):
+        return self.controller.rtol
+
+    @property
+    def atol(self):
+        return self.controller.atol
+
+    @property
+    def norm(self):  # pyright: ignore[reportIncompatibleMethodOverride]
+        return self.controller.norm
+
+    def wrap(self, direction):
+        return _Predictive(self.controller.wrap(direction))
+
+    def init(self, terms, t0, t1, y0, dt0, args, func, error_order):
+        t1, state = self.controller.init(terms, t0, t1, y0, dt0, args, func, error_order)
+        one = jnp.ones((), jnp.result_type(t1))
+        return t1, (state, one, one, jnp.array(False))
+
+    def adapt_step_size(self, t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state):
+        state, h_prev, err_prev, started = controller_state
+        keep, next_t0, next_t1, made_jump, state, result = self.controller.adapt_step_size(
+            t0, t1, y0, y1_candidate, args, y_error, error_order, state
+        )
+        c, h = self.controller, t1 - t0
+        scale = c.atol + c.rtol * jnp.maximum(jnp.abs(y0), jnp.abs(y1_candidate))
+        err = c.norm(y_error / scale)
+        err = jnp.where(jnp.isfinite(err) & (err > 0), err, 1.0)  # only read after an accepted step
+        gustafsson = c.safety * (h / h_prev) * ((err_prev / err) / err) ** (1 / error_order)
+        gustafsson = jnp.clip(gustafsson, c.factormin, c.factormax)
+        next_t1 = jnp.where(keep & started, jnp.minimum(next_t1, next_t0 + h * gustafsson), next_t1)
+
+        ell0, ell1 = _log_scale(y0, args), _log_scale(y1_candidate, args)
+        speed = (ell1 - ell0) / h
+        waking = (ell1 < _AWAKE) & (speed > 0)
+        room = jnp.maximum(_LAND - ell1, _ONSET)
+        horizon = jnp.min(jnp.where(waking, room / (_REACH * jnp.where(waking, speed, 1.0)), jnp.inf))
+        next_t1 = jnp.where(keep, jnp.minimum(next_t1, next_t0 + horizon), next_t1)
+
+        h_prev = jnp.where(keep, h, h_prev)
+        err_prev = jnp.where(keep, jnp.maximum(err, _HISTORY_FLOOR), err_prev)
+        return keep, next_t0, next_t1, made_jump, (state, h_prev, err_prev, started | keep), result
+
+
 def solve_onto(vector_field, solver, y0, args, out_ts, controller, max_steps, *, dense=False):
     """Solve ``dy/dt = vector_field(t, y, args)`` from ``t = 0`` to ``out_ts[-1]``, with ``controller`` guarded
     against step-size underflow. Returns ``ys`` at ``out_ts``, the diffrax result and the step counts
@@ -632,6 +703,11 @@ _UNDERFLOW = 100.0  # steps below this many ulps of t cannot go on
 _SNAP = 0.1  # a step ending this fraction of its length or less before an output time is stretched onto it
 _ASLEEP = np.log(1e-10)  # log(u_i² + v_i²) below which a coordinate's Jacobian column is not computed
 _STABLE = 0.8 * 5.17  # h ρ below which a step is explicit: Dopri8 is stable on [−5.17, 0] of the real axis
+_HISTORY_FLOOR = 1e-2  # the previous error in Gustafsson's step is at least this (as in Hairer & Wanner's RADAU5)
+_AWAKE = -5.0  # log(u_i² + v_i²) from which a coordinate is in its jump, not sleeping
+_LAND = -25.0  # a step lands a waking coordinate's log(u_i² + v_i²) here (β_i ≈ 1e-11, below atol's effect) …
+_ONSET = 6.0  # … and moves it by at most this much more per step
+_REACH = float(np.max(dfx.Kvaerno5.tableau.c))  # a step's stages reach t0 + 1.23 h (Kvaerno5; Dopri8's, t0 + h)
 
 
 @eqx.filter_jit
@@ -641,6 +717,8 @@ def _solve(model, y0, log_wwbar, log_alpha, ts, rtol, atol, *, solver, max_steps
         args = _Args(model=model, log_wwbar=log_wwbar, out_ts=ts * L)
         pid = dfx.PIDController(rtol=rtol, atol=atol, factormax=_FACTORMAX)
         dense = isinstance(solver, _Switching)
+        if dense:
+            pid = _Predictive(pid)
         ys, result, stats = solve_onto(_vector_field, solver, y0, args, ts * L, pid, max_steps, dense=dense)
         w, wbar = _weights(ys, args)
         u, v = 0.5 * (w + wbar), 0.5 * (w - wbar)
@@ -696,14 +774,15 @@ def simulate_flow(
     atol: float = 1e-8,
     max_steps: int | None = None,
     jacobian_rank: int | None = None,
+    batching: str = "auto",
     throw: bool = True,
 ) -> FlowResult:
     """Solve the gradient flow from ``θ(0) = α (u0, v0)`` (or from ``start``) exactly, at rescaled times ``ts``.
 
     Integrates ``d(log w)/dτ = log(1/α) g(β)`` (paper appendix C.3–C.4, eq. 13; docs/math.md, *Rescaled time and
     log coordinates*) with an L-stable implicit method on the plateaus and an explicit order-8 one inside the
-    jumps, reading ``ts`` off the dense output (a batch of runs: the implicit method throughout, stepping exactly
-    onto every ``ts``). Works for every scale: ``log_alpha`` may be far below the float64 range (−1e4), and the
+    jumps, reading ``ts`` off the dense output (a batch under ``vmap``: the implicit method throughout, stepping
+    exactly onto every ``ts``). Works for every scale: ``log_alpha`` may be far below the float64 range (−1e4), and the
     cost barely grows with ``log(1/α)``.
 
     Args:
@@ -716,10 +795,8 @@ def simulate_flow(
             ``ts`` then counts from that state, and ``α`` sets only the time unit and ``b = log w / log α``;
             ``simulate_flow(model, start=flow.state_at(k), log_alpha=flow.log_alpha, ts=flow.ts[k:] - flow.ts[k])``
             continues ``flow``.
-        alpha: the scale, in (0, 1), or a 1-D array of scales, solved together in one vmapped call
-            (one compilation); with a batch of start states, one scale per state. Batched runs go in
-            lock-step and, under ``vmap``, the Jacobian refresh runs at every step: cheap for small
-            models; for large ones a loop over runs is faster.
+        alpha: the scale, in (0, 1), or a 1-D array of scales (a batch of runs, one compilation; see
+            ``batching``); with a batch of start states, one scale per state.
         log_alpha: ``log α`` (< 0) instead of ``alpha``, scalar or 1-D array.
         rtol, atol: the local error of each step in ``log w`` is kept below ``atol + rtol |log w|``.
             ``atol`` is the relative accuracy of the weights ``u, v``; a nonzero ``rtol`` loosens the
@@ -732,6 +809,12 @@ def simulate_flow(
             coordinates' are skipped) the implicit stages use; default ``min(p, 64)``, or ``min(p, 16)`` for
             a batch (under ``vmap`` every column is computed at every step). Raise it if more coordinates
             are awake at once.
+        batching: how a batch of runs is solved. ``"separate"``: each run alone, as a single run is, as
+            many at once as the machine has cores. ``"vmap"``: all together in one vmapped solve, the implicit
+            method throughout, in lock-step (every run takes as many steps as the longest) and with the
+            Jacobian columns recomputed at every step; it pays only on an accelerator, where the runs of a
+            step cost one. ``"auto"`` (the default): ``"vmap"`` on a GPU or TPU, ``"separate"`` on the CPU,
+            where it is 20× faster on the dense attention head of docs/benchmarks.md.
         throw: as in diffrax: raise a ``RuntimeError`` if a run does not reach ``ts[-1]``. With
             ``throw=False`` the result comes back with the failure in ``result`` and ``message``, and
             the state after the time it stopped at is ``+inf``.
@@ -753,7 +836,9 @@ def simulate_flow(
     if isinstance(model, FactorizedModel):
         from ._rank_flow import rank_flow  # the factorised engine builds on this module
 
-        kw = dict(start=start, alpha=alpha, log_alpha=log_alpha, jacobian_rank=jacobian_rank, throw=throw)
+        kw = dict(
+            start=start, alpha=alpha, log_alpha=log_alpha, jacobian_rank=jacobian_rank, batching=batching, throw=throw
+        )
         return rank_flow(model, ts=ts, u0=u0, v0=v0, rtol=rtol, atol=atol, max_steps=max_steps, **kw)
     check_model(model)
     log_a, batched = check_scales(alpha, log_alpha)
@@ -783,26 +868,55 @@ def simulate_flow(
     max_steps = None if max_steps is None else check_int(max_steps, "max_steps")
     if not (rtol >= 0 and atol >= 0 and rtol + atol > 0):
         raise ValueError(f"rtol and atol must be >= 0 and not both 0; got rtol={rtol!r}, atol={atol!r}.")
-    rank = default_rank(model.p, batched) if jacobian_rank is None else int(jacobian_rank)
+    vmapped = vmap_batches(batching) and batched
+    rank = default_rank(model.p, vmapped) if jacobian_rank is None else int(jacobian_rank)
     if not 1 <= rank <= model.p:
         raise ValueError(f"jacobian_rank must lie in [1, p={model.p}]; got {jacobian_rank!r}.")
-    out = _solve(
-        model,
-        jnp.asarray(y0),
-        jnp.asarray(log_wwbar),
-        jnp.asarray(log_a),
-        jnp.asarray(ts),
-        rtol,
-        atol,
-        solver=_default_solver(rank, atol + rtol) if batched else _switching_solver(rank, rtol, atol),
-        max_steps=max_steps,
-        batched=batched,
-    )
+    solver = _default_solver(rank, atol + rtol) if vmapped else _switching_solver(rank, rtol, atol)
+
+    def solve(y0, log_wwbar, log_a, batched):
+        return _solve(
+            model,
+            y0,
+            log_wwbar,
+            log_a,
+            jnp.asarray(ts),
+            rtol,
+            atol,
+            solver=solver,
+            max_steps=max_steps,
+            batched=batched,
+        )
+
+    if batched and not vmapped:
+        out = solve_separately(lambda j: solve(y0[j], log_wwbar[j], log_a[j], False), len(y0))
+    else:
+        out = solve(jnp.asarray(y0), jnp.asarray(log_wwbar), jnp.asarray(log_a), batched)
     result = flow_result(out, ts, log_a, swap, sign, max_steps)
     failed = np.flatnonzero(np.ravel(result.result) != "successful")
     if throw and failed.size:
         raise RuntimeError(str(np.ravel(result.message)[failed[0]]))
     return result
+
+
+_BATCHING = ("auto", "vmap", "separate")
+
+
+def vmap_batches(batching: str) -> bool:
+    """Whether a batch of runs is solved under ``vmap`` (``batching="vmap"``, or ``"auto"`` off the CPU) rather
+    than run by run (see ``simulate_flow``'s ``batching``)."""
+    if batching not in _BATCHING:
+        raise ValueError(f"batching must be one of {_BATCHING}; got {batching!r}.")
+    return batching == "vmap" or (batching == "auto" and jax.default_backend() != "cpu")
+
+
+def solve_separately(solve_one: Callable, runs: int):
+    """``solve_one(j)`` for every run ``j`` of a batch, as many at once as there are cores (a run's solve is a
+    serial chain of small XLA calls that keeps about one core busy), each in gradflow's float64 scope (the scope
+    is per thread); the outputs stacked as a ``vmap``-ed solve's."""
+    with ThreadPoolExecutor(max_workers=max(1, min(os.cpu_count() or 1, runs))) as pool:
+        outs = list(pool.map(float64(solve_one), range(runs)))
+    return jax.tree_util.tree_map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *outs)
 
 
 def default_rank(p: int, batched: bool) -> int:

@@ -29,7 +29,7 @@ import optimistix as optx
 from ._checks import check_int, check_scales, check_times
 from ._config import float64
 from ._factorized import FactorizedModel, check_factorized_model, check_factors
-from ._flow import WrappedSolver, _status, solve_onto
+from ._flow import WrappedSolver, _status, solve_onto, solve_separately, vmap_batches
 
 _SOLVERS = ("auto", "tsit5", "kvaerno5")
 _STIFF_LOG = 2000.0  # "auto" takes the implicit solver when log(1/α) exceeds this (a plateau lasts ∝ log(1/α));
@@ -313,13 +313,15 @@ def rank_flow(
     atol: float = 1e-8,
     max_steps: int | None = None,
     jacobian_rank=None,
+    batching: str = "auto",
     throw: bool = True,
     solver: str = "auto",
 ) -> FactorizedFlowResult:
     """``simulate_flow`` for a [`FactorizedModel`][gradflow.FactorizedModel]: the exact flow from
     ``U_j(0) = α u0[j]``, ``V_j(0) = α v0[j]`` at rescaled times ``ts`` (docs/math.md, *Full weights: the exact
     flow*). ``solver``: ``"tsit5"``, ``"kvaerno5"`` (L-stable, for small α, where the flow is stiff) or
-    ``"auto"`` (Kvaerno5 when ``log(1/α) > 2000``). ``max_steps``: the step cap (``None``: none, as in
+    ``"auto"`` (Kvaerno5 when ``log(1/α) > 2000``; for a batch, when some run's is). ``batching`` as in
+    ``simulate_flow``. ``max_steps``: the step cap (``None``: none, as in
     ``simulate_flow``). ``start`` and ``jacobian_rank`` are the diagonal engine's and
     must not be given; the tolerances bound the local error of ``ρ`` (absolute) and of ``Q, R̃`` per step."""
     check_factorized_model(model)
@@ -337,17 +339,17 @@ def rank_flow(
         raise ValueError(f"solver must be one of {_SOLVERS}; got {solver!r}.")
     if solver == "auto":
         solver = "kvaerno5" if float(np.max(-log_a)) > _STIFF_LOG else "tsit5"
-    out = _solve(
-        model,
-        jax.tree_util.tree_map(jnp.asarray, initial_state(us, vs)),
-        jnp.asarray(log_a),
-        jnp.asarray(ts),
-        rtol,
-        atol,
-        solver=solver,
-        max_steps=max_steps,
-        batched=batched,
-    )
+    y0 = jax.tree_util.tree_map(jnp.asarray, initial_state(us, vs))
+
+    def solve(log_a, batched):
+        return _solve(
+            model, y0, log_a, jnp.asarray(ts), rtol, atol, solver=solver, max_steps=max_steps, batched=batched
+        )
+
+    if batched and not vmap_batches(batching):
+        out = solve_separately(lambda j: solve(log_a[j], False), len(log_a))
+    else:
+        out = solve(jnp.asarray(log_a), batched)
     ys, Ws, loss, solver_result, stats = jax.tree_util.tree_map(np.asarray, out)
     log_sv = tuple(_log_singular_values(f, m) for f, (m, _) in zip(ys, model.shapes))
     dummy_log_w = np.where(np.isfinite(loss), 0.0, np.inf)[..., None]

@@ -17,11 +17,13 @@ stage k), with the point's parameters as columns:
 
 How the work is spread: the points are split between processes by task (tasks sorted by their hash,
 dealt round-robin), so each greedy path is computed once; greedy paths run one by one (a Python
-loop); the flows of one process that share a shape (same model structure and array shapes; the
-data, ``u0, v0``, α and recorded times differ) are solved together, ``vmap``-ed over the batch and
-spread over the local devices with ``jax.shard_map`` on a 1-D ``Mesh`` (the batch padded to a
-multiple of the device count). Each finished point's rows are written at once (``_sweep_io``), so
-an interrupted sweep resumes where it stopped; process 0 merges the table.
+loop). On a GPU or TPU (``batching = "vmap"``) the flows of one process that share a shape (same model
+structure and array shapes; the data, ``u0, v0``, α and recorded times differ) are solved together,
+``vmap``-ed over the batch and spread over the local devices with ``jax.shard_map`` on a 1-D ``Mesh``
+(the batch padded to a multiple of the device count); on the CPU (``batching = "separate"``) each flow
+is solved alone, as [`simulate_flow`][gradflow.simulate_flow] solves a single run, as many at once as
+there are cores. Each finished point's rows are written at once (``_sweep_io``), so an interrupted sweep
+resumes where it stopped; process 0 merges the table.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import os
 import time
 import warnings
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +50,7 @@ from ._assumptions import AssumptionWarning
 from ._compare import compare_limits
 from ._comparison import default_times, fit_rate
 from ._config import float64
-from ._flow import FlowResult
+from ._flow import FlowResult, simulate_flow
 from ._greedy import greedy_limit
 from ._io import ResultStore, config_hash
 from ._sweep_config import SweepConfig
@@ -221,7 +224,7 @@ def solve_flows(
 ):
     """The exact flows of ``tasks[j]`` from ``α_j (u0, v0)`` at the rescaled times ``tss[j]``, solved together.
 
-    The same equations and solver as a batch of [`simulate_flow`][gradflow.simulate_flow] (docs' Math page, "The exact
+    The same equations and solver as a batch of [`simulate_flow`][gradflow.simulate_flow] with ``batching="vmap"`` (docs' Math page, "The exact
     flow"), ``vmap``-ed over the runs, the model's arrays (data) included, and split over the devices
     of ``mesh`` by ``shard_map`` along its ``batch`` axis. Every model must have the same structure
     and array shapes. The batch is padded by repeating its last run to ``width`` (a multiple of the
@@ -430,8 +433,15 @@ def _times(config: SweepConfig, path) -> np.ndarray:
     return default_times(path.times, num=config.num_times, horizon=config.tau_max, delta=config.delta)
 
 
+def solve_flow(task: models.Task, log_alpha: float, ts, *, rtol: float, atol: float, max_steps: int | None):
+    """One point's flow, alone: [`simulate_flow`][gradflow.simulate_flow]'s single run (a failure is recorded in the
+    result, not raised)."""
+    kw = dict(rtol=rtol, atol=atol, max_steps=max_steps, throw=False)
+    return simulate_flow(task.model, u0=task.u0, v0=task.v0, ts=ts, log_alpha=log_alpha, **kw)
+
+
 def _flows(config: SweepConfig, todo: list[SweepPoint], paths: dict, out: Path, bar) -> None:
-    """The flows of ``todo``, solved in batches of one shape; each point's rows written as its batch ends."""
+    """The flows of ``todo``, each point's rows written as its flow (or its batch) ends."""
     runs = []
     for point in todo:
         path = paths.get(point.task)
@@ -440,6 +450,34 @@ def _flows(config: SweepConfig, todo: list[SweepPoint], paths: dict, out: Path, 
             bar.update()
             continue
         runs.append((point, path, _times(config, path)))
+    if _flow.vmap_batches(config.batching):
+        _flows_batched(config, runs, out, bar)
+    else:
+        _flows_separately(config, runs, out, bar)
+
+
+def _flows_separately(config: SweepConfig, runs: list, out: Path, bar) -> None:
+    """Each flow alone, as many at once as there are cores (a run's solve is a serial chain of small XLA calls
+    that keeps about one core busy); each point's rows written as its flow ends."""
+    built = {task: task.build() for task in dict.fromkeys(p.task for p, _, _ in runs)}
+    options = dict(rtol=config.rtol, atol=config.atol, max_steps=config.max_steps)
+    workers = max(1, min(os.cpu_count() or 1, len(runs)))
+    # as in the batched solve, a near-degenerate start is reported by the greedy path's 4.2 column, not warned
+    # about per flow (the filter is set here, before the threads start, and restored after they end)
+    with warnings.catch_warnings(), ThreadPoolExecutor(max_workers=workers) as pool:
+        warnings.simplefilter("ignore", AssumptionWarning)
+        solving = {
+            pool.submit(solve_flow, built[p.task], p.log_alpha, ts, **options): (p, path) for p, path, ts in runs
+        }
+        for done in as_completed(solving):
+            point, path = solving[done]
+            write_point(out, point.hash, _compared(config, point, built[point.task], path, done.result()))
+            bar.update()
+
+
+def _flows_batched(config: SweepConfig, runs: list, out: Path, bar) -> None:
+    """The flows solved in ``vmap``-ed batches of one shape, sharded over the local devices; each point's rows
+    written as its batch ends."""
     groups: dict[tuple, list] = {}
     for run in runs:
         groups.setdefault(_shape(_setting_model(run[0].task.model, run[0].task.setting)), []).append(run)

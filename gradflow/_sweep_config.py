@@ -191,6 +191,7 @@ _TOP = (
     "max_steps",
     "threshold",
     "delta",
+    "batching",
     "batch_size",
     "model",
 )
@@ -213,7 +214,10 @@ class SweepConfig:
         tau_max: the flows' last rescaled time (``compare``: default 1.25 × the last greedy stage time).
         atol, rtol, max_steps: ``simulate_flow``'s tolerances and step limit (None, the default: no limit).
         threshold, delta: ``compare_limits``' stage-detection fraction and window margin.
-        batch_size: flows per device in one solver call (flows of one shape are solved together).
+        batching: ``"separate"`` (each flow alone, as many at once as there are cores), ``"vmap"`` (the flows of
+            one shape solved together, ``batch_size`` per device) or ``"auto"`` (``"vmap"`` on a GPU or TPU,
+            ``"separate"`` on the CPU); see [`simulate_flow`][gradflow.simulate_flow]'s ``batching``.
+        batch_size: with ``batching = "vmap"``, flows per device in one solver call.
     """
 
     models: tuple[ModelGrid, ...]
@@ -229,6 +233,7 @@ class SweepConfig:
     max_steps: int | None = None
     threshold: float = 0.5
     delta: float | None = None
+    batching: str = "auto"
     batch_size: int = 32
 
     def __post_init__(self):
@@ -253,6 +258,8 @@ class SweepConfig:
         self._check_int("num_times", 2)
         self._check_int("max_steps", 1, optional=True)
         self._check_int("batch_size", 1)
+        if self.batching not in ("auto", "vmap", "separate"):
+            raise ValueError(f'batching = {self.batching!r}; set "auto", "vmap" or "separate".')
         self._check_number("threshold")
         if not isinstance(self.check_assumptions, bool):
             raise ValueError(f"check_assumptions = {self.check_assumptions!r}; set true or false.")

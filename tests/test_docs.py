@@ -209,6 +209,17 @@ def test_nav_pages_exist():
     assert not missing, f"pages named in mkdocs.yml's nav but missing from docs/: {missing}"
 
 
+def test_no_control_characters():
+    """No control characters in the pages: a formula written through a non-raw Python string turns ``\\rho``,
+    ``\\beta``, ``\\alpha``, ``\\times`` into a carriage return, a backspace, a bell, a tab."""
+    bad = []
+    for page in [*sorted(DOCS.rglob("*.md")), ROOT / "README.md"]:
+        for k, line in enumerate(page.read_bytes().split(b"\n"), 1):
+            if re.search(rb"[\x00-\x08\x0b-\x1f\x7f]", line):
+                bad.append(f"{page.relative_to(ROOT)}:{k}: {line[:80]!r}")
+    assert not bad, "control characters (write the formula with a raw string):\n" + "\n".join(bad)
+
+
 def test_docs_build_strict(tmp_path):
     """``mkdocs build --strict`` succeeds: no broken links, no missing pages, no docstring warnings."""
     try:

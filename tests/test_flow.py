@@ -26,8 +26,8 @@ LOG_ALPHAS = np.array([np.log(a) for a in ALPHAS] + [-1e4])
 
 @pytest.fixture(scope="module")
 def batched():
-    """All scales in one vmapped call (one compilation)."""
-    return simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=TS, log_alpha=LOG_ALPHAS)
+    """All scales in one vmapped call (one compilation): the accelerators' default."""
+    return simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=TS, log_alpha=LOG_ALPHAS, batching="vmap")
 
 
 def test_result_fields_and_shapes(batched):
@@ -128,7 +128,7 @@ def test_batched_equals_separate(batched):
     (not a batch) switches to Dopri8 inside the jumps, a batch keeps Kvaerno5: the same flow to the solvers'
     accuracy (the local error per step is 1e-8 in log w)."""
     for k in (1, 4):
-        alone = simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=TS, log_alpha=[float(LOG_ALPHAS[k])])
+        alone = simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=TS, log_alpha=[float(LOG_ALPHAS[k])], batching="vmap")
         np.testing.assert_allclose(alone.beta[0], batched.beta[k], rtol=0, atol=1e-7)
         np.testing.assert_allclose(alone.b[0], batched.b[k], rtol=0, atol=1e-9)
         one = simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=TS, log_alpha=float(LOG_ALPHAS[k]))
@@ -142,6 +142,30 @@ def test_batched_equals_separate(batched):
     )
 
 
+def test_separate_batch_is_each_single_run(batched):
+    """``batching="separate"`` (the CPU's default) solves each run alone, on several threads: each run of the batch
+    is the single run bit for bit, in float64 (each thread enters gradflow's x64 scope), with its own step count."""
+    assert not gradflow._flow.vmap_batches("auto")  # this suite runs on the CPU
+    las = LOG_ALPHAS[[1, 4, 5]]
+    apart = simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=TS, log_alpha=las, batching="separate")
+    auto = simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=TS, log_alpha=las)
+    np.testing.assert_array_equal(auto.log_w, apart.log_w)
+    assert apart.log_w.dtype == np.float64 and apart.stats["num_steps"].shape == (3,)
+    for k, la in enumerate(las):
+        one = simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=TS, log_alpha=float(la))
+        np.testing.assert_array_equal(apart.log_w[k], one.log_w)
+        np.testing.assert_array_equal(apart.loss[k], one.loss)
+        assert apart.stats["num_steps"][k] == one.stats["num_steps"]
+    assert len(set(apart.stats["num_steps"].tolist())) > 1  # not in lock-step
+    cap = int(apart.stats["num_steps"][0])  # each run's failure recorded on its own
+    capped = simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=TS, log_alpha=las, max_steps=cap, throw=False)
+    np.testing.assert_array_equal(capped.result, ["successful", "max_steps_reached", "max_steps_reached"])
+    np.testing.assert_array_equal(capped.log_w[0], apart.log_w[0])
+    assert capped.message[1].startswith(f"simulate_flow hit max_steps={cap}")
+    with pytest.raises(ValueError, match="batching must be one of"):
+        simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=TS, log_alpha=-5.0, batching="threads")
+
+
 # ---------------------------------------------------------------------------------------------
 # Restarts from an exact state.
 
@@ -152,7 +176,7 @@ def test_restart_from_state_continues_the_flow(batched):
     k = 12
     state = batched.state_at(k)
     assert isinstance(state, FlowState) and state.log_w.shape == (len(LOG_ALPHAS), LIN.model.p)
-    rest = simulate_flow(LIN.model, start=state, log_alpha=LOG_ALPHAS, ts=TS[k:] - TS[k])
+    rest = simulate_flow(LIN.model, start=state, log_alpha=LOG_ALPHAS, ts=TS[k:] - TS[k], batching="vmap")
     np.testing.assert_allclose(rest.log_w, batched.log_w[:, k:], rtol=0, atol=1e-6)
     np.testing.assert_allclose(rest.log_wbar, batched.log_wbar[:, k:], rtol=0, atol=1e-6)
     np.testing.assert_allclose(rest.beta, batched.beta[:, k:], rtol=0, atol=1e-7)
@@ -408,7 +432,8 @@ def test_throw_false_records_the_failure_per_run(batched):
     run is the full flow and the second stops, its failure recorded, its state +inf after the stop."""
     steps = batched.stats["num_steps"]
     la = LOG_ALPHAS[[0, -1]]
-    res = simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=TS, log_alpha=la, max_steps=int(steps[0]) + 5, throw=False)
+    kw = dict(max_steps=int(steps[0]) + 5, throw=False, batching="vmap")
+    res = simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=TS, log_alpha=la, **kw)
     np.testing.assert_array_equal(res.result, ["successful", "max_steps_reached"])
     assert res.message[0] == "" and res.message[1].startswith(f"simulate_flow hit max_steps={int(steps[0]) + 5}")
     np.testing.assert_array_equal(res.log_w[0], batched.log_w[0])

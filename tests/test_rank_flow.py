@@ -230,13 +230,14 @@ def test_batched_over_alpha_is_the_runs_one_by_one():
     M, u0, v0, _ = _aligned(seed=3)
     model = models.matrix_factorization_model(M)
     las = np.array([-1e4, -50.0])
-    batch = _flow(model, u0, v0, log_alpha=las)
-    assert batch.loss.shape == (2, len(TS)) and batch.W[0].shape == (2, len(TS), 4, 3)
-    assert list(batch.result) == ["successful"] * 2
-    for i, la in enumerate(las):
-        one = _flow(model, u0, v0, log_alpha=la)
-        np.testing.assert_allclose(batch.log_singular_values[0][i], one.log_singular_values[0], rtol=1e-9)
-        np.testing.assert_allclose(batch.W[0][i], one.W[0], atol=1e-9)
+    ones = [_flow(model, u0, v0, log_alpha=la) for la in las]
+    for batching in ("vmap", "separate"):
+        batch = _flow(model, u0, v0, log_alpha=las, batching=batching)
+        assert batch.loss.shape == (2, len(TS)) and batch.W[0].shape == (2, len(TS), 4, 3)
+        assert list(batch.result) == ["successful"] * 2
+        for i, one in enumerate(ones):
+            np.testing.assert_allclose(batch.log_singular_values[0][i], one.log_singular_values[0], rtol=1e-9)
+            np.testing.assert_allclose(batch.W[0][i], one.W[0], atol=1e-9)
 
 
 def test_sorting_gauge_rotates_the_columns_only():
