@@ -377,7 +377,8 @@ def _w_flow(field, dg_of, signs, mask, z0, dg0, stop, dt0, t1, tol, max_steps) -
         t = jnp.where(ok, s.t + s.h, s.t)
         z, f = jnp.where(ok, z1, s.z), jnp.where(ok, f2, s.f)
         dbeta = jnp.where(mask, signs * jnp.exp(2 * z), 0.0) - beta  # 0 after a rejection
-        miss = signs * (f - s.f) - s.dg @ dbeta  # Δg − B Δβ (f = s ⊙ g)
+        # Δg − B Δβ on the support (f = s ⊙ g; the padded rows of a rebuilt ∂g/∂β are not zero)
+        miss = jnp.where(mask, signs * (f - s.f) - s.dg @ dbeta, 0.0)
         rebuild = ok & (jnp.max(jnp.abs(miss)) > jnp.max(jnp.abs(f - s.f)))
         broyden = s.dg + jnp.outer(miss, dbeta) / jnp.maximum(jnp.sum(dbeta**2), jnp.finfo(z0.dtype).tiny)
         return _WState(
