@@ -303,6 +303,7 @@ _WHY = {
 class _Thresholds(NamedTuple):
     """Phase (B)'s thresholds for one stage, as traced scalars, so that every stage reuses one compilation."""
 
+    speed: jax.Array  # |g_{i_k}(θ^k)|, the new coordinate's speed
     steady: jax.Array  # the flow stops once every support |g_i| is below this (or the coordinate is leaving)
     support: jax.Array  # y_i ≤ support · max y is off the support
     tol: jax.Array  # the local error of log y per step
@@ -461,8 +462,9 @@ def _newton(g_on, dg, signs, y, keep, shrinking, stationary, steps, active):
 
 
 @eqx.filter_jit
-def _phase_b(model, starts, index, mask, signs, thresholds, max_steps, newton_steps):
-    """Phase (B) from each row of ``starts``: the flow of ``z = log y``,
+def _phase_b(model, base, slot, epsilons, factors, index, mask, signs, thresholds, max_steps, newton_steps):
+    """Phase (B) from θ^k (magnitudes ``base`` on the reduced support, 0 in the new coordinate's ``slot``): the
+    flow of ``z = log y``,
 
         dz/dt = s ⊙ g(s ⊙ e^{2z})   (on the support; the padded slots stay put),
 
@@ -475,13 +477,15 @@ def _phase_b(model, starts, index, mask, signs, thresholds, max_steps, newton_st
     ``s_i g_i < 0``); coordinates with ``y_i ≤ support · max y`` are set to 0 before and after Newton's
     method (the path's definition of the support). The rows run one after the other (``lax.map``): each
     stops at its own step count, and batching them would make every small matrix product of g a slower
-    batched one. The flow is :func:`_w_flow`; every row starts from ``∂g/∂β`` at the first row's start (the rows
-    start within ε or the perturbation of the same point), and Newton's method starts from the matrix its flow
-    kept. ``mask`` is a prefix of the padded state, so one
-    compilation serves every support that fits. Returns the polished endpoints, a status per row (0:
-    stationary, else an ``_Outcome``), the flow's step counts and the Newton residuals.
+    batched one. Row r starts from ``base`` with ``y_slot = epsilons[r] · natural``, times ``factors[r]`` (1, or
+    the perturbations of Assumption 4.4), where ``natural = sqrt(|g_{i_k}| / |∂g_{i_k}/∂β_{i_k}|)`` at θ^k
+    (``max(‖base‖_∞, 1)`` if that curvature is 0) is the new coordinate's natural size. The flow is
+    :func:`_w_flow`; every row starts from ``∂g/∂β`` at θ^k, which also gives that curvature, and Newton's
+    method starts from the matrix its flow kept. ``mask`` is a prefix of the padded state, so one compilation
+    serves every support that fits. Returns the polished endpoints, a status per row (0: stationary, else an
+    ``_Outcome``), the flow's step counts and the Newton residuals.
     """
-    steady, support, tol, dt0, t1, stationary = thresholds
+    speed, steady, support, tol, dt0, t1, stationary = thresholds
     active = jnp.sum(mask)
     g_on = reduced_g(model, index, mask)
 
@@ -501,7 +505,10 @@ def _phase_b(model, starts, index, mask, signs, thresholds, max_steps, newton_st
     def dg_of(z):
         return _dg(g_on, beta_of(z), active)
 
-    dg0 = dg_of(log_y(starts[0]))
+    dg0 = _dg(g_on, jnp.where(mask, signs * base * base, 0.0), active)
+    curvature = jnp.abs(dg0[slot, slot])
+    natural = jnp.where(curvature > 0, jnp.sqrt(speed / curvature), jnp.maximum(jnp.max(base), 1.0))
+    starts = jnp.where(jnp.arange(base.size) == slot, epsilons[:, None] * natural, base) * factors
 
     def one(y0):
         end = _w_flow(field, dg_of, signs, mask, log_y(y0), dg0, is_steady, dt0, t1, tol, max_steps)
@@ -519,13 +526,6 @@ def _phase_b(model, starts, index, mask, signs, thresholds, max_steps, newton_st
 @eqx.filter_jit
 def _g_and_loss(model, beta):
     return model.g(beta), model.loss_of_beta(beta)
-
-
-@eqx.filter_jit
-def _self_curvature(model, beta, i):
-    """``∂g_i/∂β_i`` at β (one JVP), for the natural scale of a new coordinate."""
-    e = jnp.zeros_like(beta).at[i].set(1.0)
-    return jax.jvp(model.g, (beta,), (e,))[1][i]
 
 
 def _capacity(n: int, p: int) -> int:
@@ -889,21 +889,22 @@ def _phase_b_ends(ctx: _Context, stage: _Stage, signs, i) -> _PhaseB:
     model, tol, p, y, g_i = ctx.model, ctx.tol, ctx.model.p, stage.y, stage.g[i]
     coords = np.flatnonzero(stage.support | (np.arange(p) == i))
     red = _reduce(coords, signs, p)
-    beta = signs * y * y
-    curvature = abs(float(_self_curvature(model, jnp.asarray(beta), jnp.asarray(i))))
-    natural = math.sqrt(abs(g_i) / curvature) if curvature > 0 else max(float(np.max(y)), 1.0)
     slot = int(np.flatnonzero(red.index == i)[0])
-    base = np.where(red.mask, y[red.index], 0.0)
-    starts = np.repeat(base[None], len(tol.epsilons), axis=0)
-    starts[:, slot] = np.asarray(tol.epsilons) * natural
+    base = np.where(red.mask, y[red.index], 0.0)  # y_i = 0: i is not on the support yet
+    epsilons = np.asarray(tol.epsilons)
+    factors = np.ones((epsilons.size, base.size))
     n_pert = tol.perturbations if ctx.check else 0
-    if n_pert:
-        starts = np.concatenate([starts, perturbed_starts(starts[0], red.mask, n_pert, tol.perturbation, ctx.rng)])
+    if n_pert:  # perturbations of the start from the largest ε (Assumption 4.4)
+        epsilons = np.concatenate([epsilons, np.full(n_pert, epsilons[0])])
+        factors = np.concatenate(
+            [factors, perturbed_starts(np.ones(base.size), red.mask, n_pert, tol.perturbation, ctx.rng)]
+        )
     t1 = 1e6 * (math.log(1.0 / tol.epsilons[-1]) + 1.0) / abs(g_i)
     thresholds = _Thresholds(
         *map(
             jnp.asarray,
             (
+                abs(g_i),
                 tol.steady * abs(g_i),
                 tol.support,
                 tol.ode_tol,
@@ -914,7 +915,17 @@ def _phase_b_ends(ctx: _Context, stage: _Stage, signs, i) -> _PhaseB:
         )
     )
     ends, status, _, _ = _phase_b(
-        model, jnp.asarray(starts), red.index, red.mask, red.signs, thresholds, tol.max_steps, tol.newton_steps
+        model,
+        jnp.asarray(base),
+        jnp.asarray(slot),
+        jnp.asarray(epsilons),
+        jnp.asarray(factors),
+        red.index,
+        red.mask,
+        red.signs,
+        thresholds,
+        tol.max_steps,
+        tol.newton_steps,
     )
     ends, status = np.asarray(ends), np.asarray(status)
     n_eps = len(tol.epsilons)
