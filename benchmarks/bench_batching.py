@@ -10,7 +10,7 @@
    ``batching="separate"`` (each run alone, one thread per core; the CPU's default) and a plain loop of single
    runs, each after its compilation, in the same process: wall and CPU seconds, steps per run, and the
    largest difference in β between the batch and the single runs.
-2. The shipped example sweep (``gradflow sweep --example``: 2 small tasks × 8 seeds × 3 α, 48 flows) with
+2. The shipped example sweep (``gradflow sweep --example``: 3 small task settings × 8 seeds × 3 α, 72 flows) with
    ``batching = "vmap"`` and ``"separate"``: the greedy paths are computed once and reused, so the times
    are the flows' and their comparisons'.
 """
@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
+import os
 import pathlib
 import shutil
 import sys
@@ -42,6 +43,17 @@ from gradflow._sweep_io import example_config  # noqa: E402
 DOCS = ROOT / "docs" / "benchmarks.md"
 SECTION = "Batches of runs on the CPU"
 LOG_ALPHAS = (-18.42, -73.68, -230.26, -690.78)
+NOTES = """\
+Why the `vmap`-ed solve loses on a CPU: its runs go in lock-step, so every run takes as many steps as the
+longest, and with Kvaerno5 only (under `vmap` both branches of the switch to Dopri8 would run); its Jacobian
+columns (16 by default) are recomputed at every step, since `vmap` turns the lazy refresh into an
+unconditional one; and XLA's batched small matrix products on the CPU are slower per run than one run's.
+A GPU runs the lanes of a step at the cost of one, which is why `"vmap"` stays its default (not measured
+yet: no GPU has been lent). The threads of `"separate"` gain over the loop only when the cores are free:
+`--quick` at load ≈ 3.7 measured 0.59 of the loop's time (5.4 s against 9.2 s); at load ≈ 5 there was nothing
+to gain. On the example sweep's tiny models (p ≤ 6) a `vmap`-ed step costs little more than a single one,
+so the gap is smaller.
+"""
 
 
 def _timed(fn):
@@ -111,8 +123,9 @@ def main(argv=None) -> str:
     text = [
         f"## {SECTION}\n",
         f"`python benchmarks/bench_batching.py{' --quick' if args.quick else ''}` (see its docstring), "
-        f"{datetime.date.today()}: {_common.cpu_name()}, 2 cores shared with other jobs, no GPU; "
-        f"jax {jax.__version__}. Steps do not depend on the load; seconds do.\n",
+        f"{datetime.date.today()}: {_common.cpu_name()}, {os.cpu_count()} cores shared with other jobs (load average "
+        f"{os.getloadavg()[0]:.1f} at the end), no GPU; jax {jax.__version__}. Steps do not depend on the load; "
+        "seconds do.\n",
         f"Dense attention head (n = 200, 10 tokens, dim 20, dense teacher), τ ∈ [0, 1] at 31 times, "
         f"log α = {', '.join(str(a) for a in las)}; ratio = wall seconds against the loop of single runs; "
         "Δβ = the largest difference from the single runs:\n",
@@ -121,10 +134,11 @@ def main(argv=None) -> str:
     if not args.quick:
         sweep = bench_sweep()
         text += [
-            "The example sweep (`gradflow sweep --example`, 48 flows and their comparisons; the greedy paths "
-            "computed once beforehand and reused by both):\n",
+            f"The example sweep (`gradflow sweep --example`, {sweep[0][1]} flows and their comparisons; the greedy "
+            "paths computed once beforehand and reused by both):\n",
             _table(["sweep", "points", "wall (s)", "CPU (s)", ""], sweep) + "\n",
         ]
+    text.append(NOTES)
     out = "\n".join(text)
     print(out)
     if args.record:

@@ -22,12 +22,12 @@ a system of the support's size. It is integrated in ``z = log y`` (``dz/dt = s �
 the new coordinate from ε, of duration ~log(1/ε)/|g_{i_k}|, is a straight line crossed in a few steps and
 the step control is on the relative error of the weights. The state is padded to 64 slots with a mask (a
 prefix of the slots), beyond that to a power of two, and every Jacobian is built from the active slots
-only, so one compilation serves every support up to 64 at the cost of its actual size. The solver is
-Diffrax's ``Kvaerno5`` (an L-stable ESDIRK method: the escape and the relaxation onto θ^{k+1} run at very
-different rates), its stage equations solved by a chord iteration with Hairer & Wanner's stopping rule,
-whose matrix comes from a ``∂g/∂β`` kept from step to step (rebuilt only when the iteration fails; the factor
-``∂β/∂z = 2β`` is exact at every step), with a PID controller until a ``diffrax.Event`` finds it nearly
-steady, then polished by Newton's method on ``g_S(β_S) = 0``, which starts from the matrix the flow kept. The
+only, so one compilation serves every support up to 64 at the cost of its actual size. The solver is a
+linearly implicit, L-stable W-method of order 2 (the escape and the relaxation onto θ^{k+1} run at very
+different rates): two evaluations of g and one LU factorisation per step, with a ``∂g/∂β`` kept from step
+to step by Broyden's update (rebuilt only when it mispredicts the change of g; the factor ``∂β/∂z = 2β`` is
+exact at every step), until it is nearly steady; it is then polished by Newton's method on
+``g_S(β_S) = 0``, which starts from the matrix the flow kept. The
 trajectory only has to pick the basin; the last digits come from Newton, which also puts a leaving
 coordinate whose root lies on the boundary ``β_j = 0`` exactly there. The ε → 0 limit is taken by
 running the flow from every ε of ``GreedyTolerances.epsilons`` (one compiled call per stage, flow and
@@ -45,15 +45,12 @@ import dataclasses
 import enum
 import math
 import warnings
-from collections.abc import Callable
 from typing import NamedTuple
 
-import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optimistix as optx
 
 from ._assumptions import (
     AssumptionWarning,
@@ -67,7 +64,6 @@ from ._assumptions import (
 from ._checks import check_init, check_int
 from ._config import float64
 from ._factorized import FactorizedModel
-from ._flow import WrappedSolver
 from ._frame import apply_frame, frame_of
 from ._model import DiagonalModel, check_model
 
@@ -129,8 +125,8 @@ class GreedyTolerances:
             (a [`FactorizedModel`][gradflow.FactorizedModel], integrated in the factors themselves by an explicit
             method, at ``rtol = min(ode_rtol, steady/100)``; ``ode_atol`` relative to the larger of the current
             weights and the natural size of the new direction).
-        max_steps: the most solver steps one phase (B) may take before it is declared not to converge
-            (a phase (B) of the default toy takes 10–25).
+        max_steps: the most solver steps (accepted or rejected) one phase (B) may take before it is declared not
+            to converge (a phase (B) of the default toy takes 20–45).
         newton_steps: the most Newton steps of the polish (from ``steady`` it takes 2–6, the first ones with the
             matrix the flow kept).
     """
@@ -307,10 +303,10 @@ _WHY = {
 class _Thresholds(NamedTuple):
     """Phase (B)'s thresholds for one stage, as traced scalars, so that every stage reuses one compilation."""
 
+    speed: jax.Array  # |g_{i_k}(θ^k)|, the new coordinate's speed
     steady: jax.Array  # the flow stops once every support |g_i| is below this (or the coordinate is leaving)
     support: jax.Array  # y_i ≤ support · max y is off the support
     tol: jax.Array  # the local error of log y per step
-    root_tol: jax.Array  # the chord iteration's tolerance on the stage increments, in log y
     dt0: jax.Array  # the first step: the new coordinate's log y moves by about 1
     t1: jax.Array  # the flow's last time
     stationary: jax.Array  # Newton's method stops at max_S |g| ≤ stationary
@@ -330,113 +326,80 @@ def _columns(mv, active, size, dtype) -> jax.Array:
     return jax.lax.fori_loop(0, active, body, jnp.eye(size, dtype=dtype))
 
 
-class _StageState(eqx.Module):
-    lu: tuple[jax.Array, jax.Array]  # of I − γh ∂f/∂z, the Jacobian of the stage equation
-    gh: jax.Array  # γh: the stage equation is f − vf(z_partial + γh f) = 0
-    diffsize: jax.Array
-    diffsize_prev: jax.Array
-    step: jax.Array
+class _WState(NamedTuple):
+    t: jax.Array
+    h: jax.Array  # the next step to try
+    z: jax.Array
+    f: jax.Array  # the field at z: the last evaluation of an accepted step is the first of the next
+    dg: jax.Array  # the kept ∂g/∂β
+    steps: jax.Array  # steps tried, accepted or not
+    rejected: jax.Array  # the last step was rejected: the next one does not grow
+    done: jax.Array  # stop(z, f) after an accepted step
 
 
-class _StageChord(optx.AbstractRootFinder):
-    """Chord iteration for the ESDIRK stage equations of phase (B), stopped by Hairer & Wanner's rule
-    (Solving ODEs II, §IV.8) on the stage increment ``γh f`` (in ``log y``).
+def _w_flow(field, dg_of, signs, mask, z0, dg0, stop, dt0, t1, tol, max_steps) -> _WState:
+    """``dz/dt = f(z)`` (``field``) from ``z0`` until ``stop(z, f(z))`` holds after an accepted step (or ``t1``, or
+    ``max_steps`` steps), by the L-stable linearly implicit W-method of order 2 of Steihaug & Wolfbrandt (the
+    formula of MATLAB's ``ode23s``, Shampine & Reichelt 1997, with its third-order error estimate):
 
-    The iteration matrix ``I − γh ∂f/∂z`` is formed once per step (diffrax hands it on from the second stage)
-    from ``dg``, a possibly stale ``∂g/∂β`` (kept by :class:`_HessianReuse`), and the exact chain rule of
-    ``β = s ⊙ e^{2z}`` at the stage point: ``∂f/∂z = diag(s) (∂g/∂β) diag(2β)``. The factor ``2β``, which
-    changes by orders of magnitude while the new coordinate escapes, is therefore never stale. An update counts
-    as converged when its contraction-corrected size is below ``atol`` (a fraction of the step tolerance), and
-    the iteration fails as soon as the updates stop contracting or cannot converge within ``max_iters``, so
-    that the step is retried with a fresh ``dg`` where that can help (:class:`_HessianReuse`), else shortened. A failed stage comes back as NaN, so that the
-    step's later stages, which build on it, stop at their first update. ``rtol`` is unused.
+        W = I − h d A,   d = 1/(2 + √2),   k₁ = W⁻¹ f(z),   f₁ = f(z + h k₁/2),   k₂ = W⁻¹ (f₁ − k₁) + k₁,
+        z⁺ = z + h k₂,   k₃ = W⁻¹ (f(z⁺) − (6 + √2)(k₂ − f₁) − 2 (k₁ − f(z))),   error h (k₁ − 2k₂ + k₃)/6:
+
+    two evaluations of g and one LU factorisation per step, and no iteration. A W-method keeps its order for
+    any matrix ``A``; here ``A = diag(s) B diag(2β)`` with ``B`` a kept ``∂g/∂β`` (from ``dg0``) and the factor
+    ``∂β/∂z = 2β``, which changes by orders of magnitude while the new coordinate escapes, exact at each step.
+    After each accepted step ``B`` takes Broyden's update ``B += (Δg − B Δβ) Δβᵀ / ‖Δβ‖²``, so that it maps
+    the step's ``Δβ`` onto the observed ``Δg`` (the secant condition); where it mispredicted ``Δg`` by more than
+    ``‖Δg‖`` itself (worse than predicting no change) it is rebuilt instead (``dg_of``, one JVP per active
+    slot). The step size follows the RMS of the error over the active slots against ``tol`` (elementary
+    controller, exponent 1/3, growth at most ``_FACTORMAX`` per step and none right after a rejection).
     """
+    eye = jnp.eye(z0.size, dtype=z0.dtype)
+    both = mask[:, None] & mask[None, :]
+    active = jnp.sum(mask)
 
-    rtol: float
-    atol: jax.Array
-    signs: jax.Array
-    mask: jax.Array
-    max_iters: int = eqx.field(static=True)
-    dg: jax.Array | None = None
-    norm: Callable = optx.rms_norm
+    def body(s: _WState) -> _WState:
+        beta = jnp.where(mask, signs * jnp.exp(2 * s.z), 0.0)
+        lu = jax.scipy.linalg.lu_factor(eye - s.h * _D * jnp.where(both, signs[:, None] * s.dg * (2 * beta), 0.0))
 
-    def init(self, fn, y, args, options, f_struct, aux_struct, tags):
-        del fn, f_struct, aux_struct, tags
-        if "init_state" in options:  # the step's iteration matrix, from diffrax's second stage
-            return options["init_state"]
-        # diffrax's implicit-stage arguments: (stage_index, diagonal, vf, prod, t, z_partial, args, control).
-        gh = jnp.asarray(args[1] * args[7], dtype=y.dtype)
-        two_beta = 2 * self.signs * jnp.exp(2 * (args[5] + gh * y))
-        jac = jnp.where(self.mask[:, None] & self.mask[None, :], self.signs[:, None] * self.dg * two_beta, 0.0)
-        inf = jnp.array(jnp.inf, dtype=y.dtype)
-        lu = jax.scipy.linalg.lu_factor(jnp.eye(y.size, dtype=y.dtype) - gh * jac)
-        return _StageState(lu=lu, gh=gh, diffsize=inf, diffsize_prev=inf, step=jnp.array(0))
+        def solve(b):
+            return jax.scipy.linalg.lu_solve(lu, b)
 
-    def step(self, fn, y, args, options, state: _StageState, tags):
-        del options, tags
-        fx, aux = fn(y, args)
-        diff = jax.scipy.linalg.lu_solve(state.lu, fx)
-        size = self.norm(state.gh * diff) / self.atol
-        state = eqx.tree_at(
-            lambda s: (s.diffsize, s.diffsize_prev, s.step), state, (size, state.diffsize, state.step + 1)
-        )
-        return y - diff, state, aux
-
-    def terminate(self, fn, y, args, options, state: _StageState, tags):
-        del fn, y, args, options, tags
-        rate = state.diffsize / state.diffsize_prev
-        remaining = self.max_iters - state.step
-        tiny = state.diffsize < 1e-3  # the first update is already negligible
-        converged = tiny | ((state.step >= 2) & (rate < 1) & (rate / (1 - rate) * state.diffsize < 1))
-        slow = (rate >= 1) | ~(rate**remaining / (1 - rate) * state.diffsize < 1)  # also catches NaN
-        hopeless = ((state.step >= 2) & ~converged & slow) | ((state.step >= 1) & ~jnp.isfinite(state.diffsize))
-        return converged | hopeless, optx.RESULTS.where(
-            hopeless, optx.RESULTS.nonlinear_divergence, optx.RESULTS.successful
+        k1 = solve(s.f)
+        f1 = field(s.z + 0.5 * s.h * k1)
+        k2 = solve(f1 - k1) + k1
+        z1 = s.z + s.h * k2
+        f2 = field(z1)
+        k3 = solve(f2 - _E32 * (k2 - f1) - 2 * (k1 - s.f))
+        ratio = jnp.sqrt(jnp.sum((s.h / 6 * (k1 - 2 * k2 + k3)) ** 2) / active) / tol
+        ok = (ratio <= 1) & jnp.all(jnp.isfinite(f2))  # NaN or inf: rejected
+        factor = jnp.clip(_SAFETY * ratio ** (-1 / 3), _FACTORMIN, jnp.where(s.rejected, 1.0, _FACTORMAX))
+        factor = jnp.where(jnp.isnan(factor), _FACTORMIN, factor)
+        t = jnp.where(ok, s.t + s.h, s.t)
+        z, f = jnp.where(ok, z1, s.z), jnp.where(ok, f2, s.f)
+        dbeta = jnp.where(mask, signs * jnp.exp(2 * z), 0.0) - beta  # 0 after a rejection
+        # Δg − B Δβ on the support (f = s ⊙ g; the padded rows of a rebuilt ∂g/∂β are not zero)
+        miss = jnp.where(mask, signs * (f - s.f) - s.dg @ dbeta, 0.0)
+        rebuild = ok & (jnp.max(jnp.abs(miss)) > jnp.max(jnp.abs(f - s.f)))
+        broyden = s.dg + jnp.outer(miss, dbeta) / jnp.maximum(jnp.sum(dbeta**2), jnp.finfo(z0.dtype).tiny)
+        return _WState(
+            t=t,
+            h=jnp.minimum(s.h * factor, t1 - t),
+            z=z,
+            f=f,
+            dg=jax.lax.cond(rebuild, lambda: dg_of(z), lambda: broyden),
+            steps=s.steps + 1,
+            rejected=~ok,
+            done=ok & stop(z, f),
         )
 
-    def postprocess(self, fn, y, aux, args, options, state, tags, result):
-        return jnp.where(result == optx.RESULTS.successful, y, jnp.nan), aux, {}
+    def cond(s: _WState):
+        return ~s.done & (s.steps < max_steps) & (s.t < t1)
 
-
-class _HessianReuse(WrappedSolver):
-    """Wraps ``Kvaerno5`` with a :class:`_StageChord`: keeps ``∂g/∂β`` (minus the β-Hessian of L on the support)
-    from step to step, as the exact flow keeps its Jacobian.
-
-    A step is first tried with the kept matrix. A stage iteration fails either because the matrix is stale or
-    because the step is too long for the iteration (the usual case while the new coordinate takes over: the
-    controller grows the step until the iteration fails). A rebuild (:func:`_columns`, one JVP per active slot)
-    helps only in the first case, so after a failure ``∂g/∂β`` is rebuilt at the step's start and the step
-    retried when that is cheap (at most ``_STEP_EVALS`` active slots, about the evaluations of g in one step), or
-    when the failed step is no longer than the last accepted one, or after ``_SHRUNK`` accepted steps shorter than
-    the one before (the kept matrix holding the steps down); otherwise the controller shortens the step. The
-    matrix lives in the solver state, so it is kept on accepted steps only, and it comes back with the solution
-    for Newton's method.
-    """
-
-    dg_of: Callable  # z ↦ ∂g/∂β at β = s ⊙ e^{2z}
-    dg0: jax.Array  # the matrix to start from
-    cheap: jax.Array  # a rebuild costs less than a step: rebuild after every failure
-
-    def init(self, terms, t0, t1, y0, args):
-        return self.solver.init(terms, t0, t1, y0, args), self.dg0, jnp.array(jnp.inf, dtype=y0.dtype), 0
-
-    def _with(self, dg):
-        return eqx.tree_at(lambda s: s.root_finder.dg, self.solver, dg, is_leaf=lambda x: x is None)
-
-    def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
-        inner_state, dg, h_kept, shrunk = solver_state
-        h = t1 - t0
-        out = self._with(dg).step(terms, t0, t1, y0, args, inner_state, made_jump)
-
-        def retry(_):
-            fresh = self.dg_of(y0)
-            return self._with(fresh).step(terms, t0, t1, y0, args, inner_state, made_jump), fresh
-
-        stale = (out[4] != diffrax.RESULTS.successful) & (self.cheap | (h <= h_kept) | (shrunk >= _SHRUNK))
-        out, dg = jax.lax.cond(stale, retry, lambda _: (out, dg), None)
-        y1, y_error, dense_info, inner_state, result = out
-        shrunk = jnp.where(stale, 0, shrunk + (h < h_kept))
-        return y1, y_error, dense_info, (inner_state, dg, h, shrunk), result
+    no = jnp.array(False)
+    return jax.lax.while_loop(
+        cond, body, _WState(jnp.zeros((), z0.dtype), jnp.asarray(dt0, z0.dtype), z0, field(z0), dg0, 0, no, no)
+    )
 
 
 def _dg(g_on, beta, active) -> jax.Array:
@@ -450,10 +413,12 @@ def _newton(g_on, dg, signs, y, keep, shrinking, stationary, steps, active):
     """Newton's method on ``g_S(β_S) = 0`` in β from magnitudes ``y`` on the support ``S = keep``.
 
     ``∂g/∂β = −H`` (H the β-Hessian of L on S), so ``β ← β + H⁻¹ g``. ``dg`` is the ``∂g/∂β`` that the flow
-    kept (:class:`_HessianReuse`): it is used as long as each step reduces ``max_S |g|`` at least
-    ``1/_NEWTON_RATE``-fold (a chord iteration, converging linearly at the rate of the matrix's relative error,
-    at one evaluation of g per step), and rebuilt at the current point (:func:`_dg`, the leading ``active``
-    slots) after a slower step, which restores Newton's quadratic convergence.
+    kept (:func:`_w_flow`): it is used as a chord iteration, at one evaluation of g per step and converging
+    linearly at the rate of the matrix's relative error, and rebuilt at the current point (:func:`_dg`, the
+    leading ``active`` slots: one JVP, about one evaluation of g, per slot), which restores Newton's quadratic
+    convergence, when that is cheaper: when at the rate of the last step (``max_S |g|`` after it over before)
+    the chord would need more steps to reach ``stationary`` than ``active + _NEWTON_AFTER`` (the rebuild and
+    the Newton steps after it). A step that does not reduce ``max_S |g|`` always rebuilds it.
 
     A step that would move a coordinate out of its sign orthant (``s_j β_j ≤ 0``) is not taken. If
     that coordinate is leaving (``shrinking``: ``s_j g_j < 0`` where the flow stopped), the root on S
@@ -474,7 +439,9 @@ def _newton(g_on, dg, signs, y, keep, shrinking, stationary, steps, active):
         g = jnp.where(keep, g_on(beta), 0.0)
         gmax = jnp.max(jnp.abs(g))
         converged = gmax <= stationary
-        slow = (n > 0) & ~(gmax <= _NEWTON_RATE * residuals[jnp.maximum(n - 1, 0)])
+        # At the rate of the last step, the chord needs log(gmax/stationary) / log(rate⁻¹) more steps.
+        rate = gmax / residuals[jnp.maximum(n - 1, 0)]
+        slow = (n > 0) & ~(jnp.log(gmax / stationary) < -(active + _NEWTON_AFTER) * jnp.log(rate))
         dg = jax.lax.cond(slow & ~converged, lambda: _dg(g_on, beta, active), lambda: dg)
         hess = jnp.where(keep[:, None] & keep[None, :], -dg, jnp.eye(size, dtype=y.dtype))
         beta_next = beta + jnp.linalg.solve(hess, g)
@@ -495,8 +462,9 @@ def _newton(g_on, dg, signs, y, keep, shrinking, stationary, steps, active):
 
 
 @eqx.filter_jit
-def _phase_b(model, starts, index, mask, signs, thresholds, max_steps, newton_steps):
-    """Phase (B) from each row of ``starts``: the flow of ``z = log y``,
+def _phase_b(model, base, slot, epsilons, factors, index, mask, signs, thresholds, max_steps, newton_steps):
+    """Phase (B) from θ^k (magnitudes ``base`` on the reduced support, 0 in the new coordinate's ``slot``): the
+    flow of ``z = log y``,
 
         dz/dt = s ⊙ g(s ⊙ e^{2z})   (on the support; the padded slots stay put),
 
@@ -509,65 +477,48 @@ def _phase_b(model, starts, index, mask, signs, thresholds, max_steps, newton_st
     ``s_i g_i < 0``); coordinates with ``y_i ≤ support · max y`` are set to 0 before and after Newton's
     method (the path's definition of the support). The rows run one after the other (``lax.map``): each
     stops at its own step count, and batching them would make every small matrix product of g a slower
-    batched one. Every row starts from ``∂g/∂β`` at the first row's start (the rows start within ε or the
-    perturbation of the same point) and keeps it until its stage equations fail (:class:`_HessianReuse`);
-    Newton's method starts from the matrix its flow kept. ``mask`` is a prefix of the padded state, so one
-    compilation serves every support that fits. Returns the polished endpoints, a status per row (0:
-    stationary, else an ``_Outcome``), the flow's step counts and the Newton residuals.
+    batched one. Row r starts from ``base`` with ``y_slot = epsilons[r] · natural``, times ``factors[r]`` (1, or
+    the perturbations of Assumption 4.4), where ``natural = sqrt(|g_{i_k}| / |∂g_{i_k}/∂β_{i_k}|)`` at θ^k
+    (``max(‖base‖_∞, 1)`` if that curvature is 0) is the new coordinate's natural size. The flow is
+    :func:`_w_flow`; every row starts from ``∂g/∂β`` at θ^k, which also gives that curvature, and Newton's
+    method starts from the matrix its flow kept. ``mask`` is a prefix of the padded state, so one compilation
+    serves every support that fits. Returns the polished endpoints, a status per row (0: stationary, else an
+    ``_Outcome``), the flow's step counts and the Newton residuals.
     """
-    steady, support, tol, root_tol, dt0, t1, stationary = thresholds
+    speed, steady, support, tol, dt0, t1, stationary = thresholds
     active = jnp.sum(mask)
     g_on = reduced_g(model, index, mask)
 
     def beta_of(z):
         return jnp.where(mask, signs * jnp.exp(2 * z), 0.0)
 
-    def field(t, z, args):
+    def field(z):
         return jnp.where(mask, signs * g_on(beta_of(z)), 0.0)
 
-    def leaving(z, g):
-        return (z <= jnp.log(support) + jnp.max(jnp.where(mask, z, -jnp.inf))) & (signs * g < 0)
-
-    def is_steady(t, z, args, **kwargs):
-        g = g_on(beta_of(z))
-        return jnp.all(~mask | (jnp.abs(g) <= steady) | leaving(z, g))
+    def is_steady(z, f):  # f = s ⊙ g on the support
+        leaving = (z <= jnp.log(support) + jnp.max(jnp.where(mask, z, -jnp.inf))) & (f < 0)
+        return jnp.all(~mask | (jnp.abs(f) <= steady) | leaving)
 
     def log_y(y):
         return jnp.where(mask, jnp.log(jnp.where(mask, y, 1.0)), 0.0)
 
-    # Chord: the stage equations cost one evaluation of g per iteration; ∂g/∂β is rebuilt only when they fail.
-    chord = _StageChord(rtol=0.0, atol=root_tol, signs=signs, mask=mask, max_iters=_MAX_ITERS)
-    solver = _HessianReuse(
-        diffrax.Kvaerno5(root_finder=chord, root_find_max_steps=_MAX_ITERS),
-        dg_of=lambda z: _dg(g_on, beta_of(z), active),
-        dg0=_dg(g_on, beta_of(log_y(starts[0])), active),
-        cheap=active <= _STEP_EVALS,
-    )
-    controller = diffrax.PIDController(rtol=0.0, atol=tol, factormax=_FACTORMAX)
+    def dg_of(z):
+        return _dg(g_on, beta_of(z), active)
+
+    dg0 = _dg(g_on, jnp.where(mask, signs * base * base, 0.0), active)
+    curvature = jnp.abs(dg0[slot, slot])
+    natural = jnp.where(curvature > 0, jnp.sqrt(speed / curvature), jnp.maximum(jnp.max(base), 1.0))
+    starts = jnp.where(jnp.arange(base.size) == slot, epsilons[:, None] * natural, base) * factors
 
     def one(y0):
-        sol = diffrax.diffeqsolve(
-            diffrax.ODETerm(field),
-            solver,
-            0.0,
-            t1,
-            dt0,
-            log_y(y0),
-            stepsize_controller=controller,
-            event=diffrax.Event(is_steady),
-            saveat=diffrax.SaveAt(t1=True, solver_state=True),
-            max_steps=max_steps,
-            throw=False,
-        )
-        y = jnp.where(mask, jnp.exp(sol.ys[-1]), 0.0)
-        g = g_on(jnp.where(mask, signs * y * y, 0.0))
+        end = _w_flow(field, dg_of, signs, mask, log_y(y0), dg0, is_steady, dt0, t1, tol, max_steps)
+        y = jnp.where(mask, jnp.exp(end.z), 0.0)
         keep = mask & (y > support * jnp.max(y))
-        _, dg, _, _ = sol.solver_state
-        y, converged, residuals = _newton(g_on, dg, signs, y, keep, signs * g < 0, stationary, newton_steps, active)
+        y, converged, residuals = _newton(g_on, end.dg, signs, y, keep, end.f < 0, stationary, newton_steps, active)
         y = jnp.where(y > support * jnp.max(y), y, 0.0)  # a root on the boundary may come out as β_j ≈ +0
-        flow_status = jnp.where(sol.result == diffrax.RESULTS.max_steps_reached, 1, 2)
-        status = jnp.where(sol.event_mask, jnp.where(converged, 0, 3), flow_status)
-        return y, status, sol.stats["num_steps"], residuals
+        flow_status = jnp.where(end.steps >= max_steps, 1, 2)
+        status = jnp.where(end.done, jnp.where(converged, 0, 3), flow_status)
+        return y, status, end.steps, residuals
 
     return jax.lax.map(one, starts)
 
@@ -577,13 +528,6 @@ def _g_and_loss(model, beta):
     return model.g(beta), model.loss_of_beta(beta)
 
 
-@eqx.filter_jit
-def _self_curvature(model, beta, i):
-    """``∂g_i/∂β_i`` at β (one JVP), for the natural scale of a new coordinate."""
-    e = jnp.zeros_like(beta).at[i].set(1.0)
-    return jax.jvp(model.g, (beta,), (e,))[1][i]
-
-
 def _capacity(n: int, p: int) -> int:
     """Padded size of the reduced state: ``_PADDED`` (one compilation for every support up to that size),
     beyond it a power of two ≥ n; at most p."""
@@ -591,12 +535,12 @@ def _capacity(n: int, p: int) -> int:
 
 
 _PADDED = 64
-_KAPPA = 0.1  # the stage equations' tolerance as a fraction of the step tolerance (Hairer & Wanner IV.8)
-_MAX_ITERS = 7
-_FACTORMAX = 2.0  # step growth per step: larger steps overshoot into stage equations that cannot converge
-_SHRUNK = 2  # accepted steps shorter than their predecessor after which a failure rebuilds ∂g/∂β
-_STEP_EVALS = 12  # evaluations of g in a step of Kvaerno5 (6 implicit stages, about 2 iterations each)
-_NEWTON_RATE = 0.1  # a Newton step with the kept ∂g/∂β must reduce max |g| this much, else it is rebuilt
+_D = 1 / (2 + math.sqrt(2))  # the W-method's diagonal coefficient (L-stable)
+_E32 = 6 + math.sqrt(2)  # and the coefficient of its error estimate
+_SAFETY = 0.9  # the step-size controller's safety factor
+_FACTORMIN = 0.2  # and its bounds on the change of the step per step
+_FACTORMAX = 5.0
+_NEWTON_AFTER = 2  # Newton steps after a rebuild of ∂g/∂β, in the cost of a rebuild
 
 
 class _Reduced(eqx.Module):
@@ -945,25 +889,25 @@ def _phase_b_ends(ctx: _Context, stage: _Stage, signs, i) -> _PhaseB:
     model, tol, p, y, g_i = ctx.model, ctx.tol, ctx.model.p, stage.y, stage.g[i]
     coords = np.flatnonzero(stage.support | (np.arange(p) == i))
     red = _reduce(coords, signs, p)
-    beta = signs * y * y
-    curvature = abs(float(_self_curvature(model, jnp.asarray(beta), jnp.asarray(i))))
-    natural = math.sqrt(abs(g_i) / curvature) if curvature > 0 else max(float(np.max(y)), 1.0)
     slot = int(np.flatnonzero(red.index == i)[0])
-    base = np.where(red.mask, y[red.index], 0.0)
-    starts = np.repeat(base[None], len(tol.epsilons), axis=0)
-    starts[:, slot] = np.asarray(tol.epsilons) * natural
+    base = np.where(red.mask, y[red.index], 0.0)  # y_i = 0: i is not on the support yet
+    epsilons = np.asarray(tol.epsilons)
+    factors = np.ones((epsilons.size, base.size))
     n_pert = tol.perturbations if ctx.check else 0
-    if n_pert:
-        starts = np.concatenate([starts, perturbed_starts(starts[0], red.mask, n_pert, tol.perturbation, ctx.rng)])
+    if n_pert:  # perturbations of the start from the largest ε (Assumption 4.4)
+        epsilons = np.concatenate([epsilons, np.full(n_pert, epsilons[0])])
+        factors = np.concatenate(
+            [factors, perturbed_starts(np.ones(base.size), red.mask, n_pert, tol.perturbation, ctx.rng)]
+        )
     t1 = 1e6 * (math.log(1.0 / tol.epsilons[-1]) + 1.0) / abs(g_i)
     thresholds = _Thresholds(
         *map(
             jnp.asarray,
             (
+                abs(g_i),
                 tol.steady * abs(g_i),
                 tol.support,
                 tol.ode_tol,
-                _KAPPA * tol.ode_tol,
                 1.0 / abs(g_i),
                 t1,
                 tol.stationary * ctx.G,
@@ -971,7 +915,17 @@ def _phase_b_ends(ctx: _Context, stage: _Stage, signs, i) -> _PhaseB:
         )
     )
     ends, status, _, _ = _phase_b(
-        model, jnp.asarray(starts), red.index, red.mask, red.signs, thresholds, tol.max_steps, tol.newton_steps
+        model,
+        jnp.asarray(base),
+        jnp.asarray(slot),
+        jnp.asarray(epsilons),
+        jnp.asarray(factors),
+        red.index,
+        red.mask,
+        red.signs,
+        thresholds,
+        tol.max_steps,
+        tol.newton_steps,
     )
     ends, status = np.asarray(ends), np.asarray(status)
     n_eps = len(tol.epsilons)

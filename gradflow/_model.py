@@ -87,14 +87,31 @@ def check_output(out, Y: np.ndarray, loss: LossSpec, what: str) -> None:
         )
 
 
+_BLOCK = 256  # samples per block of a sum over the samples
+
+
+def sample_blocks(n: int) -> list[tuple[int, int]]:
+    """``n // 256`` contiguous blocks ``[a, b)`` of the samples ``0 … n−1`` (at least 1, at most 4).
+
+    The blocks of a sum over samples are independent computations, which XLA runs on separate cores: on two
+    cores the paper toy's g (n = 1000) takes 2.1 ms in 4 blocks against 3.4–4.4 ms in one. The split depends
+    on ``n`` only, so a result does not depend on the machine it was computed on.
+    """
+    k = max(1, min(4, n // _BLOCK))
+    edges = [round(i * n / k) for i in range(k + 1)]
+    return list(zip(edges[:-1], edges[1:]))
+
+
 def mean_loss(h: Callable, X, Y, loss: LossSpec, params, *, batch=None) -> jax.Array:
-    """``(1/n) Σ_j ℓ(y_j, h(x_j, params))`` over all samples, or over the sample indices ``batch``."""
+    """``(1/n) Σ_j ℓ(y_j, h(x_j, params))`` over all samples (summed in :func:`sample_blocks`), or over the sample
+    indices ``batch``."""
     X, Y = jnp.asarray(X), jnp.asarray(Y)
     if batch is not None:
         X, Y = X[batch], Y[batch]
     ell = _square if loss == "square" else _cross_entropy if loss == "cross_entropy" else loss
-    per_sample = jax.vmap(lambda x, y: ell(y, h(x, params)))(X, Y)
-    return jnp.mean(per_sample)
+    blocks = [(0, X.shape[0])] if batch is not None else sample_blocks(X.shape[0])
+    total = sum(jnp.sum(jax.vmap(lambda x, y: ell(y, h(x, params)))(X[a:b], Y[a:b])) for a, b in blocks)
+    return total / X.shape[0]
 
 
 class DiagonalModel(eqx.Module):

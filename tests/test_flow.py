@@ -157,6 +157,11 @@ def test_separate_batch_is_each_single_run(batched):
         np.testing.assert_array_equal(apart.loss[k], one.loss)
         assert apart.stats["num_steps"][k] == one.stats["num_steps"]
     assert len(set(apart.stats["num_steps"].tolist())) > 1  # not in lock-step
+    state, rel = apart.state_at(10), TS[10:] - TS[10]  # a batch of start states, likewise
+    rest = simulate_flow(LIN.model, start=state, log_alpha=las, ts=rel)
+    for k, la in enumerate(las):
+        start = FlowState(log_w=state.log_w[k], log_wbar=state.log_wbar[k], swap=state.swap[k], sign=state.sign[k])
+        np.testing.assert_array_equal(rest.log_w[k], simulate_flow(LIN.model, start=start, log_alpha=la, ts=rel).log_w)
     cap = int(apart.stats["num_steps"][0])  # each run's failure recorded on its own
     capped = simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=TS, log_alpha=las, max_steps=cap, throw=False)
     np.testing.assert_array_equal(capped.result, ["successful", "max_steps_reached", "max_steps_reached"])

@@ -256,23 +256,23 @@ def small_head():
 
 
 def test_newton_polish_converges_on_the_attention_head(small_head):
-    """From 1 % off the stationary point. With ∂g/∂β at the start, every step gains at least the factor
-    1/_NEWTON_RATE that keeps the matrix (the chord converges at the rate of the matrix's error, here ~1e-2).
-    With ∂g/∂β from 30 % off, the first step gains less (here it even loses), so the matrix is rebuilt there; the
-    Newton step from that point gains, and every step after it gains that factor again."""
+    """From 1 % off the stationary point. With ∂g/∂β at the start the chord iteration gains at least 10× per step
+    (measured: 360×, then ~50×), which at 4 active slots is cheaper than a rebuild. With ∂g/∂β from 30 % off,
+    the first step loses (the chord with that matrix diverges), so the matrix is rebuilt there; every step after
+    it gains again (measured: 7× from there, then 50× and ~24×)."""
     task, path = small_head
     support, target = path.support[-1], path.beta[-1]
     start = target * (1 + 0.01 * np.cos(np.arange(target.size)))
-    for matrix_at, most in ((None, 8), (1.3 * target, 12)):
+    for matrix_at, most in ((None, 8), (1.3 * target, 11)):
         beta, converged, residuals, stationary = _polish(task.model, support, start, matrix_at=matrix_at)
         r = residuals[~np.isnan(residuals)]
         assert converged and r.size <= most and r[-1] <= stationary
         np.testing.assert_allclose(beta, target, rtol=1e-9, atol=1e-12)
-        fast = (r[1:] <= _greedy._NEWTON_RATE * r[:-1]) | (r[1:] <= stationary)
+        gains = r[:-1] / r[1:]
         if matrix_at is None:
-            assert np.all(fast)
+            assert np.all(gains >= 10)
         else:
-            assert not fast[0] and r[2] < r[1] and np.all(fast[2:])
+            assert gains[0] < 1 and np.all(gains[1:] >= 5)
 
 
 def test_restricted_hessian_is_the_hessian_of_the_loss_on_the_support(small_head):
@@ -295,32 +295,68 @@ def test_restricted_hessian_is_the_hessian_of_the_loss_on_the_support(small_head
     np.testing.assert_allclose(hess, expected, rtol=1e-10, atol=1e-12 * np.abs(expected).max())
 
 
-def test_stage_iteration_matrix_is_the_jacobian_of_the_stage_equation(small_head):
-    """The chord's matrix ``I − γh ∂f/∂z``, from ``∂g/∂β`` and the factor ``2β`` at the stage point, is the
-    Jacobian of the stage equation ``F(f) = f − field(z_partial + γh f)`` when ``∂g/∂β`` is current."""
-    task, path = small_head
-    red = _greedy._reduce(np.flatnonzero(path.support[-1]), np.sign(path.beta[-1]), task.model.p)
-    rng = np.random.default_rng(0)
-    with jax.enable_x64(True):
-        model = jax.tree_util.tree_map(lambda x: jnp.asarray(x) if eqx.is_array(x) else x, task.model)
-        g_on = reduced_g(model, red.index, red.mask)
-        mask, signs = jnp.asarray(red.mask), jnp.asarray(red.signs)
+LOGISTIC_BETA = np.array([2.0, 0.5, 1.0, 0.0])  # the last slot is padding
 
-        def beta_of(z):
-            return jnp.where(mask, signs * jnp.exp(2 * z), 0.0)
 
+def _logistic_flow(dg0, *, tol, y0, t1, steady=0.0):
+    """Phase (B)'s flow on an orthonormal design, ``g(β) = β* − β``: with ``s = +1`` each ``z = log y`` solves
+    ``dz/dt = β*_i − e^{2z}``. Runs :func:`_greedy._w_flow` from the matrix ``dg0`` to ``t1`` (or until every
+    ``|g_i| ≤ steady``), the last slot padding."""
+    mask = jnp.asarray(LOGISTIC_BETA > 0)
+    signs = jnp.ones(4)
+
+    @jax.jit
+    def run(dg0, z0, tol, t1, steady):
         def field(z):
-            return jnp.where(mask, signs * g_on(beta_of(z)), 0.0)
+            return jnp.where(mask, LOGISTIC_BETA - jnp.where(mask, jnp.exp(2 * z), 0.0), 0.0)
 
-        z_partial = jnp.where(mask, jnp.asarray(rng.normal(size=mask.size)) - 1.0, 0.0)
-        f, gh = jnp.where(mask, jnp.asarray(rng.normal(size=mask.size)), 0.0), 0.3
-        dg = _greedy._dg(g_on, beta_of(z_partial + gh * f), jnp.sum(mask))
-        chord = _greedy._StageChord(rtol=0.0, atol=jnp.asarray(1.0), signs=signs, mask=mask, max_iters=7, dg=dg)
-        args = (1, gh, None, None, 0.0, z_partial, None, 1.0)  # diffrax's implicit-stage arguments
-        lu = chord.init(None, f, args, {}, None, None, frozenset()).lu
-        matrix = np.linalg.inv(np.asarray(jax.scipy.linalg.lu_solve(lu, jnp.eye(f.size))))
-        expected = np.asarray(jax.jacfwd(lambda ff: ff - field(z_partial + gh * ff))(f))
-    np.testing.assert_allclose(matrix, expected, rtol=1e-10, atol=1e-12)
+        def stop(z, f):
+            return jnp.all(jnp.abs(f) <= steady)
+
+        def dg_of(z):
+            return -jnp.eye(4)
+
+        return _greedy._w_flow(field, dg_of, signs, mask, z0, dg0, stop, 0.1, t1, tol, 10_000)
+
+    with jax.enable_x64(True):
+        z0 = jnp.where(mask, jnp.log(jnp.asarray(y0, dtype=jnp.float64)), 0.0)
+        return jax.tree_util.tree_map(np.asarray, run(jnp.asarray(dg0, dtype=jnp.float64), z0, tol, t1, steady))
+
+
+def _logistic_exact(y0, t):
+    """``y² = β* / (1 + (β*/y0² − 1) e^{−2β* t})``, the solution of ``dy/dt = y (β* − y²)``, as ``log y``."""
+    b = LOGISTIC_BETA[:3]
+    return 0.5 * np.log(b / (1 + (b / y0**2 - 1) * np.exp(-2 * b * t)))
+
+
+@pytest.mark.parametrize("dg0", [-np.eye(4), np.zeros((4, 4)), 3 * np.eye(4) + 0.5])
+def test_w_flow_matches_the_logistic_solution_from_any_matrix(dg0):
+    """The W-method keeps its order for any matrix ``A``: from the exact ``∂g/∂β = −I``, from 0 and from a wrong
+    matrix of the wrong sign (Broyden's update corrects it along the steps), it follows the exact solution from
+    y = 1e-5 (the escape of a new coordinate: a straight line in z, then the turn onto the steady state) with the
+    global error of order 2 at a local error ``tol`` per step, ``∝ tol^{2/3}`` (measured: 0.17 tol^{2/3})."""
+    y0 = np.array([1e-5, 0.3, 2.0, 1.0])
+    errors = []
+    for tol in (1e-4, 1e-6):
+        end = _logistic_flow(dg0, tol=tol, y0=y0, t1=4.0)
+        assert end.t == 4.0 and not end.done and end.z[3] == 0.0  # the padded slot stays put
+        errors.append(np.max(np.abs(end.z[:3] - _logistic_exact(y0[:3], 4.0))))
+        assert errors[-1] <= 0.5 * tol ** (2 / 3)
+    assert errors[0] / errors[1] >= 10  # 100^{2/3} = 21.5
+
+
+def test_w_flow_stops_when_steady():
+    """``stop`` is checked after accepted steps: with ``|g_i| ≤ 1e-4`` the flow stops after the exact solution
+    gets there (at t = 10.03, set by the slowest coordinate: β* = 0.5, rate 2β* = 1) and within its last step
+    (the steps grow as the solution settles)."""
+    y0 = np.array([1e-5, 0.3, 2.0, 1.0])
+    end = _logistic_flow(-np.eye(4), tol=1e-3, y0=y0, t1=1e6, steady=1e-4)
+    assert end.done and end.steps < 40
+    assert np.max(np.abs(LOGISTIC_BETA[:3] - np.exp(2 * end.z[:3]))) <= 1e-4
+    ts = np.linspace(0, end.t, 2001)
+    exact = np.array([np.max(np.abs(LOGISTIC_BETA[:3] - np.exp(2 * _logistic_exact(y0[:3], t)))) for t in ts])
+    first = ts[np.argmax(exact <= 1e-4)]
+    assert first == pytest.approx(10.03, abs=0.01) and first <= end.t <= 1.2 * first
 
 
 def _window_times(path: GreedyPath, *, margin: float, b_margin: float, per_window: int = 3):

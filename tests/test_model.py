@@ -5,8 +5,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from gradflow import DiagonalModel, evaluate_g, evaluate_loss, models
+from gradflow._model import sample_blocks
+from gradflow.models._attention import _attention_gradient
 
 TASKS = {
     "linear": lambda: models.diagonal_linear(n=30, p=6, nonzero=3, seed=3),
@@ -85,6 +89,34 @@ def test_attention_g_written_out_equals_autodiff():
         for batch in (None, jnp.array([3, 0, 7])):
             want = generic.g(beta, batch=batch)
             np.testing.assert_allclose(m.g(beta, batch=batch), want, rtol=0, atol=1e-13 * float(jnp.abs(want).max()))
+
+
+@given(st.integers(1, 5000))
+def test_sample_blocks_partition_the_samples(n):
+    """Contiguous blocks covering 0 … n−1 once, of at least 256 samples each (or one block), at most four."""
+    blocks = sample_blocks(n)
+    assert 1 <= len(blocks) <= 4 and blocks[0][0] == 0 and blocks[-1][1] == n
+    assert all(b == a for (_, b), (a, _) in zip(blocks, blocks[1:]))
+    sizes = [b - a for a, b in blocks]
+    assert max(sizes) - min(sizes) <= 1 and (len(blocks) == 1 or min(sizes) >= 256)
+    assert len(blocks) == min(4, max(1, n // 256))
+
+
+def test_blocked_sums_equal_one_pass():
+    """With n = 700 (two blocks of samples) the loss and both g's equal the one-pass sums to rounding."""
+    task = models.diagonal_attention(n=700, tokens=4, dim=5, seed=1)
+    m = task.model
+    assert len(sample_blocks(m.n)) == 2
+    generic = DiagonalModel(m.h, m.X, m.Y, p=m.p, loss=m.loss)
+    with jax.enable_x64(True):
+        beta = jnp.asarray(0.7 * np.random.default_rng(3).standard_normal(m.p))
+        X, Y = jnp.asarray(m.X), jnp.asarray(m.Y)
+        one_pass = -_attention_gradient(X, Y, beta) / m.n
+        loss = jnp.mean(jnp.sum((jax.vmap(lambda x: m.h(x, beta))(X) - Y) ** 2, axis=(1, 2)) / 2)
+        scale = float(jnp.abs(one_pass).max())
+        np.testing.assert_allclose(m.g(beta), one_pass, rtol=0, atol=1e-14 * scale)
+        np.testing.assert_allclose(generic.g(beta), one_pass, rtol=0, atol=1e-13 * scale)
+        np.testing.assert_allclose(m.loss_of_beta(beta), loss, rtol=1e-14)
 
 
 def test_orthonormal_design_gives_g_equal_beta_star_minus_beta():

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import check_int
-from .._model import DiagonalModel
+from .._model import DiagonalModel, sample_blocks
 from ._task import Task, gaussian_init, sparse_gaussian
 
 
@@ -44,23 +44,30 @@ class _AttentionHeadModel(DiagonalModel):
 
         −∂L/∂β_VO = −(1/n) Σ_t R_t ⊙ Z_t,     −∂L/∂β_KQ = −(1/n) Σ_t X_t ⊙ (dS X)_t,
 
-    the same values as ``jax.grad`` of the loss to rounding, in four batched matrix products.
+    the same values as ``jax.grad`` of the loss to rounding, in four batched matrix products per block of samples
+    (the blocks of ``sample_blocks``, which run on separate cores).
     """
 
     def g(self, beta, *, batch=None) -> jax.Array:
         X, Y = jnp.asarray(self.X), jnp.asarray(self.Y)
         if batch is not None:
             X, Y = X[batch], Y[batch]
-        d = X.shape[-1]
-        kq, vo = beta[:d], beta[d:]
-        A = jax.nn.softmax(jnp.einsum("ntd,nsd->nts", X * kq, X), axis=-1)
-        Z = A @ X
-        R = Z * vo - Y
-        G = jnp.einsum("ntd,nsd->nts", R * vo, X)
-        dS = A * (G - jnp.sum(A * G, axis=-1, keepdims=True))
-        g_kq = jnp.einsum("ntd,ntd->d", X, dS @ X)
-        g_vo = jnp.einsum("ntd,ntd->d", R, Z)
-        return -jnp.concatenate([g_kq, g_vo]) / X.shape[0]
+        blocks = [(0, X.shape[0])] if batch is not None else sample_blocks(X.shape[0])
+        return -sum(_attention_gradient(X[a:b], Y[a:b], beta) for a, b in blocks) / X.shape[0]
+
+
+def _attention_gradient(X, Y, beta) -> jax.Array:
+    """``−Σ_j ∂ℓ_j/∂β`` over the samples of ``X, Y`` (the fused pass of ``_AttentionHeadModel``)."""
+    d = X.shape[-1]
+    kq, vo = beta[:d], beta[d:]
+    A = jax.nn.softmax(jnp.einsum("ntd,nsd->nts", X * kq, X), axis=-1)
+    Z = A @ X
+    R = Z * vo - Y
+    G = jnp.einsum("ntd,nsd->nts", R * vo, X)
+    dS = A * (G - jnp.sum(A * G, axis=-1, keepdims=True))
+    g_kq = jnp.einsum("ntd,ntd->d", X, dS @ X)
+    g_vo = jnp.einsum("ntd,ntd->d", R, Z)
+    return jnp.concatenate([g_kq, g_vo])
 
 
 def diagonal_attention_model(X, Y) -> DiagonalModel:
