@@ -18,7 +18,9 @@ recomputed only when the iteration stops converging. The Jacobian of ``y ↦ g(�
 ``−∇²L · diag(u² + v²)``: its columns are negligible except for the coordinates with ``u_i² + v_i²``
 of order one, so the ``jacobian_rank`` largest of those columns give it to working accuracy. Inside the
 jumps (time scale O(1) in ``t``), wherever the step lies in its stability interval, a step is taken with the
-explicit order-8 method ``diffrax.Dopri8`` instead, and the output times are read off the dense output.
+explicit order-8 method ``diffrax.Dopri8`` instead, and the output times are read off the dense output. The step
+size is predicted as well as controlled: from the growth of the error, and from the linear climb of the sleeping
+coordinates' ``log(u_i² + v_i²)`` towards their jumps (``_Predictive``).
 """
 
 from __future__ import annotations
