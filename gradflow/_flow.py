@@ -18,7 +18,9 @@ recomputed only when the iteration stops converging. The Jacobian of ``y ↦ g(�
 ``−∇²L · diag(u² + v²)``: its columns are negligible except for the coordinates with ``u_i² + v_i²``
 of order one, so the ``jacobian_rank`` largest of those columns give it to working accuracy. Inside the
 jumps (time scale O(1) in ``t``), wherever the step lies in its stability interval, a step is taken with the
-explicit order-8 method ``diffrax.Dopri8`` instead, and the output times are read off the dense output.
+explicit order-8 method ``diffrax.Dopri8`` instead, and the output times are read off the dense output. The step
+size is predicted as well as controlled: from the growth of the error, and from the linear climb of the sleeping
+coordinates' ``log(u_i² + v_i²)`` towards their jumps (``_Predictive``).
 """
 
 from __future__ import annotations
@@ -601,7 +603,9 @@ class _Predictive(dfx.AbstractAdaptiveStepSizeController):
       than ``_ONSET`` once it is past ``_LAND``. A run then lands on a jump's onset in one step, instead of
       growing its step into the jump and shrinking it after each failure.
 
-    Both only shorten the step that ``controller`` proposes, after accepted steps.
+    Both only shorten the step that ``controller`` proposes, after accepted steps. As the horizon keeps steps out
+    of the jumps, ``controller`` may grow the step ``_FACTORMAX_PREDICTED``-fold per step (on the plateaus) instead
+    of ``_FACTORMAX``.
     """
 
     controller: dfx.PIDController
@@ -697,6 +701,7 @@ def _switching_solver(rank: int, rtol: float, atol: float) -> _Switching:
 _KAPPA = 0.1  # stage-iteration tolerance as a fraction of the step tolerance (Hairer & Wanner IV.8)
 _MAX_ITERS = 7
 _FACTORMAX = 3.0  # step growth per step: larger steps overshoot into jumps, wasting Jacobians
+_FACTORMAX_PREDICTED = 10.0  # the same under ``_Predictive``, whose wake horizon keeps the steps out of the jumps
 _ROUNDING = 100.0  # the stage iteration's rounding floor, in units of eps·|y|·‖J‖·γh
 _FIRST = 1e-3  # a first stage update below this fraction of the stage tolerance is converged
 _UNDERFLOW = 100.0  # steps below this many ulps of t cannot go on
@@ -705,8 +710,8 @@ _ASLEEP = np.log(1e-10)  # log(u_i² + v_i²) below which a coordinate's Jacobia
 _STABLE = 0.8 * 5.17  # h ρ below which a step is explicit: Dopri8 is stable on [−5.17, 0] of the real axis
 _HISTORY_FLOOR = 1e-2  # the previous error in Gustafsson's step is at least this (as in Hairer & Wanner's RADAU5)
 _AWAKE = -5.0  # log(u_i² + v_i²) from which a coordinate is in its jump, not sleeping
-_LAND = -25.0  # a step lands a waking coordinate's log(u_i² + v_i²) here (β_i ≈ 1e-11, below atol's effect) …
-_ONSET = 6.0  # … and moves it by at most this much more per step
+_LAND = -20.0  # a step lands a waking coordinate's log(u_i² + v_i²) here (β_i ≈ 1e-9) …
+_ONSET = 8.0  # … and moves it by at most this much more per step
 _REACH = float(np.max(dfx.Kvaerno5.tableau.c))  # a step's stages reach t0 + 1.23 h (Kvaerno5; Dopri8's, t0 + h)
 
 
@@ -715,10 +720,11 @@ def _solve(model, y0, log_wwbar, log_alpha, ts, rtol, atol, *, solver, max_steps
     def one(y0, log_wwbar, la):
         L = -la
         args = _Args(model=model, log_wwbar=log_wwbar, out_ts=ts * L)
-        pid = dfx.PIDController(rtol=rtol, atol=atol, factormax=_FACTORMAX)
         dense = isinstance(solver, _Switching)
         if dense:
-            pid = _Predictive(pid)
+            pid = _Predictive(dfx.PIDController(rtol=rtol, atol=atol, factormax=_FACTORMAX_PREDICTED))
+        else:
+            pid = dfx.PIDController(rtol=rtol, atol=atol, factormax=_FACTORMAX)
         ys, result, stats = solve_onto(_vector_field, solver, y0, args, ts * L, pid, max_steps, dense=dense)
         w, wbar = _weights(ys, args)
         u, v = 0.5 * (w + wbar), 0.5 * (w - wbar)
