@@ -335,6 +335,8 @@ class _WState(NamedTuple):
     steps: jax.Array  # steps tried, accepted or not
     rejected: jax.Array  # the last step was rejected: the next one does not grow
     done: jax.Array  # stop(z, f) after an accepted step
+    h_accepted: jax.Array  # the last accepted step
+    ratio_accepted: jax.Array  # its error over tol (0: none yet)
 
 
 def _w_flow(field, dg_of, signs, mask, z0, dg0, stop, dt0, t1, tol, max_steps) -> _WState:
@@ -351,8 +353,10 @@ def _w_flow(field, dg_of, signs, mask, z0, dg0, stop, dt0, t1, tol, max_steps) -
     After each accepted step ``B`` takes Broyden's update ``B += (Δg − B Δβ) Δβᵀ / ‖Δβ‖²``, so that it maps
     the step's ``Δβ`` onto the observed ``Δg`` (the secant condition); where it mispredicted ``Δg`` by more than
     ``‖Δg‖`` itself (worse than predicting no change) it is rebuilt instead (``dg_of``, one JVP per active
-    slot). The step size follows the RMS of the error over the active slots against ``tol`` (elementary
-    controller, exponent 1/3, growth at most ``_FACTORMAX`` per step and none right after a rejection).
+    slot). The step size follows the RMS of the error over the active slots against ``tol`` (exponent 1/3, with
+    Gustafsson's predictive correction after accepted steps, Hairer & Wanner II §IV.8, which foresees the error's
+    growth where the new coordinate turns onto the steady state; growth at most ``_FACTORMAX`` per step and none
+    right after a rejection).
     """
     eye = jnp.eye(z0.size, dtype=z0.dtype)
     both = mask[:, None] & mask[None, :]
@@ -373,7 +377,11 @@ def _w_flow(field, dg_of, signs, mask, z0, dg0, stop, dt0, t1, tol, max_steps) -
         k3 = solve(f2 - _E32 * (k2 - f1) - 2 * (k1 - s.f))
         ratio = jnp.sqrt(jnp.sum((s.h / 6 * (k1 - 2 * k2 + k3)) ** 2) / active) / tol
         ok = (ratio <= 1) & jnp.all(jnp.isfinite(f2))  # NaN or inf: rejected
-        factor = jnp.clip(_SAFETY * ratio ** (-1 / 3), _FACTORMIN, jnp.where(s.rejected, 1.0, _FACTORMAX))
+        factor = _SAFETY * ratio ** (-1 / 3)
+        # Gustafsson's prediction after an accepted step: the error's trend over the last two accepted steps.
+        predicted = factor * (s.h / s.h_accepted) * (s.ratio_accepted / ratio) ** (1 / 3)
+        factor = jnp.where(ok & (s.ratio_accepted > 0), jnp.minimum(factor, predicted), factor)
+        factor = jnp.clip(factor, _FACTORMIN, jnp.where(s.rejected, 1.0, _FACTORMAX))
         factor = jnp.where(jnp.isnan(factor), _FACTORMIN, factor)
         t = jnp.where(ok, s.t + s.h, s.t)
         z, f = jnp.where(ok, z1, s.z), jnp.where(ok, f2, s.f)
@@ -390,6 +398,8 @@ def _w_flow(field, dg_of, signs, mask, z0, dg0, stop, dt0, t1, tol, max_steps) -
             dg=jax.lax.cond(rebuild, lambda: dg_of(z), lambda: broyden),
             steps=s.steps + 1,
             rejected=~ok,
+            h_accepted=jnp.where(ok, s.h, s.h_accepted),
+            ratio_accepted=jnp.where(ok, jnp.maximum(ratio, 1e-10), s.ratio_accepted),
             done=ok & stop(z, f),
         )
 
@@ -398,7 +408,20 @@ def _w_flow(field, dg_of, signs, mask, z0, dg0, stop, dt0, t1, tol, max_steps) -
 
     no = jnp.array(False)
     return jax.lax.while_loop(
-        cond, body, _WState(jnp.zeros((), z0.dtype), jnp.asarray(dt0, z0.dtype), z0, field(z0), dg0, 0, no, no)
+        cond,
+        body,
+        _WState(
+            jnp.zeros((), z0.dtype),
+            jnp.asarray(dt0, z0.dtype),
+            z0,
+            field(z0),
+            dg0,
+            0,
+            no,
+            no,
+            jnp.ones((), z0.dtype),
+            jnp.zeros((), z0.dtype),
+        ),
     )
 
 
