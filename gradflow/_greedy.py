@@ -126,7 +126,7 @@ class GreedyTolerances:
             method, at ``rtol = min(ode_rtol, steady/100)``; ``ode_atol`` relative to the larger of the current
             weights and the natural size of the new direction).
         max_steps: the most solver steps (accepted or rejected) one phase (B) may take before it is declared not
-            to converge (a phase (B) of the default toy takes 20–45).
+            to converge (a phase (B) of the default toy takes 15–40).
         newton_steps: the most Newton steps of the polish (from ``steady`` it takes 2–6, the first ones with the
             matrix the flow kept).
     """
