@@ -298,7 +298,7 @@ def test_restricted_hessian_is_the_hessian_of_the_loss_on_the_support(small_head
 LOGISTIC_BETA = np.array([2.0, 0.5, 1.0, 0.0])  # the last slot is padding
 
 
-def _logistic_flow(dg0, *, tol, y0, t1, steady=0.0):
+def _logistic_flow(dg0, *, tol, y0, t1, steady=0.0, dt0=0.1):
     """Phase (B)'s flow on an orthonormal design, ``g(β) = β* − β``: with ``s = +1`` each ``z = log y`` solves
     ``dz/dt = β*_i − e^{2z}``. Runs :func:`_greedy._w_flow` from the matrix ``dg0`` to ``t1`` (or until every
     ``|g_i| ≤ steady``), the last slot padding."""
@@ -306,7 +306,7 @@ def _logistic_flow(dg0, *, tol, y0, t1, steady=0.0):
     signs = jnp.ones(4)
 
     @jax.jit
-    def run(dg0, z0, tol, t1, steady):
+    def run(dg0, z0, tol, t1, steady, dt0):
         def field(z):
             return jnp.where(mask, LOGISTIC_BETA - jnp.where(mask, jnp.exp(2 * z), 0.0), 0.0)
 
@@ -316,11 +316,11 @@ def _logistic_flow(dg0, *, tol, y0, t1, steady=0.0):
         def dg_of(z):
             return -jnp.eye(4)
 
-        return _greedy._w_flow(field, dg_of, signs, mask, z0, dg0, stop, 0.1, t1, tol, 10_000)
+        return _greedy._w_flow(field, dg_of, signs, mask, z0, dg0, stop, dt0, t1, tol, 10_000)
 
     with jax.enable_x64(True):
         z0 = jnp.where(mask, jnp.log(jnp.asarray(y0, dtype=jnp.float64)), 0.0)
-        return jax.tree_util.tree_map(np.asarray, run(jnp.asarray(dg0, dtype=jnp.float64), z0, tol, t1, steady))
+        return jax.tree_util.tree_map(np.asarray, run(jnp.asarray(dg0, dtype=jnp.float64), z0, tol, t1, steady, dt0))
 
 
 def _logistic_exact(y0, t):
@@ -343,6 +343,20 @@ def test_w_flow_matches_the_logistic_solution_from_any_matrix(dg0):
         errors.append(np.max(np.abs(end.z[:3] - _logistic_exact(y0[:3], 4.0))))
         assert errors[-1] <= 0.5 * tol ** (2 / 3)
     assert errors[0] / errors[1] >= 10  # 100^{2/3} = 21.5
+
+
+def test_w_flow_rejects_an_overflowing_step():
+    """A first step of 300 sends the escaping coordinate to ``z ≈ 600``, where ``e^{2z}`` overflows and g is not
+    finite: the step is rejected and shortened (never accepted as inf or NaN), and the flow goes on to the same
+    accuracy as from a sensible first step."""
+    y0 = np.array([1e-5, 0.3, 2.0, 1.0])
+    exact = _logistic_exact(y0[:3], 400.0)
+    sensible = _logistic_flow(-np.eye(4), tol=1e-4, y0=y0, t1=400.0)
+    wild = _logistic_flow(-np.eye(4), tol=1e-4, y0=y0, t1=400.0, dt0=300.0)
+    assert wild.t == 400.0 and np.all(np.isfinite(wild.z))
+    for end in (sensible, wild):
+        assert np.max(np.abs(end.z[:3] - exact)) <= 0.5 * 1e-4 ** (2 / 3)
+    assert sensible.steps < wild.steps <= sensible.steps + 10
 
 
 def test_w_flow_stops_when_steady():
