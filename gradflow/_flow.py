@@ -533,7 +533,26 @@ def _stiffness(jac: _LowRankJacobian, log_scale) -> jax.Array:
 # Step-size underflow: the one way a run without a step cap cannot go on.
 
 
-class _UnderflowGuard(dfx.AbstractAdaptiveStepSizeController):
+class _WrappedController(dfx.AbstractAdaptiveStepSizeController):
+    """A step-size controller that adapts the steps of an inner one, ``controller``, whose tolerances and norm it
+    reports as its own."""
+
+    controller: eqx.AbstractVar[dfx.AbstractAdaptiveStepSizeController]
+
+    @property
+    def rtol(self):
+        return self.controller.rtol
+
+    @property
+    def atol(self):
+        return self.controller.atol
+
+    @property
+    def norm(self):  # pyright: ignore[reportIncompatibleMethodOverride]
+        return self.controller.norm
+
+
+class _UnderflowGuard(_WrappedController):
     """Wraps an adaptive controller; stops the solve (``dt_min_reached``) when the step it proposes is below the
     float64 resolution of ``t`` (``dt < _UNDERFLOW · eps · max(|t|, 1)``): the solve cannot go on (Hairer & Wanner,
     Solving ODEs II, §IV.8, "step size too small").
@@ -548,18 +567,6 @@ class _UnderflowGuard(dfx.AbstractAdaptiveStepSizeController):
 
     controller: dfx.AbstractAdaptiveStepSizeController
     step_ts: jax.Array | None = None
-
-    @property
-    def rtol(self):
-        return self.controller.rtol
-
-    @property
-    def atol(self):
-        return self.controller.atol
-
-    @property
-    def norm(self):  # pyright: ignore[reportIncompatibleMethodOverride]
-        return self.controller.norm
 
     def wrap(self, direction):
         return _UnderflowGuard(self.controller.wrap(direction), self.step_ts)
@@ -584,7 +591,7 @@ class _UnderflowGuard(dfx.AbstractAdaptiveStepSizeController):
         return keep, next_t0, next_t1, made_jump, (state, ~keep), result
 
 
-class _Predictive(dfx.AbstractAdaptiveStepSizeController):
+class _Predictive(_WrappedController):
     """The step-size controller of a single run: the integral controller ``controller`` with two predictions that
     it cannot make from the last error alone.
 
@@ -609,18 +616,6 @@ class _Predictive(dfx.AbstractAdaptiveStepSizeController):
     """
 
     controller: dfx.PIDController
-
-    @property
-    def rtol(self):
-        return self.controller.rtol
-
-    @property
-    def atol(self):
-        return self.controller.atol
-
-    @property
-    def norm(self):  # pyright: ignore[reportIncompatibleMethodOverride]
-        return self.controller.norm
 
     def wrap(self, direction):
         return _Predictive(self.controller.wrap(direction))

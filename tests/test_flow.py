@@ -13,7 +13,18 @@ import gradflow
 import theory
 from gradflow import FlowResult, FlowState, models, simulate_flow
 from gradflow._config import float64
-from gradflow._flow import _Args, _default_solver, _jacobian, _QuinticHermite, _vector_field, default_rank
+from gradflow._flow import (
+    _LAND,
+    _ONSET,
+    _REACH,
+    _Args,
+    _default_solver,
+    _jacobian,
+    _Predictive,
+    _QuinticHermite,
+    _vector_field,
+    default_rank,
+)
 from gradflow._frame import apply_frame, frame_of
 
 # One orthonormal diagonal linear task for the exactness tests: its stages are at τ = 1/|β*_i|
@@ -147,9 +158,7 @@ def test_separate_batch_is_each_single_run(batched):
     is the single run bit for bit, in float64 (each thread enters gradflow's x64 scope), with its own step count."""
     assert not gradflow._flow.vmap_batches("auto")  # this suite runs on the CPU
     las = LOG_ALPHAS[[1, 4, 5]]
-    apart = simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=TS, log_alpha=las, batching="separate")
-    auto = simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=TS, log_alpha=las)
-    np.testing.assert_array_equal(auto.log_w, apart.log_w)
+    apart = simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=TS, log_alpha=las)  # "auto": "separate" here
     assert apart.log_w.dtype == np.float64 and apart.stats["num_steps"].shape == (3,)
     for k, la in enumerate(las):
         one = simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=TS, log_alpha=float(la))
@@ -416,6 +425,50 @@ def test_jacobian_columns_of_awake_coordinates_only():
     want = -np.eye(8)[:, [0, 1, 4, 2]]
     want[:, 3] = 0.0  # coordinate 2: u² + v² = e^{-60}/2, asleep
     np.testing.assert_allclose(np.asarray(jac.hess_cols), want, atol=1e-12)
+
+
+def _predict(steps, y0, y1s, errors, log_wwbar=-2000.0):
+    """The step ``_Predictive`` proposes after each accepted step ``[t, t + h]`` from ``y0`` to ``y1s[k]`` with scaled
+    error ``errors[k]`` (the next starting where the last ended); rtol 0, atol 1e-8, factormax 10."""
+    with jax.enable_x64(True):
+        ctrl = _Predictive(dfx.PIDController(rtol=0.0, atol=1e-8, factormax=10.0))
+        args = _Args(model=LIN.model, log_wwbar=jnp.full(8, log_wwbar))
+        _, state = ctrl.init(None, 0.0, 1.0, jnp.asarray(y0), 1.0, args, None, 5)
+        t, y, out = 0.0, jnp.asarray(y0), []
+        for h, y1, e in zip(steps, y1s, errors):
+            y1 = jnp.asarray(y1)
+            err = jnp.full(8, 1e-8 * e)  # rms: e
+            keep, t0, t1, _, state, _ = ctrl.adapt_step_size(t, t + h, y, y1, args, err, 5, state)
+            assert bool(keep)
+            out.append(float(t1 - t0))
+            t, y = t + h, y1
+    return out
+
+
+def test_predictive_step_extrapolates_the_error_growth():
+    """Gustafsson's step: after errors 0.1 then 0.2 at h = 1, the next step is
+    ``0.9 (1/0.2)^(1/5) (0.1/0.2)^(1/5) = 0.9 · 2.5^(1/5)``, shorter than the integral step ``0.9 · 5^(1/5)``; after the
+    first step, with no history, the integral step; nothing sleeps (``y = 0``)."""
+    zeros = np.zeros(8)
+    got = _predict([1.0, 1.0], zeros, [zeros, zeros], [0.1, 0.2])
+    np.testing.assert_allclose(got, [0.9 * 10**0.2, 0.9 * 2.5**0.2], rtol=1e-12)
+
+
+def test_wake_horizon_lands_the_waking_coordinate():
+    """A sleeping coordinate whose ``ℓ = log(u² + v²) = 2 y − log 2`` climbs by 2 per unit of ``t``: the next step
+    (the integral one would be 10×) ends where the stages, reaching ``_REACH h`` past its start, take ``ℓ`` to
+    ``_LAND``; once past it, ``ℓ`` moves by ``_ONSET`` per step. A coordinate moving down does not cap the step."""
+    y0 = np.zeros(8)
+    y0[[2, 5]] = [-100.0, -16.0]  # ℓ ≈ −200.7 (moving down), ℓ ≈ −32.7 (moving up)
+    y1 = y0.copy()
+    y1[[2, 5]] = [-101.0, -15.0]  # ℓ_5 = −30.69 after the step
+    ell1 = 2 * y1[5] - np.log(2.0)
+    far = _predict([1.0], y0, [y1], [1e-6])
+    np.testing.assert_allclose(far, [(_LAND - ell1) / (2 * _REACH)], rtol=1e-9)
+    y2 = y1.copy()
+    y2[5] = (_LAND + 1 + np.log(2.0)) / 2  # ℓ_5 = −19: past _LAND
+    near = _predict([1.0, 1.0], y0, [y1, y2], [1e-6, 1e-6])
+    np.testing.assert_allclose(near[1], _ONSET / (2 * (y2[5] - y1[5]) * _REACH), rtol=1e-9)
 
 
 def test_a_run_that_cannot_go_on_says_so():
