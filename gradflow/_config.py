@@ -11,7 +11,9 @@ they run in float32 with bf16 compute, with explicit dtypes.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 import jax
@@ -28,3 +30,20 @@ def float64(fn: F) -> F:
             return fn(*args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
+
+
+BATCHING = ("auto", "vmap", "separate")  # how a batch of flows is solved (``simulate_flow``'s ``batching``)
+
+
+def cores_for(tasks: int) -> int:
+    """Threads for ``tasks`` independent solves: one per core, at most one per task (a solve is a serial chain of
+    small XLA calls that keeps about one core busy)."""
+    return max(1, min(os.cpu_count() or 1, tasks))
+
+
+def map_per_core(fn: Callable, items: Iterable) -> list:
+    """``[fn(x) for x in items]`` on :func:`cores_for` threads, each call in gradflow's float64 scope (the scope is
+    per thread, so a thread does not inherit it from its caller)."""
+    items = list(items)
+    with ThreadPoolExecutor(max_workers=cores_for(len(items))) as pool:
+        return list(pool.map(float64(fn), items))

@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +28,7 @@ from . import models
 from ._checks import check_scales
 from ._compare import Comparison, compare_limits
 from ._comparison import default_delta, default_times
+from ._config import map_per_core
 from ._experiments import Perturbation, perturb_and_continue, plateau_starts, stage_starts
 from ._flow import simulate_flow
 from ._greedy import greedy_limit
@@ -252,17 +251,15 @@ def run_demo(
     tol = dict(rtol=config.rtol, atol=config.atol)
     flow_key = dict(base, ts=ts, **tol)
 
-    def flow(a: int, la: float):
-        grid = grids[a in drawn]  # a flow that is not drawn only enters the comparison: a coarser grid suffices
+    def flow(a: int):
+        la, grid = config.log_alphas[a], grids[a in drawn]  # a flow not drawn only enters the comparison: coarser
         return step(
             flow_name(la),
             dict(flow_key, ts=grid, log_alpha=la),
             lambda: simulate_flow(model, u0=u0, v0=v0, ts=grid, log_alpha=la, **tol),
         )
 
-    # One flow per core: a flow's solve is a serial chain of small XLA calls that keeps about one core busy.
-    with ThreadPoolExecutor(max_workers=max(1, min(os.cpu_count() or 1, len(config.log_alphas)))) as pool:
-        flows = list(pool.map(flow, range(len(config.log_alphas)), config.log_alphas))
+    flows = map_per_core(flow, range(len(config.log_alphas)))  # one flow per core
     comparison = compare_runs(config, task, path, flows, config.log_alphas, delta=delta, ts=ts)
     perturbations = {}
     if config.perturb:
@@ -310,12 +307,11 @@ def _perturbations(config, model, flows, ts, flow_key, step) -> dict[str, Pertur
             ),
         )
 
-    # No start times (no weight crosses the threshold): nothing to perturb at. The two experiments run on two
-    # threads, as the flows do: each is a serial chain of small solves.
+    # No start times (no weight crosses the threshold): nothing to perturb at. The two experiments run one per
+    # core, as the flows do: each is a serial chain of small solves.
     kinds = (("plateau", plateau, config.plateau_std), ("stage", stages, config.stage_std))
     runs = [(kind, starts, std) for kind, starts, std in kinds if starts.size]
-    with ThreadPoolExecutor(max_workers=max(1, min(os.cpu_count() or 1, len(runs)))) as pool:
-        return dict(zip([kind for kind, _, _ in runs], pool.map(lambda run: experiment(*run), runs)))
+    return dict(zip([kind for kind, _, _ in runs], map_per_core(lambda run: experiment(*run), runs)))
 
 
 def _smallest_drawn(config) -> int:

@@ -25,9 +25,7 @@ coordinates' ``log(u_i² + v_i²)`` towards their jumps (``_Predictive``).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 
 import diffrax as dfx
 import equinox as eqx
@@ -38,7 +36,7 @@ import numpy as np
 import optimistix as optx
 
 from ._checks import check_init, check_int, check_scales, check_times, degenerate_error
-from ._config import float64
+from ._config import BATCHING, float64, map_per_core
 from ._factorized import FactorizedModel
 from ._frame import apply_frame, frame_of, weights
 from ._model import DiagonalModel, check_model
@@ -560,9 +558,10 @@ class _UnderflowGuard(_WrappedController):
     After a rejected step the next step may not be longer (Hairer, Nørsett & Wanner, Solving ODEs I, §II.4): the
     controller would otherwise grow it again and step back into the failure (on the toy and the dense head, 20 %
     fewer rejected steps and 3–5 % fewer steps in all). A proposed step that would end less than ``_SNAP`` of its
-    length before an output time in ``step_ts`` is stretched onto it: otherwise the remainder is a sliver step (down to one ulp of ``t``) from which the
-    controller, growing the step at most ``_FACTORMAX``-fold per step, needs dozens of steps to recover, and
-    which this guard would take for an underflow. It does not change the steps otherwise.
+    length before an output time in ``step_ts`` is stretched onto it: otherwise the remainder is a sliver step
+    (down to one ulp of ``t``) from which the controller, growing the step at most ``_FACTORMAX``-fold per step,
+    needs dozens of steps to recover, and which this guard would take for an underflow. It does not change the
+    steps otherwise.
     """
 
     controller: dfx.AbstractAdaptiveStepSizeController
@@ -598,10 +597,10 @@ class _Predictive(_WrappedController):
     - Gustafsson's predictive step (Hairer & Wanner, Solving ODEs II, §IV.8; Gustafsson, ACM TOMS 20, 1994): from
       the second accepted step on, the step after an accepted step ``n`` is also at most
       ``safety · h_n (h_n / h_{n−1}) (1 / E_n)^(1/k) (E_{n−1} / E_n)^(1/k)``, with ``E`` the scaled errors of the
-      last two accepted steps (``E_{n−1}`` floored at ``_HISTORY_FLOOR``) and ``k`` the error order. It extrapolates the
-      error's growth from step to step: at a jump's onset the error grows several-fold per step at a fixed
-      ``h``, and the integral controller, which expects the error of the last step again, fails every other step
-      there.
+      last two accepted steps (``E_{n−1}`` floored at ``_HISTORY_FLOOR``) and ``k`` the error order. It
+      extrapolates the error's growth from step to step: at a jump's onset the error grows several-fold per step
+      at a fixed ``h``, and the integral controller, which expects the error of the last step again, fails every
+      other step there.
     - The wake horizon: on a plateau ``log w`` moves at the constant speed ``g(θ^k)`` (docs/math.md, *Algorithm 1:
       the greedy limit*), so a sleeping coordinate's ``ℓ_i = log(u_i² + v_i²)`` grows linearly up to its jump;
       a step whose stages carry it past ``ℓ_i ≈ 0`` overflows (explicit) or fails its stage iteration
@@ -815,7 +814,8 @@ def simulate_flow(
             method throughout, in lock-step (every run takes as many steps as the longest) and with the
             Jacobian columns recomputed at every step; it pays only on an accelerator, where the runs of a
             step cost one. ``"auto"`` (the default): ``"vmap"`` on a GPU or TPU, ``"separate"`` on the CPU,
-            where it is 20× faster on the dense attention head of docs/benchmarks.md.
+            where it is 24× faster on the dense attention head (docs/benchmarks.md, *Batches of runs on the
+            CPU*).
         throw: as in diffrax: raise a ``RuntimeError`` if a run does not reach ``ts[-1]``. With
             ``throw=False`` the result comes back with the failure in ``result`` and ``message``, and
             the state after the time it stopped at is ``+inf``.
@@ -900,23 +900,18 @@ def simulate_flow(
     return result
 
 
-_BATCHING = ("auto", "vmap", "separate")
-
-
 def vmap_batches(batching: str) -> bool:
     """Whether a batch of runs is solved under ``vmap`` (``batching="vmap"``, or ``"auto"`` off the CPU) rather
     than run by run (see ``simulate_flow``'s ``batching``)."""
-    if batching not in _BATCHING:
-        raise ValueError(f"batching must be one of {_BATCHING}; got {batching!r}.")
+    if batching not in BATCHING:
+        raise ValueError(f"batching must be one of {BATCHING}; got {batching!r}.")
     return batching == "vmap" or (batching == "auto" and jax.default_backend() != "cpu")
 
 
 def solve_separately(solve_one: Callable, runs: int):
-    """``solve_one(j)`` for every run ``j`` of a batch, as many at once as there are cores (a run's solve is a
-    serial chain of small XLA calls that keeps about one core busy), each in gradflow's float64 scope (the scope
-    is per thread); the outputs stacked as a ``vmap``-ed solve's."""
-    with ThreadPoolExecutor(max_workers=max(1, min(os.cpu_count() or 1, runs))) as pool:
-        outs = list(pool.map(float64(solve_one), range(runs)))
+    """``solve_one(j)`` for every run ``j`` of a batch, one per core (``map_per_core``); the outputs stacked as a
+    ``vmap``-ed solve's."""
+    outs = map_per_core(solve_one, range(runs))
     return jax.tree_util.tree_map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *outs)
 
 

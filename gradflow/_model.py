@@ -94,8 +94,9 @@ def sample_blocks(n: int) -> list[tuple[int, int]]:
     """``n // 256`` contiguous blocks ``[a, b)`` of the samples ``0 … n−1`` (at least 1, at most 4).
 
     The blocks of a sum over samples are independent computations, which XLA runs on separate cores: on two
-    cores the paper toy's g (n = 1000) takes 2.1 ms in 4 blocks against 3.4–4.4 ms in one. The split depends
-    on ``n`` only, so a result does not depend on the machine it was computed on.
+    idle cores the paper toy's g (n = 1000) takes 2.5 ms in its 3 blocks against 4.2 ms in one pass
+    (docs/benchmarks.md). The split depends on ``n`` only, so a result does not depend on the machine it was
+    computed on.
     """
     k = max(1, min(4, n // _BLOCK))
     edges = [round(i * n / k) for i in range(k + 1)]

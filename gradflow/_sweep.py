@@ -49,7 +49,7 @@ from . import _flow, models
 from ._assumptions import AssumptionWarning
 from ._compare import compare_limits
 from ._comparison import default_times, fit_rate
-from ._config import float64
+from ._config import cores_for, float64
 from ._flow import FlowResult, simulate_flow
 from ._greedy import greedy_limit
 from ._io import ResultStore, config_hash
@@ -461,7 +461,7 @@ def _flows_separately(config: SweepConfig, runs: list, out: Path, bar) -> None:
     that keeps about one core busy); each point's rows written as its flow ends."""
     built = {task: task.build() for task in dict.fromkeys(p.task for p, _, _ in runs)}
     options = dict(rtol=config.rtol, atol=config.atol, max_steps=config.max_steps)
-    workers = max(1, min(os.cpu_count() or 1, len(runs)))
+    workers = cores_for(len(runs))
     # as in the batched solve, a near-degenerate start is reported by the greedy path's 4.2 column, not warned
     # about per flow (the filter is set here, before the threads start, and restored after they end)
     with warnings.catch_warnings(), ThreadPoolExecutor(max_workers=workers) as pool:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from . import models
+from ._config import BATCHING
 
 RUNS = ("greedy", "flow", "compare")
 DENSE = "dense"  # the TOML spelling of a dense teacher (the builders' None)
@@ -258,8 +259,8 @@ class SweepConfig:
         self._check_int("num_times", 2)
         self._check_int("max_steps", 1, optional=True)
         self._check_int("batch_size", 1)
-        if self.batching not in ("auto", "vmap", "separate"):
-            raise ValueError(f'batching = {self.batching!r}; set "auto", "vmap" or "separate".')
+        if self.batching not in BATCHING:
+            raise ValueError(f"batching = {self.batching!r}; set one of {', '.join(map(repr, BATCHING))}.")
         self._check_number("threshold")
         if not isinstance(self.check_assumptions, bool):
             raise ValueError(f"check_assumptions = {self.check_assumptions!r}; set true or false.")

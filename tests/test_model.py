@@ -137,6 +137,16 @@ def test_batched_evaluation_and_float64_without_global_x64():
     assert not jax.config.jax_enable_x64  # the scope was restored
 
 
+def test_map_per_core_keeps_order_and_runs_each_call_in_float64():
+    """The threads of ``map_per_core`` do not inherit the caller's x64 scope: each call enters its own."""
+    from gradflow._config import cores_for, map_per_core
+
+    assert not jax.config.jax_enable_x64 and cores_for(0) == 1 and cores_for(10**6) >= 1
+    out = map_per_core(lambda k: (k, jnp.asarray(0.5).dtype), range(7))
+    assert out == [(k, jnp.float64) for k in range(7)]
+    assert not jax.config.jax_enable_x64
+
+
 def test_loss_value_and_minibatch():
     m = TASKS["linear"]().model
     u, v = np.linspace(0.1, 1, 6), np.linspace(-1, 1, 6)
