@@ -5,35 +5,35 @@ change your global JAX settings (see ``gradflow._config``).
 """
 
 from . import models as models
+from ._api import compare_limits as compare_limits
+from ._api import greedy_limit as greedy_limit
+from ._api import simulate_flow as simulate_flow
+from ._api import simulate_gd as simulate_gd
 from ._assumptions import AssumptionWarning as AssumptionWarning
-from ._compare import Comparison as Comparison
-from ._compare import compare_limits as compare_limits
 from ._demo import DemoConfig as DemoConfig
+from ._demo import RankDemoConfig as RankDemoConfig
 from ._demo import run_demo as run_demo
+from ._demo import run_rank_demo as run_rank_demo
+from ._diagonal import Comparison as Comparison
+from ._diagonal import DiagonalModel as DiagonalModel
+from ._diagonal import FlowResult as FlowResult
+from ._diagonal import FlowState as FlowState
+from ._diagonal import GDResult as GDResult
+from ._diagonal import GreedyPath as GreedyPath
+from ._diagonal import evaluate_g as evaluate_g
+from ._diagonal import evaluate_loss as evaluate_loss
 from ._experiments import Perturbation as Perturbation
 from ._experiments import perturb_and_continue as perturb_and_continue
+from ._factorized import FactorizedFlowResult as FactorizedFlowResult
+from ._factorized import FactorizedGDResult as FactorizedGDResult
+from ._factorized import FactorizedGreedyPath as FactorizedGreedyPath
 from ._factorized import FactorizedModel as FactorizedModel
-from ._flow import FlowResult as FlowResult
-from ._flow import FlowState as FlowState
-from ._flow import simulate_flow as simulate_flow
-from ._gd import GDResult as GDResult
-from ._gd import simulate_gd as simulate_gd
-from ._glrl import FactorizedGreedyPath as FactorizedGreedyPath
-from ._greedy import GreedyPath as GreedyPath
+from ._factorized import RankComparison as RankComparison
 from ._greedy import GreedyTolerances as GreedyTolerances
-from ._greedy import greedy_limit as greedy_limit
-from ._model import DiagonalModel as DiagonalModel
-from ._model import evaluate_g as evaluate_g
-from ._model import evaluate_loss as evaluate_loss
-from ._rank_compare import RankComparison as RankComparison
-from ._rank_demo import RankDemoConfig as RankDemoConfig
-from ._rank_demo import run_rank_demo as run_rank_demo
-from ._rank_flow import FactorizedFlowResult as FactorizedFlowResult
-from ._rank_flow import FactorizedGDResult as FactorizedGDResult
+from ._sweep import ModelGrid as ModelGrid
+from ._sweep import SweepConfig as SweepConfig
 from ._sweep import SweepResult as SweepResult
 from ._sweep import sweep as sweep
-from ._sweep_config import ModelGrid as ModelGrid
-from ._sweep_config import SweepConfig as SweepConfig
 from ._trajectory import Trajectory as Trajectory
 
 __all__ = [

@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from ._assumptions import AssumptionWarning
+from ._assumptions import AssumptionWarning, warn
 
 NEAR_DEGENERATE = 1e-6
 """The relative gap ``||u0_i| − |v0_i|| / max(|u0_i|, |v0_i|)`` at or below which an initialisation is
@@ -120,12 +120,11 @@ def degenerate_error(what: str, idx, fix: str, names: Sequence[str] | None = Non
     )
 
 
-def check_init(u0, v0, p: int, names: Sequence[str] | None = None, *, stacklevel: int = 2):
+def check_init(u0, v0, p: int, names: Sequence[str] | None = None):
     """The initialisation directions ``(u0, v0)``: shape ``(p,)``, finite, and not degenerate (see the module).
 
-    Raises a ``ValueError`` where ``|u0_i| = |v0_i|`` and emits an ``AssumptionWarning`` where the relative gap
-    is at most ``NEAR_DEGENERATE``, attributed to the frame ``stacklevel`` up from here (1: the caller of
-    ``check_init``; 2, the default: its caller, the user of a public function). Returns ``(u0, v0)`` as float64.
+    Raises a ``ValueError`` where ``|u0_i| = |v0_i|`` and emits an ``AssumptionWarning`` (at the user's line) where
+    the relative gap is at most ``NEAR_DEGENERATE``. Returns ``(u0, v0)`` as float64.
     """
     u0 = check_vector(u0, p, "u0")
     v0 = check_vector(v0, p, "v0")
@@ -140,13 +139,11 @@ def check_init(u0, v0, p: int, names: Sequence[str] | None = None, *, stacklevel
     near = np.flatnonzero(rel <= NEAR_DEGENERATE)
     if near.size:
         need = math.log(1.0 / float(np.min(rel[near])))
-        warnings.warn(
+        warn(
             f"{_NEAR_DEGENERATE} (Assumption 4.2): ||u0_i| − |v0_i|| is at most {NEAR_DEGENERATE:g} of "
             f"max(|u0_i|, |v0_i|) at {_coordinates(near, names)}. The flow is exact, but one of w_i, w̄_i starts "
             f"at α·gap, so the greedy limit describes the flow from α (u0, v0) only for log(1/α) ≫ log(1/gap) = "
-            f"{need:.3g} (α ≪ {math.exp(-need):.3g}). Perturb u0 there for a gap of order one.",
-            AssumptionWarning,
-            stacklevel=stacklevel + 1,
+            f"{need:.3g} (α ≪ {math.exp(-need):.3g}). Perturb u0 there for a gap of order one."
         )
     return u0, v0
 

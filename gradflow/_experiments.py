@@ -1,41 +1,15 @@
-"""Experiment drivers around the flow: gradient-descent runs per α, and the perturb-and-continue checks.
-
-:func:`perturb_and_continue` is the paper's appendix A check of Assumptions 4.3 and 4.4 on trajectories
-(Figures 9 and 10); :func:`run_gd` runs the gradient descent that
-[`compare_limits`][gradflow.compare_limits] compares with the greedy limit.
-"""
+"""The perturb-and-continue checks around a diagonal flow: the paper's appendix A check of Assumptions 4.3 and 4.4
+on trajectories (Figures 9 and 10)."""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import equinox as eqx
 import numpy as np
 
-from ._flow import simulate_flow
-from ._gd import simulate_gd
-
-
-def run_gd(model, *, log_alphas, u0, v0, horizon: float, options) -> list:
-    """Gradient-descent runs, one per ``log α``: ``options`` is a mapping of ``simulate_gd`` options, or the runs.
-
-    ``steps`` defaults to reaching the rescaled time ``horizon``, ``record_every`` to about 1000 records.
-    """
-    if isinstance(options, Sequence) and not isinstance(options, (str, bytes)):
-        return list(options)
-    if not isinstance(options, Mapping) or "lr" not in options:
-        raise TypeError("gd must be a mapping of simulate_gd options with at least 'lr', or a sequence of GDResult.")
-    lr = float(options["lr"])
-    out = []
-    for la in log_alphas:
-        opts = dict(options)
-        steps = opts.pop("steps", None) or int(math.ceil(horizon * -la / lr))
-        every = opts.setdefault("record_every", max(1, steps // 1000))
-        steps = every * int(math.ceil(steps / every))
-        out.append(simulate_gd(model, log_alpha=float(la), u0=u0, v0=v0, steps=steps, **opts))
-    return out
+from ._api import simulate_flow
 
 
 class Perturbation(eqx.Module):

@@ -17,6 +17,7 @@ import hashlib
 import importlib
 import json
 import os
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -51,9 +52,8 @@ def _jsonable(obj: Any) -> Any:
 
 def _encode(value: Any, key: str, arrays: dict[str, np.ndarray]) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        cls = type(value)
         return {
-            "__class__": f"{cls.__module__}:{cls.__qualname__}",
+            "__class__": _class_name(type(value)),
             "fields": {
                 f.name: _encode(getattr(value, f.name), f"{key}.{f.name}", arrays) for f in dataclasses.fields(value)
             },
@@ -90,10 +90,8 @@ def _decode(spec: Any, arrays) -> Any:
         return {k: _decode(v, arrays) for k, v in spec["__dict__"].items()}
     if "__float__" in spec:
         return float(spec["__float__"])
-    module, qualname = spec["__class__"].split(":")
-    cls: Any = importlib.import_module(module)
-    for part in qualname.split("."):
-        cls = getattr(cls, part)
+    qualname = spec["__class__"].split(":")[1]
+    cls = _class(spec["__class__"])
     expected = {f.name for f in dataclasses.fields(cls)}
     if set(spec["fields"]) != expected:
         raise ValueError(
@@ -104,6 +102,31 @@ def _decode(spec: Any, arrays) -> Any:
     for name, field_spec in spec["fields"].items():
         object.__setattr__(obj, name, _decode(field_spec, arrays))
     return obj
+
+
+def _class_name(cls: type) -> str:
+    """``module:qualname`` of a result's class: ``gradflow:Name`` for the classes gradflow exports (stable when the
+    package's private modules move), else where it is defined."""
+    public = sys.modules.get("gradflow")
+    if getattr(public, cls.__name__, None) is cls:
+        return f"gradflow:{cls.__name__}"
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _class(name: str) -> Any:
+    """The class ``module:qualname`` names, or gradflow's public class of that name where the module has moved (a
+    file written by an earlier version)."""
+    module, qualname = name.split(":")
+    try:
+        cls: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            cls = getattr(cls, part)
+        return cls
+    except (ImportError, AttributeError):
+        public = importlib.import_module("gradflow")
+        if module.startswith("gradflow.") and hasattr(public, qualname):
+            return getattr(public, qualname)
+        raise
 
 
 def save_result(path: str | os.PathLike, result: Any) -> Path:

@@ -80,8 +80,8 @@ def test_near_degeneracy_warns_with_the_log_alpha_it_needs():
     v0 = np.array([1.0, 2.0, -1.0])
     u0 = np.array([0.3, 2.0 * (1 - 0.5 * NEAR_DEGENERATE), 1.0 + 1e-9])
     with pytest.warns(AssumptionWarning, match=r"coordinates \[1, 2\].*log\(1/gap\) = 20\.7") as record:
-        check_init(u0, v0, 3, stacklevel=1)
-    assert len(record) == 1 and record[0].filename == __file__  # stacklevel=1: the caller of check_init
+        check_init(u0, v0, 3)
+    assert len(record) == 1 and record[0].filename == __file__  # at the first line outside gradflow
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         check_init(np.array([0.3, 2.0 * (1 - 2 * NEAR_DEGENERATE), 2.0]), v0, 3)

@@ -12,7 +12,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import check_int
-from .._model import DiagonalModel, sample_blocks
+from .._data import sample_blocks
+from .._diagonal import DiagonalModel
 from ._task import Task, gaussian_init, sparse_gaussian
 
 

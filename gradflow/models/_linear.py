@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import check_int
-from .._model import DiagonalModel
+from .._diagonal import DiagonalModel
 from ._task import Task, gaussian_init, sparse_gaussian
 
 

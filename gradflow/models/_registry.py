@@ -15,11 +15,13 @@ from ._transformer import diagonal_transformer
 
 @dataclasses.dataclass(frozen=True)
 class Builtin:
-    """A built-in task: the function that builds it and the names of its size options (its keyword arguments
-    that set the sizes; ``seed`` applies to all)."""
+    """A built-in task: the function that builds it, the names of its size options (its keyword arguments
+    that set the sizes; ``seed`` applies to all) and the name of its model's family (``"diagonal"`` or
+    ``"factorized"``)."""
 
     build: Callable[..., Task]
     sizes: tuple[str, ...]
+    family: str = "diagonal"
 
 
 BUILTIN: Mapping[str, Builtin] = MappingProxyType(
@@ -33,18 +35,18 @@ BUILTIN: Mapping[str, Builtin] = MappingProxyType(
 
 FACTORIZED: Mapping[str, Builtin] = MappingProxyType(
     {
-        "matrix_factorization": Builtin(matrix_factorization, ("m", "n")),
-        "matrix_sensing": Builtin(matrix_sensing, ("m", "n", "measurements")),
-        "attention_full": Builtin(attention_full, ("n", "tokens", "dim")),
+        "matrix_factorization": Builtin(matrix_factorization, ("m", "n"), "factorized"),
+        "matrix_sensing": Builtin(matrix_sensing, ("m", "n", "measurements"), "factorized"),
+        "attention_full": Builtin(attention_full, ("n", "tokens", "dim"), "factorized"),
     }
 )
 """The built-in tasks with full, factorised weights (a [`FactorizedModel`][gradflow.FactorizedModel]) by name."""
 
 
-def builtin(name: str, *, factorized: bool = False) -> Builtin:
-    """``BUILTIN[name]`` (``FACTORIZED[name]`` with ``factorized=True``), with an error naming the choices for an
-    unknown ``name``."""
-    table = FACTORIZED if factorized else BUILTIN
+def builtin(name: str, *, factorized: bool | None = None) -> Builtin:
+    """``BUILTIN[name]`` (``FACTORIZED[name]`` with ``factorized=True``; either with ``None``), with an error naming
+    the choices for an unknown ``name``."""
+    table = {True: FACTORIZED, False: BUILTIN, None: {**BUILTIN, **FACTORIZED}}[factorized]
     if name not in table:
         raise ValueError(f"unknown model {name!r}; choose one of {sorted(table)}.")
     return table[name]

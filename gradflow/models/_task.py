@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from .._diagonal import DiagonalModel
 from .._factorized import FactorizedModel
-from .._model import DiagonalModel
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,7 +13,7 @@ import jax
 import numpy as np
 
 from .._checks import check_int
-from .._model import DiagonalModel
+from .._diagonal import DiagonalModel
 from ._attention import attention_head
 from ._task import Task, gaussian_init, sparse_gaussian
 

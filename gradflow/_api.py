@@ -1,0 +1,360 @@
+"""The public entry points of the theory engine: the exact flow, discrete training, the greedy limit and their
+comparison, for every model family.
+
+Each does the checks that every family shares (scales, output times, tolerances, step caps, learning rates, the
+greedy tolerances), looks the family up from the model's type (``gradflow._registry``), calls it, and handles
+``throw`` once (``gradflow._results.finish``). Everything runs in gradflow's float64 scope (``gradflow._config``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._checks import check_int, check_scales, check_times, init_checked
+from ._comparison import check_options, default_delta, default_times
+from ._config import float64
+from ._greedy import GreedyTolerances
+from ._registry import FAMILIES, family_of
+from ._results import finish
+
+_TINY = float(np.finfo(np.float64).tiny)
+
+
+@float64
+def simulate_flow(
+    model,
+    *,
+    ts,
+    u0=None,
+    v0=None,
+    start=None,
+    alpha=None,
+    log_alpha=None,
+    rtol: float = 0.0,
+    atol: float = 1e-8,
+    max_steps: int | None = None,
+    jacobian_rank: int | None = None,
+    batching: str = "auto",
+    solver: str | None = None,
+    throw: bool = True,
+):
+    """Solve the gradient flow from ``θ(0) = α (u0, v0)`` (or from ``start``) exactly, at rescaled times ``ts``.
+
+    Integrates ``d(log w)/dτ = log(1/α) g(β)`` (paper appendix C.3–C.4, eq. 13; docs/math.md, *Rescaled time and
+    log coordinates*) with an L-stable implicit method on the plateaus and an explicit order-8 one inside the
+    jumps, reading ``ts`` off the dense output (a batch under ``vmap``: the implicit method throughout, stepping
+    exactly onto every ``ts``). Works for every scale: ``log_alpha`` may be far below the float64 range (−1e4), and the
+    cost barely grows with ``log(1/α)``.
+
+    Args:
+        model: the model and data.
+        ts: rescaled times ``τ = t / log(1/α)`` from the start, 1-D, increasing, ``ts[0] ≥ 0``.
+        u0, v0: initialisation directions, shape ``(p,)``, with ``|u0_i| ≠ |v0_i|`` (Assumption 4.2; a
+            near-degenerate gap is an ``AssumptionWarning``, see docs/math.md).
+        start: instead of ``u0, v0``, the exact state to start from, e.g. ``flow.state_at(k)``: a
+            [`FlowState`][gradflow.FlowState], or a batch of them (solved together, one compilation).
+            ``ts`` then counts from that state, and ``α`` sets only the time unit and ``b = log w / log α``;
+            ``simulate_flow(model, start=flow.state_at(k), log_alpha=flow.log_alpha, ts=flow.ts[k:] - flow.ts[k])``
+            continues ``flow``.
+        alpha: the scale, in (0, 1), or a 1-D array of scales (a batch of runs, one compilation; see
+            ``batching``); with a batch of start states, one scale per state.
+        log_alpha: ``log α`` (< 0) instead of ``alpha``, scalar or 1-D array.
+        rtol, atol: the local error of each step in ``log w`` is kept below ``atol + rtol |log w|``.
+            ``atol`` is the relative accuracy of the weights ``u, v``; a nonzero ``rtol`` loosens the
+            control of sleeping coordinates (``|log w| ≈ b log(1/α)``) and so of the times they wake.
+        max_steps: the most solver steps (accepted and rejected) before giving up; ``None`` (the default):
+            no cap, the solve runs until ``ts[-1]`` or until it cannot go on (its step size falls below the
+            float64 resolution of ``t``, which it reports). Give a number to bound a run's cost: a step costs
+            13 evaluations of ``g`` (explicit) or about 20 (implicit) (docs/benchmarks.md).
+        jacobian_rank: (diagonal models) how many Jacobian columns (those of the largest ``u_i² + v_i²``; sleeping
+            coordinates' are skipped) the implicit stages use; default ``min(p, 64)``, or ``min(p, 16)`` for
+            a batch (under ``vmap`` every column is computed at every step). Raise it if more coordinates
+            are awake at once.
+        batching: how a batch of runs is solved. ``"separate"``: each run alone, as a single run is, as
+            many at once as the machine has cores. ``"vmap"``: all together in one vmapped solve, the implicit
+            method throughout, in lock-step (every run takes as many steps as the longest) and with the
+            Jacobian columns recomputed at every step; it pays only on an accelerator, where the runs of a
+            step cost one. ``"auto"`` (the default): ``"vmap"`` on a GPU or TPU, ``"separate"`` on the CPU,
+            where it is 24× faster on the dense attention head (docs/benchmarks.md, *Batches of runs on the
+            CPU*).
+        solver: (factorised models) the integrator, see below.
+        throw: as in diffrax: raise a ``RuntimeError`` if a run does not reach ``ts[-1]``. With
+            ``throw=False`` the result comes back with the failure in ``result`` and ``message``, and
+            the state after the time it stopped at is ``+inf``.
+
+    Returns:
+        A [`FlowResult`][gradflow.FlowResult].
+
+    Raises:
+        ValueError: bad shapes, non-finite values, a degenerate ``|u0_i| = |v0_i|`` (or ``−inf`` in a
+            start state), α outside (0, 1), both or neither of ``alpha``/``log_alpha``, both or neither
+            of ``u0, v0``/``start``, a batch of states and of scales of different sizes, or ``ts`` not
+            increasing from ``τ ≥ 0``.
+        RuntimeError: with ``throw=True``, the solver did not reach ``ts[-1]`` (the message says where it
+            stopped and why).
+
+    A [`FactorizedModel`][gradflow.FactorizedModel] (``u0, v0`` tuples of factors) gets its own exact flow and
+    a [`FactorizedFlowResult`][gradflow.FactorizedFlowResult] (docs/math.md, *Full weights: the exact flow*);
+    ``solver`` applies to it alone: ``"tsit5"``, ``"kvaerno5"`` (L-stable, for small α, where the flow is stiff)
+    or ``"auto"`` (the default: Kvaerno5 when ``log(1/α) > 2000``; for a batch, when some run's is).
+    """
+    family = family_of(model)
+    log_a, batched = check_scales(alpha, log_alpha)
+    ts = check_times(ts)
+    max_steps = None if max_steps is None else check_int(max_steps, "max_steps")
+    if not (rtol >= 0 and atol >= 0 and rtol + atol > 0):
+        raise ValueError(f"rtol and atol must be >= 0 and not both 0; got rtol={rtol!r}, atol={atol!r}.")
+    options = _family_options(family, model, jacobian_rank=jacobian_rank, solver=solver)
+    result = family.flow(
+        model,
+        ts=ts,
+        u0=u0,
+        v0=v0,
+        start=start,
+        log_a=log_a,
+        batched=batched,
+        rtol=rtol,
+        atol=atol,
+        max_steps=max_steps,
+        batching=batching,
+        **options,
+    )
+    return finish(result, throw=throw)
+
+
+def _family_options(family, model, **options) -> dict[str, Any]:
+    """The options given (not None), each checked to apply to ``family``."""
+    given = {k: v for k, v in options.items() if v is not None}
+    for name in given:
+        if name not in family.flow_options:
+            takers = [f.name for f in FAMILIES if name in f.flow_options]
+            raise ValueError(
+                f"{name} applies to {' and '.join(takers)} models only; a {type(model).__name__} does not take it."
+            )
+    return given
+
+
+@float64
+def simulate_gd(
+    model,
+    *,
+    u0,
+    v0,
+    alpha=None,
+    log_alpha=None,
+    lr: float,
+    steps: int,
+    optimizer: str = "gd",
+    batch_size: int | None = None,
+    seed: int = 0,
+    record_every: int = 1,
+):
+    """Train ``θ = (u, v)`` from ``θ(0) = α (u0, v0)`` with ``steps`` optimizer steps, in float64.
+
+    Args:
+        model: the model and data.
+        u0, v0: initialisation directions, shape ``(p,)``, with ``|u0_i| ≠ |v0_i|`` (as in
+            [`simulate_flow`][gradflow.simulate_flow]).
+        alpha: the scale in (0, 1), or a 1-D array of scales (trained together, vmapped).
+        log_alpha: ``log α`` (< 0) instead of ``alpha``, scalar or 1-D array. Gradient descent trains the
+            weights themselves, so α must be a normal float64 number (``α ≥ 2.2e-308``, ``log α ≥ −708``).
+        lr: the learning rate.
+        steps: the number of steps; a multiple of ``record_every``.
+        optimizer: ``"gd"`` (full-batch gradient descent, ``θ ← θ − lr ∇L``), ``"sgd"`` (the same on
+            minibatches of ``batch_size`` samples drawn without replacement at every step) or
+            ``"adam"`` (``optax.adam(lr)``, full batch or minibatches if ``batch_size`` is given).
+        batch_size: minibatch size for ``"sgd"`` (required) and ``"adam"`` (optional).
+        seed: seeds the minibatches.
+        record_every: record ``θ`` and the loss every this many steps (memory stays
+            ``O(steps / record_every)``).
+
+    Returns:
+        A [`GDResult`][gradflow.GDResult]; for a [`FactorizedModel`][gradflow.FactorizedModel] (``u0, v0``
+        tuples of factors, ``optimizer="gd"`` only) a [`FactorizedGDResult`][gradflow.FactorizedGDResult].
+    """
+    family = family_of(model)
+    log_a, batched = check_scales(alpha, log_alpha)
+    alphas = np.exp(log_a) if alpha is None else np.asarray(alpha, dtype=np.float64)
+    if np.any(alphas < _TINY):
+        raise ValueError(
+            f"simulate_gd trains the weights θ = α (u0, v0) themselves, so α must be a normal float64 number; got "
+            f"α = e^{float(np.min(log_a)):.6g} < {_TINY:.3g}. The exact flow takes any log α: use simulate_flow."
+        )
+    if not (isinstance(lr, (int, float, np.floating)) and math.isfinite(lr) and lr > 0):
+        raise ValueError(f"lr must be a positive number; got {lr!r}.")
+    steps, record_every = check_int(steps, "steps"), check_int(record_every, "record_every")
+    if steps % record_every:
+        raise ValueError(f"steps ({steps}) must be a multiple of record_every ({record_every}).")
+    return family.gd(
+        model,
+        u0=u0,
+        v0=v0,
+        log_a=log_a,
+        alphas=alphas,
+        batched=batched,
+        lr=lr,
+        steps=steps,
+        record_every=record_every,
+        optimizer=optimizer,
+        batch_size=batch_size,
+        seed=seed,
+    )
+
+
+@float64
+def greedy_limit(
+    model,
+    *,
+    u0=None,
+    v0=None,
+    max_stages: int | None = None,
+    tolerances: GreedyTolerances = GreedyTolerances(),
+    check_assumptions: bool = True,
+    seed: int = 0,
+    progress: bool = False,
+    throw: bool = True,
+):
+    """The α → 0 limit of gradient flow from ``α (u0, v0)``: Algorithm 1 of the paper (docs/math.md,
+    *Algorithm 1: the greedy limit*).
+
+    Args:
+        model: the model with diagonal weights, or a [`FactorizedModel`][gradflow.FactorizedModel]: then the
+            greedy low-rank limit (docs/math.md, *Full weights: the greedy low-rank limit*) comes back as a
+            [`FactorizedGreedyPath`][gradflow.FactorizedGreedyPath].
+        u0, v0: optional initialisation directions. They do not change the path (only ``b^0 = 1``
+            enters), but they are checked against Assumption 4.2 (``|u0_i| ≠ |v0_i|``, else a
+            ``ValueError`` naming the coordinates; a near-degenerate gap is an ``AssumptionWarning``, as
+            for [`simulate_flow`][gradflow.simulate_flow]) and fix the signs of the returned ``u, v`` to
+            match the flow from ``α (u0, v0)``.
+        max_stages: stop after this many activations (``None``: until ``T = ∞``, which includes a
+            loss that has reached zero, since then ``g = 0``).
+        tolerances: the thresholds, see :class:`GreedyTolerances`.
+        check_assumptions: compute the Hessian of Assumption 4.3 and the perturbed phase-(B) runs
+            of Assumption 4.4. The 4.2 checks (ties, leaving coordinates) and the ε → 0 check are
+            part of the algorithm and always run.
+        seed: seeds the perturbations of Assumption 4.4.
+        progress: print one line per stage.
+        throw: as in diffrax: raise a ``RuntimeError`` if a phase (B) does not reach a stationary point.
+            With ``throw=False`` the path up to that stage comes back, with the failure in ``result``
+            and ``message``.
+
+    Returns:
+        A :class:`GreedyPath`. Assumption failures are recorded in it and emitted as
+        :class:`AssumptionWarning`; only a phase (B) that cannot reach a stationary point ends the path
+        early (``result = "phase_b_failed"``).
+
+    Ties in eq. (9) (Δ within ``tolerances.tie · T_{k+1}``) are broken towards the lowest coordinate
+    index; the other tied coordinates land on ``b ∈ {0, 2}`` too and are activated at the next stages
+    at the same time.
+    """
+    family = family_of(model)
+    if not isinstance(tolerances, GreedyTolerances):
+        raise TypeError(f"tolerances must be a GreedyTolerances; got {type(tolerances).__name__}.")
+    if max_stages is not None:
+        max_stages = check_int(max_stages, "max_stages", minimum=0)
+    if (u0 is None) != (v0 is None):
+        raise ValueError("give both u0 and v0, or neither.")
+    # The data go to the device once, not with every compiled call.
+    model = jax.tree_util.tree_map(lambda x: jnp.asarray(x) if eqx.is_array(x) else x, model)
+    path = family.greedy(
+        model,
+        u0=u0,
+        v0=v0,
+        max_stages=max_stages,
+        tolerances=tolerances,
+        check_assumptions=check_assumptions,
+        seed=seed,
+        progress=progress,
+    )
+    hint = f". Pass throw=False to get the path up to stage {path.num_stages}."
+    return finish(path, throw=throw, prefix="greedy_limit: ", hint=hint)
+
+
+def compare_limits(
+    model,
+    *,
+    alphas=None,
+    log_alphas=None,
+    u0,
+    v0,
+    path=None,
+    delta: float | None = None,
+    ts=None,
+    gd=None,
+    threshold: float = 0.5,
+    flows=None,
+    flow_options: Mapping[str, Any] | None = None,
+):
+    """Run the flow at every α (one batched call) and compare it with the greedy limit (docs/math.md, *What the
+    comparison measures*).
+
+    Args:
+        model: a ``DiagonalModel``, or a [`FactorizedModel`][gradflow.FactorizedModel]: then the comparison
+            is a [`RankComparison`][gradflow.RankComparison] with the greedy low-rank limit (docs/math.md, *Full
+            weights: comparing the limits*).
+        alphas / log_alphas: the initialisation scales (give one of them).
+        u0, v0: the initialisation direction, ``θ(0) = α (u0, v0)``, checked once for every run as in
+            [`simulate_flow`][gradflow.simulate_flow]; for a ``FactorizedModel`` tuples of initial factors
+            (``U_j(0) = α u0[j]``, ``V_j(0) = α v0[j]``).
+        path: the greedy limit (``greedy_limit(model, u0=u0, v0=v0)`` if None; a ``FactorizedGreedyPath`` for a
+            ``FactorizedModel``).
+        delta: window margin in rescaled time (default :func:`default_delta`).
+        ts: rescaled times to record (default :func:`default_times`: 1000 points up to ``1.25 T_K``).
+        gd: gradient-descent runs to compare as well: a mapping of ``simulate_gd`` options (``lr``
+            required; ``steps`` defaults to reaching the last time of ``ts``; ``record_every``
+            to about 1000 records), or a sequence of [`Trajectory`][gradflow.Trajectory] (e.g.
+            ``GDResult``), one per α in order.
+        threshold: the fraction of each loss drop that marks a detected stage time.
+        flows: precomputed runs, [`Trajectory`][gradflow.Trajectory] objects (one batched result or one
+            per α, e.g. ``FlowResult``), to use instead of running the flow; for a ``FactorizedModel`` one
+            batched ``FactorizedFlowResult`` or one per α (anything with ``ts``, ``W``, ``log_singular_values``,
+            ``loss``, ``log_alpha``).
+        flow_options: more ``simulate_flow`` options (``atol``, ``rtol``, ``max_steps``, ...).
+    """
+    family = family_of(model)
+    log_alphas = np.atleast_1d(check_scales(alphas, log_alphas, names=("alphas", "log_alphas"))[0])
+    check_options(delta, threshold)
+    u0, v0 = family.check_init(model, u0, v0)
+    with init_checked():
+        if path is None:
+            path = greedy_limit(model, u0=u0, v0=v0)
+        times = np.asarray(path.times, dtype=np.float64)
+        delta = default_delta(times) if delta is None else float(delta)
+        ts = default_times(times, delta=delta) if ts is None else np.asarray(ts, dtype=np.float64)
+        if flows is None:
+            flows = simulate_flow(model, u0=u0, v0=v0, ts=ts, log_alpha=log_alphas, **dict(flow_options or {}))
+        options = dict(delta=delta, threshold=threshold)
+        comparison = family.compare(model, path, flows, log_alphas, method="flow", **options)
+        if gd is None:
+            return comparison
+        gd_runs = run_gd(model, log_alphas=log_alphas, u0=u0, v0=v0, horizon=float(ts[-1]), options=gd)
+        gd_comparison = family.compare(model, path, gd_runs, log_alphas, method="gd", **options)
+        return dataclasses.replace(comparison, gd=gd_comparison)
+
+
+def run_gd(model, *, log_alphas, u0, v0, horizon: float, options) -> list:
+    """Gradient-descent runs, one per ``log α``: ``options`` is a mapping of ``simulate_gd`` options, or the runs.
+
+    ``steps`` defaults to reaching the rescaled time ``horizon``, ``record_every`` to about 1000 records.
+    """
+    if isinstance(options, Sequence) and not isinstance(options, (str, bytes)):
+        return list(options)
+    if not isinstance(options, Mapping) or "lr" not in options:
+        raise TypeError("gd must be a mapping of simulate_gd options with at least 'lr', or a sequence of GDResult.")
+    lr = float(options["lr"])
+    out = []
+    for la in log_alphas:
+        opts = dict(options)
+        steps = opts.pop("steps", None) or int(math.ceil(horizon * -la / lr))
+        every = opts.setdefault("record_every", max(1, steps // 1000))
+        steps = every * int(math.ceil(steps / every))
+        out.append(simulate_gd(model, log_alpha=float(la), u0=u0, v0=v0, steps=steps, **opts))
+    return out

@@ -1,0 +1,112 @@
+"""The theory engine's commands: ``demo``, ``flow``, ``greedy`` and ``compare`` for every built-in task, whatever its
+model family (the family, from ``gradflow._registry``, says how to describe and draw its runs)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .. import models
+from .._api import greedy_limit, simulate_flow
+from .._demo import PIPELINES, QUICK, QUICK_FULL, DemoConfig, RankDemoConfig, run_demo, run_rank_demo
+from .._io import save_result
+from .._registry import family_of
+from .._report import format_alpha, markdown_table
+from ._options import CLIError, log_alphas, model_options
+
+
+def demo(args) -> int:
+    """``gradflow demo``: the paper's toy task; with ``--full-weights``, Figure 2 d–f into ``OUT/full_weights``."""
+    if args.full_weights:
+        config = QUICK_FULL if args.quick else RankDemoConfig()
+        out = str(Path(args.out) / "full_weights")
+        result = run_rank_demo(config, out=out, force=args.force, progress=not args.no_progress)
+        return _print_pipeline(result, PIPELINES["factorized"], out)
+    result = run_demo(
+        QUICK if args.quick else DemoConfig(), out=args.out, force=args.force, progress=not args.no_progress
+    )
+    return _print_pipeline(result, PIPELINES["diagonal"], args.out)
+
+
+def compare(args) -> int:
+    """``gradflow compare``: the family's pipeline for the built-in task, then its tables."""
+    pipeline = PIPELINES[models.builtin(args.model).family]
+    config = pipeline.configure(
+        model=args.model,
+        model_options=model_options(args),
+        log_alphas=log_alphas(args),
+        tau_max=args.tau_max,
+        num_times=args.num_times,
+        max_stages=args.max_stages,
+        perturb=args.perturb,
+        rtol=args.rtol,
+        atol=args.atol,
+    )
+    result = pipeline.run(config, out=args.out, force=args.force, progress=not args.no_progress)
+    return _print_pipeline(result, pipeline, args.out)
+
+
+def _print_pipeline(result, pipeline, out: str) -> int:
+    comp = result.comparison
+    print(markdown_table(*pipeline.stage_rows(comp)))
+    print("worst distance over the stage windows, per α:")
+    quantities = [q for q, _ in pipeline.columns]
+    rows = [[format_alpha(la)] + [comp.worst(q)[a] for q in quantities] for a, la in enumerate(comp.log_alpha)]
+    rows.append(["fitted r"] + [comp.summary()[q] for q in quantities])
+    print(markdown_table(["α"] + [label for _, label in pipeline.columns], rows))
+    reused = sum(what == "reused" for _, what, _ in result.log)
+    print(f"\n{len(result.log) - reused} steps computed, {reused} reused, {result.seconds:.1f} s")
+    print(f"report: {Path(out) / 'report.md'}")
+    return 0
+
+
+def flow(args) -> int:
+    """``gradflow flow``: the exact flow of the built-in task at every α, saved, with its figures."""
+    task = models.builtin(args.model).build(**dict(model_options(args)))
+    family = family_of(task.model)
+    speed = family.first_stage_speed(task.model)
+    if args.tau_max is None and speed == 0:
+        raise CLIError(
+            "the gradient at θ = 0 vanishes: the flow from small initialisation does not move; give --tau-max"
+        )
+    tau_max = args.tau_max if args.tau_max is not None else 5.0 / speed
+    ts = np.linspace(0.0, tau_max, args.num_times)
+    out = Path(args.out)
+    names = task.model.names
+    print(f"{task.name}: {family.describe_model(task.model)}, τ ∈ [0, {tau_max:.4g}]")
+    flows = []
+    for la in log_alphas(args):
+        t0 = time.perf_counter()
+        result = simulate_flow(task.model, u0=task.u0, v0=task.v0, ts=ts, log_alpha=la, rtol=args.rtol, atol=args.atol)
+        name = f"flow_alpha={format_alpha(la)}"
+        save_result(out / "results" / f"{name}.npz", result)
+        flows.append(result)
+        print(
+            f"α = {format_alpha(la):>10}: {family.describe_flow(result, names)}, "
+            f"{int(result.stats['num_steps'])} solver steps, {time.perf_counter() - t0:.1f} s → "
+            f"{out / 'results' / name}.npz"
+        )
+    family.flow_figures(flows, task.model, title=task.name, folder=out / "figures")
+    print(f"figures: {out / 'figures'}")
+    return 0
+
+
+def greedy(args) -> int:
+    """``gradflow greedy``: the greedy limit of the built-in task with its checks, saved as a table and a file."""
+    task = models.builtin(args.model).build(**dict(model_options(args)))
+    family = family_of(task.model)
+    t0 = time.perf_counter()
+    path = greedy_limit(
+        task.model, u0=task.u0, v0=task.v0, max_stages=args.max_stages, progress=True, throw=False
+    )  # a phase (B) that fails ends the path; the summary says why
+    seconds = time.perf_counter() - t0
+    text = family.greedy_summary(path, task.model.names)
+    out = Path(args.out)
+    save_result(out / "greedy.npz", path)
+    (out / "greedy.md").write_text(f"# Greedy limit of {task.name} ({seconds:.1f} s)\n\n{text}")
+    print(f"{task.name}: {family.describe_model(task.model)}; greedy limit in {seconds:.1f} s\n")
+    print(text)
+    print(f"results: {out / 'greedy.npz'}, {out / 'greedy.md'}")
+    return 0

@@ -1,0 +1,13 @@
+"""The demos: the paper's toy task with diagonal weights (Figures 6–10) and the attention head with full weights
+(Figure 2 d–f), each run into an output folder, reusing finished parts; and the pipeline each family's
+``gradflow compare`` runs."""
+
+from ._diagonal import PAPER_ALPHAS as PAPER_ALPHAS
+from ._diagonal import PAPER_LOG_ALPHAS as PAPER_LOG_ALPHAS
+from ._diagonal import QUICK as QUICK
+from ._diagonal import DemoConfig as DemoConfig
+from ._diagonal import run_demo as run_demo
+from ._full_weights import QUICK_FULL as QUICK_FULL
+from ._full_weights import RankDemoConfig as RankDemoConfig
+from ._full_weights import run_rank_demo as run_rank_demo
+from ._pipelines import PIPELINES as PIPELINES

@@ -1,0 +1,198 @@
+"""The demo's second part, full weights: the paper's Figure 2 d–f computed exactly, with the greedy low-rank limit.
+
+:func:`run_rank_demo` runs a :class:`RankDemoConfig` (default: the attention head with full weights,
+``attention_full``) into an output folder::
+
+    out/results/*.npz        greedy low-rank path, one exact flow per α, one float64 GD run per GD α
+    out/comparison.csv/.json the comparison table (and, in the JSON, the fitted rates and the greedy stages)
+    out/figures/*.png        spectra (Figure 2 d–f), log scales, ranks, convergence
+    out/report.md            rank-jump times, distances, assumption diagnostics, what is exact and what conjectured
+    out/log.txt              which steps were computed and which reused
+
+Every result is keyed by a hash of the configuration that produced it: a re-run reuses what is already there
+(``force=True`` recomputes everything).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import models
+from .._api import run_gd, simulate_flow
+from .._checks import check_scales
+from .._comparison import default_times
+from .._factorized import RankComparison, figure2_order
+from .._factorized._plots import LABELS, plot_log_scales, plot_ranks, plot_spectra
+from .._factorized._report import rank_comparison_json
+from .._plots import plot_convergence, save_figure
+from .._report import format_alpha
+from ._report import rank_demo_report
+from ._steps import DemoSteps, compare_runs, flow_name
+
+FIGURE2_ALPHAS = (1e-2, 1e-4, 1e-8, 1e-16, 1e-32)
+FIGURE2_TASK = (("n", 50), ("tokens", 4), ("dim", 3), ("teacher_kq", (1.0, 0.5)), ("teacher_vo", (1.0, 0.5)))
+"""The head of the demo: 50 samples of 4 tokens in dimension 3, a teacher whose ``W_K W_Qᵀ`` and ``W_V W_Oᵀ`` both
+have rank 2 (singular values 1 and 0.5), so that the student's four rank jumps, two per product, are visible; small
+enough that the exact flows down to ``log α = −1000`` take minutes on two cores."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RankDemoConfig:
+    """What the full-weights demo computes.
+
+    Attributes:
+        model: a built-in task with full weights, a key of ``gradflow.models.FACTORIZED`` (``attention_full``,
+            ``matrix_factorization``, ``matrix_sensing``).
+        model_options: keyword arguments of the task builder, as ``(name, value)`` pairs (default
+            ``FIGURE2_TASK``).
+        log_alphas: the initialisation scales ``log α`` of the exact flows (default: 1e-2 … 1e-32 and
+            ``log α = −1000``, far below float64).
+        gd_log_alphas: the scales of the float64 gradient-descent runs drawn over the flows (the larger ones:
+            GD trains ``α U⁰`` itself, so it cannot go below float64's range, and its step count grows like
+            ``log(1/α) / lr``).
+        gd_lr: their learning rate.
+        tau_max: the last rescaled time (None: ``1.25 T_K`` of the greedy path).
+        num_times: recorded times per flow (window edges and stage times are added).
+        max_stages: cap on the greedy stages (None: until the path ends).
+        check_assumptions: run the greedy path's Hessian and perturbed-phase-(B) checks.
+        rtol, atol: the flow's tolerances.
+        delta, threshold: the comparison's window margin and rank-jump detection fraction.
+    """
+
+    model: str = "attention_full"
+    model_options: tuple[tuple[str, Any], ...] = FIGURE2_TASK
+    log_alphas: tuple[float, ...] = tuple(math.log(a) for a in FIGURE2_ALPHAS) + (-1000.0,)
+    gd_log_alphas: tuple[float, ...] = (math.log(1e-2), math.log(1e-4))
+    gd_lr: float = 0.05
+    tau_max: float | None = None
+    num_times: int = 200
+    max_stages: int | None = None
+    check_assumptions: bool = True
+    rtol: float = 0.0
+    atol: float = 1e-8
+    delta: float | None = None
+    threshold: float = 0.5
+
+    def __post_init__(self):
+        models.builtin(self.model, factorized=True)
+        check_scales(None, self.log_alphas, names=("alpha", "log_alphas"))
+        if self.gd_log_alphas:
+            check_scales(None, self.gd_log_alphas, names=("alpha", "gd_log_alphas"))
+            if min(self.gd_log_alphas) < math.log(np.finfo(np.float64).tiny):
+                raise ValueError("gd_log_alphas must be above float64's range (log α > −708): GD trains α U⁰ itself.")
+        if not (math.isfinite(self.gd_lr) and self.gd_lr > 0):
+            raise ValueError(f"gd_lr must be a positive number; got {self.gd_lr!r}.")
+        if self.tau_max is not None and not self.tau_max > 0:
+            raise ValueError(f"tau_max must be positive; got {self.tau_max!r}.")
+
+    def task(self) -> models.Task:
+        """Build the task."""
+        return models.builtin(self.model, factorized=True).build(**dict(self.model_options))
+
+
+QUICK_FULL = RankDemoConfig(
+    model_options=(("n", 24), ("tokens", 3), ("dim", 3), ("teacher_kq", (1.0,)), ("teacher_vo", (1.0, 0.5))),
+    log_alphas=(math.log(1e-2), math.log(1e-8), -200.0),
+    gd_log_alphas=(math.log(1e-2),),
+    num_times=120,
+    check_assumptions=False,
+)
+"""A reduced configuration of the same code path, for tests: a 3-dimensional head, three α (one beyond
+float64), one GD run, without the greedy path's Hessian and phase-(B) checks."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RankDemoResult:
+    """What :func:`run_rank_demo` produced: the results, the written files and the step log."""
+
+    config: RankDemoConfig
+    task: models.Task
+    path: Any
+    flows: list
+    gd: list
+    comparison: RankComparison
+    files: list[Path]
+    log: list[tuple[str, str, Path]]
+    seconds: float
+
+
+def run_rank_demo(
+    config: RankDemoConfig = RankDemoConfig(),
+    *,
+    out: str | Path = "demo_output/full_weights",
+    force: bool = False,
+    progress: bool = True,
+) -> RankDemoResult:
+    """Run ``config`` into the folder ``out`` (see the module docstring), reusing finished parts."""
+    out = Path(out)
+    steps = 1 + len(config.log_alphas) + len(config.gd_log_alphas) + 1
+    step = DemoSteps(out, steps, "gradflow demo --full-weights", force=force, progress=progress)
+    task = config.task()
+    model, u0, v0 = task.model, task.u0, task.v0
+    base = dict(model=config.model, options=config.model_options)
+    path, delta = step.greedy(config, task, base)
+    ts = default_times(path.times, num=config.num_times, horizon=config.tau_max, delta=delta)
+    tol = dict(rtol=config.rtol, atol=config.atol)
+    flow_key = dict(base, ts=ts, **tol)
+    flows = [
+        step(
+            flow_name(la),
+            dict(flow_key, log_alpha=la),
+            lambda la=la: simulate_flow(model, u0=u0, v0=v0, ts=ts, log_alpha=la, throw=False, **tol),
+        )
+        for la in config.log_alphas
+    ]
+    gd = [
+        step(
+            f"gd_alpha={format_alpha(la)}",
+            dict(base, log_alpha=la, lr=config.gd_lr, horizon=float(ts[-1])),
+            lambda la=la: run_gd(
+                model, log_alphas=[la], u0=u0, v0=v0, horizon=float(ts[-1]), options=dict(lr=config.gd_lr)
+            )[0],
+        )
+        for la in config.gd_log_alphas
+    ]
+
+    comparison = compare_runs(config, task, path, flows, config.log_alphas, delta=delta, ts=ts)
+    if gd:
+        gd_cmp = compare_runs(config, task, path, gd, config.gd_log_alphas, delta=delta, ts=ts)
+        comparison = dataclasses.replace(comparison, gd=dataclasses.replace(gd_cmp, method="gd"))
+    files, seconds = step.finish(lambda: _write_outputs(config, step, task, path, flows, gd, comparison))
+    return RankDemoResult(config, task, path, flows, gd, comparison, files, list(step.store.log), seconds)
+
+
+def _write_outputs(config, step, task, path, flows, gd, comparison) -> list[Path]:
+    names = task.model.names
+    figs = step.out / "figures"
+    figures = [figs / "spectra.png", figs / "log_scales.png", figs / "ranks.png", figs / "convergence.png"]
+
+    def draw():
+        order = figure2_order(names)
+        title = f"{task.name}: singular values and loss (Figure 2 d–f), exact flows and float64 GD"
+        save_figure(plot_spectra(flows, path, names=names, factors=order, gd=gd, title=title), figs / "spectra.png")
+        save_figure(plot_log_scales(flows, path, names=names, factors=order, gd=gd), figs / "log_scales.png")
+        save_figure(plot_ranks(flows, path, names=names, factors=order, gd=gd), figs / "ranks.png")
+        save_figure(
+            plot_convergence(comparison, labels=LABELS, title="Convergence to the greedy low-rank limit"),
+            figs / "convergence.png",
+        )
+
+    def report(figures, key):
+        return rank_demo_report(
+            config=config,
+            task=task,
+            path=path,
+            flows=flows,
+            comparison=comparison,
+            timings=step.timings,
+            figures=figures,
+            key=key,
+        )
+
+    json = lambda: rank_comparison_json(comparison, path)  # noqa: E731
+    return step.write(config, comparison, figures, json=json, draw=draw, report=report)

@@ -1,0 +1,137 @@
+"""Models with diagonal weights, ``f(x; θ) = h(x; u ⊙ v)`` (paper Definition 3.1; docs/math.md, *Models with
+diagonal weights* and *The loss and the sign convention*).
+
+The loss is ``L(θ) = (1/n) Σ_j ℓ(y_j, h(x_j; u ⊙ v))`` and the sign convention used throughout
+gradflow is ``g(θ) = −∇_β L`` at ``β = u ⊙ v``, so gradient flow reads ``du/dt = v ⊙ g``,
+``dv/dt = u ⊙ g`` (paper eq. 4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._checks import check_int, check_vector
+from .._config import float64
+from .._data import LossSpec, check_data, check_h, check_loss, check_output, mean_loss
+
+
+class DiagonalModel(eqx.Module):
+    """A model ``h(x; β)`` with ``β = u ⊙ v ∈ R^p`` and a finite sample ``(X, Y)``.
+
+    Args:
+        h: ``h(x, beta)``, the prediction for one sample ``x = X[j]`` (a JAX function, twice
+            differentiable in ``beta``).
+        X: inputs, samples stacked on the first axis.
+        Y: targets, samples stacked on the first axis. For ``loss="cross_entropy"`` an integer
+            label per sample, and ``h`` returns logits.
+        p: the number of diagonal weights.
+        loss: ``"square"`` (½‖y − ŷ‖² summed over output entries), ``"cross_entropy"``, or a
+            function ``loss(y, y_hat) -> scalar``.
+        names: optional label for every coordinate (used in tables and figures).
+
+    The data are stored as NumPy float64, so a model built without ``jax_enable_x64`` still
+    evaluates in float64 inside gradflow's entry points.
+    """
+
+    h: Callable  # a function (static under eqx.filter_jit) or a module whose arrays are traced
+    X: np.ndarray
+    Y: np.ndarray
+    p: int = eqx.field(static=True)
+    loss: LossSpec = eqx.field(static=True)
+    names: tuple[str, ...] = eqx.field(static=True)
+
+    def __init__(
+        self,
+        h: Callable,
+        X,
+        Y,
+        *,
+        p: int,
+        loss: LossSpec = "square",
+        names: Sequence[str] | None = None,
+    ):
+        if not callable(h):
+            raise TypeError(f"h must be a function h(x, beta); got {type(h).__name__}.")
+        p = check_int(p, "p")
+        check_loss(loss)
+        X, Y = check_data(X, Y, loss)
+        self.h = h
+        self.X = X
+        self.Y = Y
+        self.p = int(p)
+        self.loss = loss
+        if names is None:
+            names = tuple(f"β[{i}]" for i in range(self.p))
+        names = tuple(str(s) for s in names)
+        if len(names) != self.p:
+            raise ValueError(f"names must have one label per coordinate (p={self.p}); got {len(names)}.")
+        self.names = names
+        out = check_h(
+            h,
+            self.X[0],
+            jnp.zeros(self.p),
+            what="h(x, beta)",
+            hint=f"Check that h takes a single sample (not the batch) and a beta of shape ({self.p},) (p = {self.p}).",
+        )
+        check_output(out, self.Y, self.loss, "h(x, beta)")
+
+    @property
+    def n(self) -> int:
+        """The number of samples."""
+        return int(self.X.shape[0])
+
+    def loss_of_beta(self, beta, *, batch=None) -> jax.Array:
+        """``L(β) = (1/n) Σ_j ℓ(y_j, h(x_j; β))``; over the sample indices ``batch`` if given."""
+        return mean_loss(self.h, self.X, self.Y, self.loss, beta, batch=batch)
+
+    def loss_value(self, u, v, *, batch=None) -> jax.Array:
+        """``L(θ)`` at ``θ = (u, v)``."""
+        return self.loss_of_beta(u * v, batch=batch)
+
+    def g(self, beta, *, batch=None) -> jax.Array:
+        """``g = −∇_β L`` (the sign convention of docs/math.md, *The loss and the sign convention*)."""
+        return -jax.grad(lambda b: self.loss_of_beta(b, batch=batch))(beta)
+
+    def predict(self, beta, X=None) -> jax.Array:
+        """``h(x_j; β)`` for every sample of ``X`` (default: the training inputs)."""
+        X = jnp.asarray(self.X if X is None else X)
+        return jax.vmap(lambda x: self.h(x, beta))(X)
+
+
+@float64
+def evaluate_loss(model: DiagonalModel, beta) -> np.ndarray:
+    """``L(β)`` in float64 for one ``beta`` (shape ``(p,)``) or a stack of them (shape ``(..., p)``)."""
+    beta = check_vector(beta, model.p, "beta", allow_batch=True)
+    flat = beta.reshape(-1, model.p)
+    out = _batched_loss(model, jnp.asarray(flat))
+    return np.asarray(out).reshape(beta.shape[:-1])
+
+
+@float64
+def evaluate_g(model: DiagonalModel, beta) -> np.ndarray:
+    """``g(β) = −∇_β L`` in float64 for one ``beta`` or a stack of them (shape ``(..., p)``)."""
+    beta = check_vector(beta, model.p, "beta", allow_batch=True)
+    flat = beta.reshape(-1, model.p)
+    out = _batched_g(model, jnp.asarray(flat))
+    return np.asarray(out).reshape(beta.shape)
+
+
+@eqx.filter_jit
+def _batched_loss(model, betas):
+    return jax.vmap(model.loss_of_beta)(betas)
+
+
+@eqx.filter_jit
+def _batched_g(model, betas):
+    return jax.vmap(model.g)(betas)
+
+
+def check_model(model) -> None:
+    """A ``TypeError`` unless ``model`` is a :class:`DiagonalModel`."""
+    if not isinstance(model, DiagonalModel):
+        raise TypeError(f"model must be a gradflow.DiagonalModel; got {type(model).__name__}.")

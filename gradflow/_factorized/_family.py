@@ -1,0 +1,91 @@
+"""The family of models with full, factorised weights, ``h(x; (U_1 V_1ᵀ, …, U_K V_Kᵀ))``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+import jax
+import numpy as np
+
+from .._family import ModelFamily
+from .._plots import save_figure
+from ._compare import compare
+from ._flow import flow
+from ._gd import gd
+from ._greedy import greedy
+from ._model import FactorizedModel, check_factors
+from ._plots import plot_log_scales, plot_spectra
+from ._report import rank_greedy_summary
+
+
+class FactorizedFamily(ModelFamily):
+    """Models with factorised weights: a [`FactorizedModel`][gradflow.FactorizedModel], its exact flow (continuous
+    QR), the greedy low-rank limit and their comparison."""
+
+    name: ClassVar[str] = "factorized"
+    model_type: ClassVar[type] = FactorizedModel
+    flow_options: ClassVar[tuple[str, ...]] = ("solver",)
+
+    def check_init(self, model, u0, v0):
+        return check_factors(u0, v0, model)
+
+    def flow(self, model, *, ts, u0, v0, start, log_a, batched, rtol, atol, max_steps, batching, **options):
+        return flow(
+            model,
+            ts=ts,
+            u0=u0,
+            v0=v0,
+            start=start,
+            log_a=log_a,
+            batched=batched,
+            rtol=rtol,
+            atol=atol,
+            max_steps=max_steps,
+            batching=batching,
+            solver=options.get("solver", "auto"),
+        )
+
+    def gd(self, model, **kwargs):
+        return gd(model, **kwargs)
+
+    def greedy(self, model, **kwargs):
+        return greedy(model, **kwargs)
+
+    def compare(self, model, path, runs, log_alphas, **options):
+        return compare(model, path, runs, log_alphas, **options)
+
+    def describe_model(self, model) -> str:
+        shapes = ", ".join(f"W_{n} {m}×{c}" for n, (m, c) in zip(model.names, model.shapes))
+        return f"{shapes}, n = {model.n}"
+
+    def first_stage_speed(self, model) -> float:
+        with jax.enable_x64(True):
+            G = model.G(tuple(np.zeros(s) for s in model.shapes))
+            return max(float(np.linalg.norm(np.asarray(g), 2)) for g in G)
+
+    def describe_flow(self, flow, names) -> str:
+        top = "; ".join(
+            f"{n} {np.round(np.exp(s[-1, :4]), 4).tolist()}" for n, s in zip(names, flow.log_singular_values)
+        )
+        return f"final loss {float(flow.loss[-1]):.6g}, singular values {top}"
+
+    def flow_figures(self, flows, model, *, title: str, folder: Path) -> list[Path]:
+        names = model.names
+        order = figure2_order(names)
+        return [
+            save_figure(plot_spectra(flows, names=names, factors=order, title=title), folder / "spectra.png"),
+            save_figure(plot_log_scales(flows, names=names, factors=order), folder / "log_scales.png"),
+        ]
+
+    def greedy_summary(self, path, names) -> str:
+        return rank_greedy_summary(path, names)
+
+
+def figure2_order(names) -> list[int]:
+    """The weight matrices in the order of the paper's Figure 2 d–f (``VO`` then ``KQ``), else the model's."""
+    names = list(names)
+    return [names.index("VO"), names.index("KQ")] if set(names) == {"KQ", "VO"} else list(range(len(names)))
+
+
+FACTORIZED = FactorizedFamily()

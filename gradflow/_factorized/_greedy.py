@@ -1,0 +1,359 @@
+"""The greedy low-rank limit of gradient flow for factorised weights ``W_j = U_j V_jᵀ`` (Greedy Low-Rank
+Learning, Li, Luo & Lyu, ICLR 2021, with stage times in rescaled time; docs/math.md, *Full weights: the
+greedy low-rank limit*).
+
+From ``α (U⁰, V⁰)`` as α → 0, the flow in rescaled time ``τ = t / log(1/α)`` holds at saddles
+``W̄^k`` (critical points of L on the matrices of ranks ``r^k = (r_1, …, r_J)``) on ``[T_k, T_{k+1})``
+and adds one rank to one factor at each ``T_{k+1}``:
+
+- (A) the sleeping directions of factor j have log-scale exponents ``e_{j,1} ≤ … ≤ e_{j,k_j−r_j}`` (all 1
+  at τ = 0); on a plateau ``e_{j,i}`` decreases at ``σ_i(G_j(W̄^k))``, ``G_j = −∇_{W_j} L``. Factor
+  ``j_k = argmin_j e_{j,1} / σ_1(G_j)`` escapes first, at ``T_{k+1} = T_k + min_j e_{j,1}/σ_1(G_j)``,
+  along the top singular pair ``(a, b)`` of ``G_{j_k}``.
+- (B) ``W̄^{k+1} = lim_{ε→0} lim_{t→∞}`` of the unscaled gradient flow of the factors from ``W̄^k`` (balanced
+  factors) with a new column ``(ε a, ε b)`` in factor ``j_k`` (``_phase_b``). The ε → 0 limit is checked as
+  for diagonal weights: the endpoints from every ε of ``GreedyTolerances.epsilons`` must agree.
+
+Exact for matrix factorisation (``T_r = 1/σ_r(M)``, the saddles are its truncated SVDs); for other models
+the bookkeeping of (A) beyond the first stage is a conjecture (docs/math.md, *Full weights: the greedy
+low-rank limit*), checked against the exact flow in the tests.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import jax.numpy as jnp
+import numpy as np
+
+from .._greedy import (
+    Checked,
+    End,
+    GreedyTolerances,
+    PhaseB,
+    choose_coordinate,
+    first_failure,
+    limit_checks,
+    path_checks,
+    perturbed_starts,
+    phase_b_failed,
+    rows,
+    run_stages,
+)
+from ._layout import Layout
+from ._model import FactorizedModel, check_factors
+from ._path import FactorizedGreedyPath
+from ._phase_b import curvature_along, evaluate, hessian, phase_b
+
+
+def greedy(
+    model: FactorizedModel, *, u0, v0, max_stages, tolerances, check_assumptions, seed, progress
+) -> FactorizedGreedyPath:
+    """The greedy low-rank limit of a factorised model, once the checks every family shares are done (see
+    ``greedy_limit``).
+
+    ``u0, v0`` (optional, tuples of initial factors) do not change the path: only their genericity enters
+    (every sleeping exponent starts at 1); they are checked (shapes, full column rank of ``[U⁰_j; V⁰_j]``).
+    ``tolerances`` are those of the diagonal engine, read for matrices: ``g_zero`` (a σ_1(G_j) below
+    ``g_zero·G`` is 0), ``support`` (a singular value of W̄_j below ``support·max‖W̄‖`` is not in its rank),
+    ``tie`` (two factors' Δ, or σ_1 and σ_2 of G_j, closer than that are a non-unique escape), ``hessian``,
+    ``epsilons``/``epsilon_agreement``, ``perturbation(s)``/``spread``, and the ODE and Newton settings.
+    """
+    if u0 is not None:
+        check_factors(u0, v0, model)
+    layout = Layout(model.shapes, model.widths)
+    G0, _ = evaluate(model, tuple(jnp.zeros(s) for s in model.shapes))
+    G = max(float(np.linalg.norm(np.asarray(g), 2)) for g in G0) or 1.0
+    ctx = _Context(model, layout, tolerances, G, check_assumptions, np.random.default_rng([seed, 5]))
+    return _stack(*_run(ctx, max_stages, progress))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Context:
+    model: FactorizedModel
+    layout: Layout
+    tol: GreedyTolerances
+    G: float  # max_j σ_1(G_j(0)), the scale of every gradient threshold (T_1 = 1/G)
+    check: bool
+    rng: np.random.Generator
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Stage(Checked):
+    """``W̄^k`` with its sleeping exponents and checks; ``ok`` = (no rank lost on the way in, local minimum)."""
+
+    time: float
+    y: np.ndarray  # balanced factors, flat
+    ranks: tuple[int, ...]
+    Ws: tuple[np.ndarray, ...]
+    exponents: tuple[np.ndarray, ...]  # per factor, ascending, k_j − r_j of them
+    rates: tuple[np.ndarray, ...]  # σ_i(G_j), i ≤ k_j − r_j, below g_zero·G set to 0
+    pairs: tuple[tuple[np.ndarray, np.ndarray], ...]  # top singular pair (a, b) of every G_j
+    gaps: tuple[float, ...]  # (σ_1 − σ_2)/σ_1 of every G_j (1 where σ_2 = 0, NaN where σ_1 = 0)
+    loss: float
+    stationarity: float
+    hessian_min_eig: float
+
+    @property
+    def delta(self) -> np.ndarray:
+        """Time until each factor escapes, ``e_{j,1}/σ_1(G_j)`` (∞ without a sleeping direction or speed)."""
+        return np.array([e[0] / r[0] if e.size and r[0] > 0 else np.inf for e, r in zip(self.exponents, self.rates)])
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Transition(Checked):
+    """``k → k+1``: the escaping factor and the end of phase (B); ``ok`` = (unique escape, ε/perturbations agree)."""
+
+    delta: np.ndarray
+    factor: int
+    delta_gap: float
+    runner_up: int
+    singular_gap: float
+    epsilon_discrepancy: float
+    perturbation_spread: float
+    ok: tuple[bool, bool]
+    warnings: tuple[str, ...]
+
+
+def _run(ctx: _Context, max_stages, progress):
+    """The greedy low-rank limit from ``W̄^0 = 0`` with every sleeping exponent at 1: stages, transitions, end."""
+    layout = ctx.layout
+    first = _stage(
+        ctx, 0, 0.0, np.zeros(layout.size), (0,) * len(layout.widths), [np.ones(k) for k in layout.widths], ()
+    )
+    return run_stages(
+        first,
+        delta_of=lambda stage: stage.delta,
+        advance=lambda stage, k, delta: _advance(ctx, stage, k, delta),
+        max_stages=max_stages,
+        progress=progress,
+        done="no weight matrix has a sleeping direction with σ_1(G_j) above g_zero·G",
+        unit="escapes",
+    )
+
+
+def _advance(ctx: _Context, stage: _Stage, k: int, delta):
+    """The escape out of ``stage`` and its phase (B): the transition ``k → k+1`` and stage ``k + 1`` (with the
+    progress line's words), or the end if phase (B) fails."""
+    layout, tol, names = ctx.layout, ctx.tol, ctx.model.names
+    step = float(np.min(delta))
+    choice = choose_coordinate(delta, tol.tie * (stage.time + step))
+    j = choice.coordinate
+    gap = stage.gaps[j]
+    unique = ()
+    if choice.tied.size:
+        unique += (
+            f"the escape at stage {k} is not unique: {names[j]} and {', '.join(names[i] for i in choice.tied)} "
+            f"escape together (gap {choice.gap:.3g}); taking {names[j]} (lowest index) first.",
+        )
+    if gap <= tol.tie:
+        unique += (
+            f"the escape at stage {k} is not unique: the top singular value of G for {names[j]} is not simple "
+            f"((σ_1 − σ_2)/σ_1 = {gap:.3g}).",
+        )
+    outcome, eps, Ws, ranks, disc, spread = _phase_b_ends(ctx, stage, j)
+    if outcome is not PhaseB.STATIONARY:
+        return phase_b_failed(k, f"a rank for {names[j]}", "critical point", outcome, eps, delta, tol, unique)
+    ok44, messages = limit_checks(k, disc, spread, tol, ends="saddles", support="ranks")
+    transition = _Transition(
+        delta=delta,
+        factor=j,
+        delta_gap=choice.gap,
+        runner_up=choice.runner_up,
+        singular_gap=gap,
+        epsilon_discrepancy=disc,
+        perturbation_spread=spread,
+        ok=(not unique, ok44),
+        warnings=unique + messages,
+    )
+    # (A): every exponent moves at its speed; factor j's leading one reached 0 and is now active.
+    exponents = [e - r * step for e, r in zip(stage.exponents, stage.rates)]
+    exponents[j] = exponents[j][1:]
+    expected = list(stage.ranks)
+    expected[j] += 1
+    lost = ()
+    for i, (got, want) in enumerate(zip(ranks, expected)):
+        if got < want:
+            # A direction that leaves: balanced, its growing mode sits at α² (exponent 2), as a diagonal
+            # coordinate leaving at b = 0 (paper Lemma D.4); the bookkeeping beyond is not covered.
+            exponents[i] = np.concatenate([exponents[i], np.full(want - got, 2.0)])
+            lost += (
+                f"{names[i]} lost {want - got} rank(s) in phase (B) of stage {k}; the log-scale bookkeeping "
+                "gives the leaving direction exponent 2, an extrapolation of the diagonal case.",
+            )
+    y = layout.balanced(Ws, ranks)
+    return transition, _stage(ctx, k + 1, stage.time + step, y, ranks, exponents, lost), f"rank +1 in {names[j]}"
+
+
+def _stage(ctx: _Context, k: int, time: float, y, ranks, exponents, lost) -> _Stage:
+    """Stage k at the balanced factors ``y``: gradients, speeds, stationarity and the local-minimum check."""
+    tol, layout = ctx.tol, ctx.layout
+    Ws = tuple(np.asarray(w) for w in layout.products(y))
+    G, loss = evaluate(ctx.model, tuple(jnp.asarray(w) for w in Ws))
+    rates, pairs, gaps, residual = [], [], [], 0.0
+    for g, w, r, k_j in zip(G, Ws, ranks, layout.widths):
+        g = np.asarray(g)
+        a, s, bt = np.linalg.svd(g)
+        s = np.where(s > tol.g_zero * ctx.G, s, 0.0)
+        rates.append(s[: k_j - r] if k_j > r else np.zeros(0))
+        pairs.append((a[:, 0], bt[0]))
+        gaps.append(float((s[0] - (s[1] if s.size > 1 else 0.0)) / s[0]) if s[0] > 0 else math.nan)
+        p, _, qt = np.linalg.svd(w)
+        left, right = p[:, :r], qt[:r].T
+        off = g - (g - left @ (left.T @ g)) @ (np.eye(g.shape[1]) - right @ right.T)  # P_T(G)
+        residual = max(residual, float(np.linalg.norm(off, 2)))
+    stationarity = residual / ctx.G
+    messages, ok_min = lost, True
+    if stationarity > tol.stationary:
+        ok_min = False
+        messages += (
+            f"W̄^{k} is not a critical point at its ranks: ‖P_T(G)‖ = {stationarity:.3g}·G after Newton's method.",
+        )
+    eig = math.inf if sum(ranks) == 0 else math.nan
+    if ctx.check and sum(ranks):
+        eig = _min_eig_off_gauge(ctx, y, ranks)
+        if not eig > tol.hessian * ctx.G:
+            ok_min = False
+            messages += (
+                f"W̄^{k} is not a strict local minimum at ranks {tuple(ranks)}: the Hessian in the factors has "
+                f"smallest eigenvalue {eig:.3g} off the gauge directions.",
+            )
+    return _Stage(
+        time=time,
+        y=y,
+        ranks=tuple(ranks),
+        Ws=Ws,
+        exponents=tuple(exponents),
+        rates=tuple(rates),
+        pairs=tuple(pairs),
+        gaps=tuple(gaps),
+        loss=float(loss),
+        stationarity=stationarity,
+        hessian_min_eig=eig,
+        ok=(not lost, ok_min),
+        warnings=messages,
+    )
+
+
+def _min_eig_off_gauge(ctx: _Context, y, ranks) -> float:
+    """Smallest eigenvalue of the Hessian of L in the active factor entries, off the gauge ``(U X, −V Xᵀ)``."""
+    layout = ctx.layout
+    active = np.flatnonzero(layout.mask(ranks))
+    hess = np.asarray(hessian(ctx.model, layout, jnp.asarray(y)))[np.ix_(active, active)]
+    gauge = []
+    for j, ((u, v), r) in enumerate(zip(layout.split(y), ranks)):
+        for a in range(r):
+            for c in range(r):
+                x = np.zeros((u.shape[1], u.shape[1]))
+                x[a, c] = 1.0
+                factors = [(np.zeros_like(uu), np.zeros_like(vv)) for uu, vv in layout.split(y)]
+                factors[j] = (u @ x, -v @ x.T)
+                gauge.append(layout.flat(factors)[active])
+    basis, _, _ = np.linalg.svd(np.array(gauge).T, full_matrices=True)
+    off = basis[:, len(gauge) :]
+    return float(np.linalg.eigvalsh(off.T @ (0.5 * (hess + hess.T)) @ off)[0])
+
+
+def _phase_b_ends(ctx: _Context, stage: _Stage, j: int):
+    """Phase (B) into factor j from every ε and the perturbed starts. Returns (outcome, ε, y, ranks, disc, spread)."""
+    tol, layout, model = ctx.tol, ctx.layout, ctx.model
+    a, b = stage.pairs[j]
+    sigma = float(stage.rates[j][0])
+    curvature = abs(
+        float(curvature_along(model, tuple(jnp.asarray(w) for w in stage.Ws), j, jnp.asarray(np.outer(a, b))))
+    )
+    scale_now = float(np.max(np.abs(stage.y), initial=0.0))
+    natural = math.sqrt(sigma / curvature) if curvature > 0 else max(scale_now, 1.0)
+    scale = max(scale_now, natural)
+    ranks = list(stage.ranks)
+    column = ranks[j]
+    ranks[j] += 1
+    mask = layout.mask(ranks)
+    starts = []
+    for eps in tol.epsilons:
+        factors = [(u.copy(), v.copy()) for u, v in layout.split(stage.y)]
+        factors[j][0][:, column] = eps * natural * a
+        factors[j][1][:, column] = eps * natural * b
+        starts.append(layout.flat(factors))
+    starts = np.array(starts)
+    n_pert = tol.perturbations if ctx.check else 0
+    if n_pert:
+        starts = np.concatenate([starts, perturbed_starts(starts[0], mask, n_pert, tol.perturbation, ctx.rng)])
+    t1 = 1e6 * (math.log(1.0 / tol.epsilons[-1]) + 1.0) / sigma
+    thresholds = tuple(
+        jnp.asarray(x)
+        for x in (
+            tol.steady * sigma,
+            tol.stationary * ctx.G,
+            tol.support,
+            min(tol.ode_rtol, 1e-2 * tol.steady),  # an explicit method hovers at about its tolerance
+            tol.ode_atol * scale,
+            t1,
+        )
+    )
+    ends, status = phase_b(
+        model, layout, jnp.asarray(starts), jnp.asarray(mask), thresholds, tol.max_steps, tol.newton_steps
+    )
+    ends, status = np.asarray(ends), np.asarray(status)
+    n_eps = len(tol.epsilons)
+    outcome, eps = first_failure(status[:n_eps], tol)
+    if outcome is not PhaseB.STATIONARY:
+        return outcome, eps, None, None, math.nan, math.nan
+    products = [layout.products(e) for e in ends]
+    size = max(float(np.linalg.norm(w, 2)) for w in products[n_eps - 1])
+    found = [_ranks(ws, size, tol.support) for ws in products]
+
+    def distance(i):
+        if found[i] != found[n_eps - 1]:
+            return math.inf
+        return max(float(np.linalg.norm(p - q, 2)) for p, q in zip(products[i], products[n_eps - 1])) / size
+
+    disc = distance(n_eps - 2)
+    spread = math.nan
+    if n_pert:
+        spread = max(distance(i) if status[i] == 0 else math.inf for i in range(n_eps, len(ends)))
+    return outcome, eps, products[n_eps - 1], found[n_eps - 1], disc, spread
+
+
+def _ranks(Ws, size: float, support: float) -> tuple[int, ...]:
+    """Numerical ranks: singular values above ``support · size``."""
+    return tuple(int(np.sum(np.linalg.svd(w, compute_uv=False) > support * size)) for w in Ws)
+
+
+def _stack(stages, transitions, end: End) -> FactorizedGreedyPath:
+    K, J = len(transitions), len(stages[0].ranks)
+    k_max = max(len(e) for e in stages[0].exponents)
+
+    def padded(name):
+        out = np.full((K + 1, J, k_max), np.nan)
+        for s, stage in enumerate(stages):
+            for j, values in enumerate(getattr(stage, name)):
+                out[s, j, : len(values)] = values
+        return out
+
+    ok, warned = path_checks(stages, transitions, end)
+    sigma = np.array([[r[0] if r.size else 0.0 for r in stage.rates] for stage in stages])
+    return FactorizedGreedyPath(
+        times=rows(stages, "time"),
+        factor=rows(transitions, "factor", (K,), np.int64),
+        ranks=rows(stages, "ranks", (K + 1, J), np.int64),
+        W=tuple(np.stack([stage.Ws[j] for stage in stages]) for j in range(J)),
+        loss=rows(stages, "loss"),
+        sigma=sigma,
+        b=padded("exponents"),
+        rates=padded("rates"),
+        delta=rows(transitions, "delta", (K, J)),
+        final_delta=np.asarray(end.final_delta, dtype=np.float64),
+        delta_gap=rows(transitions, "delta_gap", (K,)),
+        runner_up=rows(transitions, "runner_up", (K,), np.int64),
+        singular_gap=rows(transitions, "singular_gap", (K,)),
+        hessian_min_eig=rows(stages, "hessian_min_eig"),
+        stationarity=rows(stages, "stationarity"),
+        epsilon_discrepancy=rows(transitions, "epsilon_discrepancy", (K,)),
+        perturbation_spread=rows(transitions, "perturbation_spread", (K,)),
+        assumptions_ok=ok,
+        result=end.result,
+        message=end.message,
+        warnings=warned,
+    )

@@ -1,0 +1,82 @@
+"""The greedy low-rank limit of a factorised model: its path of saddles (docs/math.md, *Full weights: the greedy
+low-rank limit*)."""
+
+from __future__ import annotations
+
+import equinox as eqx
+import numpy as np
+
+from .._greedy import AbstractGreedyPath
+
+
+class FactorizedGreedyPath(AbstractGreedyPath):
+    """The greedy low-rank limit (docs/math.md, *Full weights: the greedy low-rank limit*): stages
+    ``k = 0..K`` of a [`FactorizedModel`][gradflow.FactorizedModel] and their diagnostics.
+
+    Stage k holds the saddle ``W̄^k`` on ``[T_k, T_{k+1})`` in rescaled time (``T_{K+1} = ∞``). Arrays indexed
+    by stage have ``K + 1`` rows, those indexed by transition ``k → k+1`` have ``K`` rows; ``J`` is the number
+    of weight matrices and ``k_max`` the largest width.
+
+    Attributes:
+        times: ``(K+1,)`` the stage times ``T_0 = 0 < T_1 ≤ … ≤ T_K``.
+        factor: ``(K,)`` the weight matrix ``j_k`` that gains a rank at ``T_{k+1}``.
+        ranks: ``(K+1, J)`` the rank of every ``W̄_j^k``.
+        W: per weight matrix j, ``(K+1, m_j, n_j)`` the saddles ``W̄_j^k`` (``W̄^0 = 0``).
+        loss: ``(K+1,)`` ``L(W̄^k)``.
+        sigma: ``(K+1, J)`` ``σ_1(G_j(W̄^k))``, the speed of factor j's leading sleeping direction (0 below
+            ``g_zero·G``, and where factor j has no sleeping direction left).
+        b: ``(K+1, J, k_max)`` the log-scale exponents of the sleeping directions of every factor at
+            ``T_k``, ascending (``k_j − r_j`` of them; NaN beyond).
+        rates: ``(K+1, J, k_max)`` the speeds of those exponents on stage k, ``σ_i(G_j(W̄^k))`` (NaN beyond).
+        delta: ``(K, J)`` the time until factor j escapes, ``e_{j,1}/σ_1(G_j)`` (∞ if it cannot).
+        final_delta: ``(J,)`` the same at the last stage (all ∞ when the path ended with ``T = ∞``).
+        delta_gap: ``(K,)`` Δ of the runner-up factor minus Δ of ``j_k`` (∞ if alone).
+        runner_up: ``(K,)`` the runner-up factor (-1 if none).
+        singular_gap: ``(K,)`` ``(σ_1 − σ_2)/σ_1`` of ``G_{j_k}``: the escape direction is unique iff > 0.
+        hessian_min_eig: ``(K+1,)`` the smallest eigenvalue of the Hessian of L in the factors at
+            ``W̄^k`` (balanced factors), off the gauge directions ``(U X, −V Xᵀ)``: ``W̄^k`` is a strict
+            local minimum at its ranks iff > 0 (``+∞`` at ``W̄^0 = 0``, NaN if not checked).
+        stationarity: ``(K+1,)`` ``max_j ‖P_T(G_j)‖_2 / G``, the gradient along the rank-``r_j`` manifold at
+            ``W̄^k`` (``P_T`` its tangent projection; ``G = max_j σ_1(G_j(0))``).
+        epsilon_discrepancy: ``(K,)`` the largest distance between the ``W̄^{k+1}`` from the two smallest ε,
+            relative to ``max_j ‖W̄_j^{k+1}‖_2`` (∞: different ranks).
+        perturbation_spread: ``(K,)`` the same for perturbed phase-(B) starts (NaN if not run).
+        assumptions_ok: ``(K+1, 3)`` bool, per stage: a unique escape (one factor, a simple top singular
+            value, no rank lost on the way in); a strict local minimum at the ranks; the ε → 0 limit and
+            the perturbed starts agree (a check that was not run reads True).
+        result, message, warnings: as for [`GreedyPath`][gradflow.GreedyPath]: ``"successful"`` (no factor
+            has a sleeping direction with ``σ_1 > 0`` left), ``"max_stages"`` or ``"phase_b_failed"``.
+    """
+
+    times: np.ndarray
+    factor: np.ndarray
+    ranks: np.ndarray
+    W: tuple[np.ndarray, ...]
+    loss: np.ndarray
+    sigma: np.ndarray
+    b: np.ndarray
+    rates: np.ndarray
+    delta: np.ndarray
+    final_delta: np.ndarray
+    delta_gap: np.ndarray
+    runner_up: np.ndarray
+    singular_gap: np.ndarray
+    hessian_min_eig: np.ndarray
+    stationarity: np.ndarray
+    epsilon_discrepancy: np.ndarray
+    perturbation_spread: np.ndarray
+    assumptions_ok: np.ndarray
+    result: str = eqx.field(static=True)
+    message: str = eqx.field(static=True)
+    warnings: tuple[str, ...] = eqx.field(static=True)
+
+    def W_at(self, tau) -> tuple[np.ndarray, ...]:
+        """``W̄_j^k`` for the stage holding τ (piecewise constant), per j of shape ``τ.shape + (m_j, n_j)``."""
+        k = self.stage_at(tau)
+        return tuple(w[k] for w in self.W)
+
+    def b_at(self, tau) -> np.ndarray:
+        """The sleeping exponents ``b^k − (τ − T_k) rates^k`` (piecewise linear), shape ``τ.shape + (J, k_max)``."""
+        tau = np.asarray(tau, dtype=np.float64)
+        k = self.stage_at(tau)
+        return self.b[k] - (tau - self.times[k])[..., None, None] * self.rates[k]

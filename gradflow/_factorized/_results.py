@@ -1,0 +1,84 @@
+"""The results of the factorised engine: the exact flow and float64 gradient descent, sampled at output times."""
+
+from __future__ import annotations
+
+import equinox as eqx
+import numpy as np
+
+_TINY = float(np.finfo(np.float64).tiny)
+
+
+class FactorizedFlowResult(eqx.Module):
+    """The gradient flow of a [`FactorizedModel`][gradflow.FactorizedModel] sampled at rescaled times ``ts``.
+
+    All arrays are NumPy float64. With a batch of ``B`` scales every field but ``ts`` gains a leading axis
+    of length ``B``. Tuples hold one entry per weight matrix ``W_j``.
+
+    Attributes:
+        ts: rescaled times ``τ = t / log(1/α)``, shape ``(m,)``.
+        W: the weight matrices ``W_j = U_j V_jᵀ``, each of shape ``(m, m_j, n_j)``; 0 where below the
+            float64 range.
+        log_singular_values: the natural log of every singular value of every ``W_j``, shape ``(m, k_j)``,
+            descending, exact at every scale (``log α = −1e4`` included).
+        loss: ``L``, shape ``(m,)``.
+        log_alpha: ``log α``.
+        stats: the solver's statistics: ``num_steps``, ``num_accepted_steps``, ``num_rejected_steps``
+            (arrays), ``max_steps`` (the cap it ran under, ``None`` for none) and ``solver`` (``"tsit5"`` or
+            ``"kvaerno5"``).
+        result: ``"successful"``, ``"max_steps_reached"`` or ``"solver_failed"`` (shape ``()`` or ``(B,)``).
+        message: what went wrong, where (``""`` when successful).
+    """
+
+    ts: np.ndarray
+    W: tuple[np.ndarray, ...]
+    log_singular_values: tuple[np.ndarray, ...]
+    loss: np.ndarray
+    log_alpha: np.ndarray
+    stats: dict
+    result: np.ndarray
+    message: np.ndarray
+
+    @property
+    def singular_values(self) -> tuple[np.ndarray, ...]:
+        """The singular values of every ``W_j``, shape ``(m, k_j)``; 0 where below the float64 range."""
+        return tuple(np.exp(s) for s in self.log_singular_values)
+
+    @property
+    def alpha(self) -> np.ndarray:
+        """``α``; 0.0 where below the float64 range."""
+        return np.exp(self.log_alpha)
+
+
+class FactorizedGDResult(eqx.Module):
+    """Full-batch gradient descent on the factors, recorded every ``record_every`` steps (NumPy float64).
+
+    With ``A`` scales every field but ``steps`` and ``lr`` gains a leading axis of length ``A``.
+
+    Attributes:
+        steps: the recorded step numbers, shape ``(m,)``.
+        W: the weight matrices ``W_j = U_j V_jᵀ``, each of shape ``(m, m_j, n_j)``.
+        loss: ``L``, shape ``(m,)``.
+        log_alpha: ``log α``.
+        lr: the learning rate.
+    """
+
+    steps: np.ndarray
+    W: tuple[np.ndarray, ...]
+    loss: np.ndarray
+    log_alpha: np.ndarray
+    lr: float
+
+    @property
+    def ts(self) -> np.ndarray:
+        """The rescaled times ``τ = step · lr / log(1/α)``."""
+        return self.steps * self.lr / -self.log_alpha[..., None]
+
+    @property
+    def singular_values(self) -> tuple[np.ndarray, ...]:
+        """The singular values of every ``W_j``, descending, shape ``(m, min(m_j, n_j))``."""
+        return tuple(np.linalg.svd(w, compute_uv=False) for w in self.W)
+
+    @property
+    def log_singular_values(self) -> tuple[np.ndarray, ...]:
+        """Their logs, the singular values clipped to the smallest positive float64."""
+        return tuple(np.log(np.maximum(s, _TINY)) for s in self.singular_values)

@@ -1,0 +1,80 @@
+"""The interface every model family implements (docs/extending.md).
+
+A family is a kind of model — diagonal weights ``h(x; u ⊙ v)``, factorised weights ``W_j = U_j V_jᵀ`` — with its
+exact flow, gradient descent, greedy limit and comparison. The public entry points (``simulate_flow``,
+``simulate_gd``, ``greedy_limit``, ``compare_limits``) do the checks that every family shares, then look the family
+up from the model's type (``gradflow._registry``) and call it with checked arguments; the command line and the demo
+ask the same family for its tables and figures. A family imports the solver kit and the shared modules below it,
+never the entry points, the registry or another family.
+"""
+
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+
+class ModelFamily(abc.ABC):
+    """A model family: the model type it serves and what the entry points and the command line need of it.
+
+    Arguments named as in the public entry points have been checked there: ``ts`` (rescaled times), ``log_a``
+    (``log α``, a float64 array, 1-D when ``batched``), ``max_steps`` (None or a positive int), ``rtol``/``atol``,
+    ``lr``, ``steps``/``record_every``, ``tolerances`` and ``max_stages``. The initialisation (``u0, v0``) is the
+    family's to check.
+    """
+
+    name: ClassVar[str]
+    model_type: ClassVar[type]
+    flow_options: ClassVar[tuple[str, ...]]
+    """The keyword options of ``simulate_flow`` that apply to this family only (e.g. ``jacobian_rank``)."""
+
+    @abc.abstractmethod
+    def check_init(self, model, u0, v0) -> tuple[Any, Any]:
+        """The initialisation ``(u0, v0)``, checked (an error for a bad shape or a degenerate one, an
+        ``AssumptionWarning`` for a near-degenerate one)."""
+
+    @abc.abstractmethod
+    def flow(self, model, *, ts, u0, v0, start, log_a, batched, rtol, atol, max_steps, batching, **options):
+        """The exact flow (a result with ``result`` and ``message`` per run; ``throw`` is the caller's)."""
+
+    @abc.abstractmethod
+    def gd(self, model, *, u0, v0, log_a, alphas, batched, lr, steps, record_every, optimizer, batch_size, seed):
+        """Discrete training from ``α (u0, v0)``, recorded every ``record_every`` steps."""
+
+    @abc.abstractmethod
+    def greedy(self, model, *, u0, v0, max_stages, tolerances, check_assumptions, seed, progress):
+        """The greedy limit (a path with ``result`` and ``message``)."""
+
+    @abc.abstractmethod
+    def compare(self, model, path, runs, log_alphas, *, method: str, delta, threshold: float):
+        """The distances of ``runs`` (one per ``log_alphas``) to the greedy ``path``, per stage window."""
+
+    # What the command line and the demo show.
+
+    @abc.abstractmethod
+    def describe_model(self, model) -> str:
+        """The model's sizes in a few words, for the command line."""
+
+    @abc.abstractmethod
+    def first_stage_speed(self, model) -> float:
+        """``1 / T_1``, the speed of the first stage from ``θ = 0`` (0 if nothing moves)."""
+
+    @abc.abstractmethod
+    def describe_flow(self, flow, names: Sequence[str]) -> str:
+        """A few words on a finished run for the command line (its final loss and what it learned)."""
+
+    @abc.abstractmethod
+    def flow_figures(self, flows, model, *, title: str, folder: Path) -> list[Path]:
+        """Draw ``flows`` (one per α) into ``folder``; returns the files."""
+
+    @abc.abstractmethod
+    def greedy_summary(self, path, names: Sequence[str]) -> str:
+        """The greedy path as a Markdown table, with its end and its warnings."""
+
+    def solve_sharded(self, tasks, log_alphas, tss, **options):
+        """The flows of many tasks of one shape in one ``vmap``-ed call sharded over devices (the sweep's batches);
+        families that cannot batch models say so."""
+        raise NotImplementedError(f"sweeps batch the flows of {self.name} models only one run at a time.")

@@ -1,0 +1,60 @@
+"""How a computation ended: one enumeration of results with their messages, and ``throw`` handled once.
+
+As diffrax's ``RESULTS``: every result object of gradflow (a flow, a gradient-descent run, a greedy path) carries
+a ``result`` — a value of :class:`RESULTS`, stored as its string so that it reads and saves as plain text — and a
+``message`` that says what went wrong and where (``""`` when successful). :func:`finish` raises the first failure
+when the caller asked for ``throw=True``.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import numpy as np
+
+
+class RESULTS(str, enum.Enum):
+    """The ways a computation ends, with what each means (``.meaning``) and whether it is a failure."""
+
+    successful = "successful"
+    max_steps_reached = "max_steps_reached"
+    solver_failed = "solver_failed"
+    max_stages = "max_stages"
+    phase_b_failed = "phase_b_failed"
+
+    @property
+    def meaning(self) -> str:
+        return _MEANINGS[self]
+
+    @property
+    def failed(self) -> bool:
+        """Whether the computation stopped short of what was asked (``max_stages`` is a cap the caller set)."""
+        return self not in (RESULTS.successful, RESULTS.max_stages)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+_MEANINGS = {
+    RESULTS.successful: "the computation reached its end",
+    RESULTS.max_steps_reached: "the solver took its max_steps steps before the last output time",
+    RESULTS.solver_failed: "the solver could not go on (its step size fell below the float64 resolution of t, or a "
+    "stage iteration failed)",
+    RESULTS.max_stages: "the greedy path stopped at max_stages activations",
+    RESULTS.phase_b_failed: "a phase (B) of the greedy limit did not reach a stationary point",
+}
+
+
+def failures(result) -> np.ndarray:
+    """The flat indices of the failed entries of ``result`` (a string or an array of them)."""
+    flat = np.ravel(np.asarray(result, dtype=str))
+    return np.flatnonzero([RESULTS(r).failed for r in flat])
+
+
+def finish(out, *, throw: bool, prefix: str = "", hint: str = ""):
+    """``out`` (anything with ``result`` and ``message``), or with ``throw=True`` a ``RuntimeError`` with the first
+    failed entry's message, after ``prefix`` (who failed) and before ``hint`` (what to do about it)."""
+    failed = failures(out.result)
+    if throw and failed.size:
+        raise RuntimeError(prefix + str(np.ravel(np.asarray(out.message, dtype=object))[failed[0]]) + hint)
+    return out

@@ -1,0 +1,170 @@
+"""compare_limits on the orthonormal diagonal linear model, where the greedy limit is known in closed form.
+
+With ``XᵀX / n = I`` the greedy path activates the coordinates in decreasing ``|β*_i|`` at
+``T = 1/|β*_i|`` (docs/math.md, *Algorithm 1*), so the stage times detected on the flow must approach those values.
+"""
+
+import json
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import theory
+from gradflow import AssumptionWarning, Trajectory, models, perturb_and_continue, simulate_flow
+from gradflow import Comparison, compare_limits, greedy_limit
+
+BETA_STAR = np.array([1.6, 0.0, -1.0, 0.55])
+ALPHAS = (1e-3, 1e-8, 1e-24)
+
+
+@pytest.fixture(scope="module")
+def task():
+    return models.diagonal_linear(n=16, p=4, orthonormal=True, beta_star=BETA_STAR, seed=3)
+
+
+@pytest.fixture(scope="module")
+def comparison(task):
+    # the assumption checks do not change the path; skipping them keeps the test fast
+    path = greedy_limit(task.model, u0=task.u0, v0=task.v0, check_assumptions=False)
+    return compare_limits(task.model, alphas=ALPHAS, u0=task.u0, v0=task.v0, path=path, gd=dict(lr=0.02))
+
+
+def test_stage_times_are_one_over_beta_star(comparison):
+    oracle = theory.greedy_orthonormal_stages(BETA_STAR).times  # T_k = 1/|β*_(k)|
+    np.testing.assert_allclose(comparison.stage_times[1:], oracle, rtol=1e-6)
+    # detected on the flow: closer to 1/|β*_(k)| as α decreases, within 5% at the smallest α
+    err = comparison.time_error
+    assert np.all(np.diff(err, axis=0) < 0)
+    np.testing.assert_allclose(comparison.detected_times[-1], oracle, rtol=0.05)
+
+
+def test_distances_shrink_as_alpha_decreases(comparison):
+    for q in ("beta", "b", "loss", "time"):
+        worst = comparison.worst(q)
+        assert np.all(np.isfinite(worst)) and np.all(np.diff(worst) < 0), (q, worst)
+    assert np.all(np.diff(comparison.b_distance, axis=0) < 0)
+    # b and the stage times converge like 1/log(1/α)
+    assert 0.6 < comparison.summary()["b"] < 1.4
+    assert 0.6 < comparison.summary()["time"] < 1.4
+
+
+def test_records_table_and_pytree(comparison):
+    K = comparison.stage_times.size - 1
+    records = comparison.to_records()
+    assert len(records) == 2 * len(ALPHAS) * (K + 1)  # flow and gd
+    assert {"method", "alpha", "stage", "T_greedy", "T_detected", "beta_distance", "b_distance"} <= set(records[0])
+    json.dumps(records)
+    table = comparison.to_table().splitlines()
+    assert table[0].startswith("method,log_alpha,alpha,stage") and len(table) == len(records) + 1
+    assert isinstance(comparison, Comparison)
+    assert {r["quantity"] for r in comparison.rate_records()} == {"beta", "b", "loss", "time"}
+
+
+def test_gd_comparison(comparison):
+    gd = comparison.gd
+    assert gd is not None and gd.method == "gd" and gd.b_distance.shape == comparison.b_distance.shape
+    # with a small learning rate GD follows the flow: the same stage times, to within the step
+    np.testing.assert_allclose(gd.detected_times, comparison.detected_times, atol=0.02)
+    assert np.all(np.diff(gd.time_error, axis=0) < 0)
+    assert {r["method"] for r in comparison.to_records()} == {"flow", "gd"}
+
+
+def test_bad_input(task):
+    with pytest.raises(ValueError, match="exactly one"):
+        compare_limits(task.model, u0=task.u0, v0=task.v0)
+    with pytest.raises(ValueError, match=r"\(0, 1\)"):
+        compare_limits(task.model, alphas=[2.0], u0=task.u0, v0=task.v0)
+    with pytest.raises(ValueError, match="threshold"):
+        compare_limits(task.model, alphas=[1e-2], u0=task.u0, v0=task.v0, threshold=1.5)
+
+
+TTS = np.linspace(0, 2.5, 101)
+
+
+@pytest.fixture(scope="module")
+def path(task):
+    return greedy_limit(task.model, check_assumptions=False)
+
+
+def test_runs_are_trajectories(task, path):
+    """compare_limits reads any Trajectory (ts, beta, b, loss, log_alpha), checked against the scales given."""
+    flow = simulate_flow(task.model, u0=task.u0, v0=task.v0, ts=TTS, log_alpha=np.log(ALPHAS))
+    # a minimal trajectory of one run (a later engine's result type only needs these attributes)
+    run = SimpleNamespace(ts=flow.ts, beta=flow.beta[1], b=flow.b[1], loss=flow.loss[1], log_alpha=flow.log_alpha[1])
+    assert isinstance(run, Trajectory) and not isinstance(SimpleNamespace(ts=flow.ts), Trajectory)
+    one = compare_limits(task.model, alphas=[ALPHAS[1]], u0=task.u0, v0=task.v0, path=path, flows=[run])
+    both = compare_limits(task.model, alphas=ALPHAS, u0=task.u0, v0=task.v0, path=path, flows=flow)
+    np.testing.assert_array_equal(one.b_distance[0], both.b_distance[1])
+    with pytest.raises(TypeError, match="Trajectory"):
+        compare_limits(task.model, alphas=[ALPHAS[1]], u0=task.u0, v0=task.v0, path=path, flows=[flow.beta[1]])
+    with pytest.raises(ValueError, match="records log α"):
+        compare_limits(task.model, alphas=[ALPHAS[0]], u0=task.u0, v0=task.v0, path=path, flows=[run])
+
+
+def test_near_degenerate_initialisation_warns_once(task, path):
+    """compare_limits checks the initialisation once for the flows and gradient descent (and the greedy path
+    when it computes it, which warns alike: see test_greedy)."""
+    u0 = task.u0.copy()
+    u0[1] = task.v0[1] * (1 - 1e-8)
+    with pytest.warns(AssumptionWarning, match="near-degenerate") as record:
+        compare_limits(task.model, alphas=ALPHAS, u0=u0, v0=task.v0, path=path, ts=TTS, gd=dict(lr=0.05, steps=20))
+    assert len([w for w in record if "near-degenerate" in str(w.message)]) == 1
+    assert record[0].filename == __file__
+
+
+# ---------------------------------------------------------------------------------------------
+# Perturb and continue. On the orthonormal task the coordinates are uncoupled (g_i = β*_i − β_i), so a
+# coordinate that is not perturbed must follow the unperturbed flow exactly, whatever the others do.
+
+PTS = np.linspace(0.0, 2.5, 51)  # stages at τ = 0.625 (i = 0), 1.0 (i = 2), 1.82 (i = 3)
+SCALES = (math.log(1e-8), -2000.0)  # -2000: far below float64 (α ≈ 1e-869)
+
+
+@pytest.fixture(scope="module")
+def flows(task):
+    return {la: simulate_flow(task.model, u0=task.u0, v0=task.v0, ts=PTS, log_alpha=la) for la in SCALES}
+
+
+@pytest.mark.parametrize("log_alpha", SCALES)
+def test_zero_noise_continues_the_flow(task, flows, log_alpha):
+    """std = 0 restarts from the exact states: the reference flow again. The late start is padded
+    (NaN-padded in the result) to the same number of times, so both runs share one compilation."""
+    pert = perturb_and_continue(task.model, flows[log_alpha], starts=[16, 40], std=0.0, span=1.2, kind="plateau")
+    assert pert.ts.shape == (2, 25) and pert.beta.shape == (2, 25, 4)
+    np.testing.assert_array_equal(pert.ts[0], PTS[16:41])
+    np.testing.assert_array_equal(pert.ts[1, :11], PTS[40:])
+    assert np.all(np.isnan(pert.ts[1, 11:])) and np.all(np.isnan(pert.beta[1, 11:]))
+    np.testing.assert_allclose(pert.beta[0], pert.reference_beta[0], rtol=0, atol=1e-7)
+    np.testing.assert_allclose(pert.beta[1, :11], pert.reference_beta[1, :11], rtol=0, atol=1e-7)
+    assert np.all(pert.initial_deviation <= 1e-14) and np.all(pert.final_deviation <= 1e-7)
+
+
+def test_runs_end_with_their_window(task):
+    """Recorded times that cluster (around the stage at τ = 1) make the longest window hold many times: a run
+    that starts on the first plateau (τ = 0.5) still ends at τ + span, NaN-padded to the common shape, and its
+    final deviation is the one at that window's last time (not at a later jump)."""
+    ts = np.union1d(PTS, 1.0 + np.linspace(-0.02, 0.02, 21))
+    flow = simulate_flow(task.model, u0=task.u0, v0=task.v0, ts=ts, log_alpha=SCALES[0])
+    pert = perturb_and_continue(task.model, flow, starts=[10], std=0.05, span=0.3, kind="plateau")
+    kept = ts[(ts >= ts[10]) & (ts <= ts[10] + 0.3)]
+    np.testing.assert_array_equal(pert.ts[0, : kept.size], kept)
+    assert np.all(np.isnan(pert.ts[0, kept.size :])) and pert.ts.shape[1] > kept.size
+    dev = np.max(np.abs(pert.beta[0] - pert.reference_beta[0]), axis=-1)
+    assert pert.final_deviation[0] == dev[kept.size - 1]
+
+
+@pytest.mark.parametrize("log_alpha, threshold", [(SCALES[0], 0.1), (SCALES[1], 1e-5)])
+def test_unperturbed_coordinates_follow_the_flow(task, flows, log_alpha, threshold):
+    """Perturbed at τ = 0.8, after the first stage: only the awake coordinate 0 is above the threshold.
+    The others keep their exact (log w, log w̄) and wake at the reference times (coordinate 2 through
+    w̄, i.e. through the conserved u² − v², at τ = 1), while coordinate 0 returns to its plateau."""
+    pert = perturb_and_continue(
+        task.model, flows[log_alpha], starts=[16], std=0.05, span=1.2, kind="plateau", threshold=threshold
+    )
+    np.testing.assert_array_equal(pert.perturbed, [[True, False, False, False]])
+    beta, ref = pert.beta[0], pert.reference_beta[0]
+    np.testing.assert_allclose(beta[:, 1:], ref[:, 1:], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(ref[-1, 2:], BETA_STAR[2:], atol=0.05)  # both woke within the window
+    assert abs(beta[0, 0] - ref[0, 0]) > 1e-3 and abs(beta[-1, 0] - ref[-1, 0]) < 1e-6

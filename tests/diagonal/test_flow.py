@@ -1,0 +1,566 @@
+"""simulate_flow: exactness against the closed forms of `theory`, conservation, robustness, errors."""
+
+import diffrax as dfx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.integrate
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import gradflow
+import theory
+from gradflow import FlowResult, FlowState, models, simulate_flow
+from gradflow._config import float64
+from gradflow._diagonal._field import LAND, ONSET, REACH, Args, jacobian, vector_field, wake_horizon
+from gradflow._diagonal._flow import default_rank
+from gradflow._diagonal._frame import apply_frame, frame_of
+from gradflow._diagonal._solvers import _QuinticHermite, implicit_solver
+from gradflow._solver import PredictiveController, vmap_batches
+
+# One orthonormal diagonal linear task for the exactness tests: its stages are at τ = 1/|β*_i|
+# (0.34, 0.87, 0.91, 1.32, 2.60, 3.11, 6.3, 18.7), so τ ∈ [0, 4] crosses six of them.
+LIN = models.diagonal_linear(n=50, p=8, orthonormal=True, seed=0)
+TS = np.linspace(0.0, 4.0, 41)
+ALPHAS = (1e-2, 1e-8, 1e-32, 1e-100, 1e-300)
+LOG_ALPHAS = np.array([np.log(a) for a in ALPHAS] + [-1e4])
+
+
+@pytest.fixture(scope="module")
+def batched():
+    """All scales in one vmapped call (one compilation): the accelerators' default."""
+    return simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=TS, log_alpha=LOG_ALPHAS, batching="vmap")
+
+
+def test_result_fields_and_shapes(batched):
+    A, m, p = len(LOG_ALPHAS), len(TS), LIN.model.p
+    assert isinstance(batched, FlowResult)
+    for name in ("u", "v", "beta", "b", "log_w"):
+        arr = getattr(batched, name)
+        assert arr.shape == (A, m, p) and arr.dtype == np.float64, name
+    assert batched.loss.shape == (A, m)
+    for name in ("log_alpha", "alpha", "result", "message"):
+        assert getattr(batched, name).shape == (A,), name
+    for name in ("num_steps", "num_accepted_steps", "num_rejected_steps"):
+        assert batched.stats[name].shape == (A,), name
+    np.testing.assert_array_equal(
+        batched.stats["num_steps"], batched.stats["num_accepted_steps"] + batched.stats["num_rejected_steps"]
+    )
+    assert batched.stats["max_steps"] is None  # no cap by default
+    assert np.all(batched.result == "successful") and np.all(batched.message == "")
+    np.testing.assert_array_equal(batched.ts, TS)
+    np.testing.assert_allclose(batched.log_alpha, LOG_ALPHAS)
+    assert batched.alpha[-1] == 0.0  # e^{-10000} is below the float64 range
+    np.testing.assert_allclose(batched.alpha[:-1], ALPHAS, rtol=1e-12)
+
+
+@pytest.mark.parametrize("k", range(len(LOG_ALPHAS)))
+def test_matches_closed_form(batched, k):
+    """β against `theory.diagonal_linear_beta_rescaled` (the Riccati closed form) at default tolerances."""
+    la = LOG_ALPHAS[k]
+    ref = theory.diagonal_linear_beta_rescaled(TS[:, None], LIN.teacher_beta, LIN.u0, LIN.v0, log_alpha=la)
+    tol = 1e-6 if la >= np.log(1e-32) else 1e-4
+    assert np.all(np.isfinite(batched.beta[k]))
+    np.testing.assert_allclose(batched.beta[k], ref, rtol=0, atol=tol)
+
+
+@pytest.mark.parametrize("k", [1, len(LOG_ALPHAS) - 1])
+def test_single_run_reads_the_dense_output_to_the_closed_form(batched, k):
+    """A single run (Dopri8 inside the jumps, Kvaerno5 on the plateaus) read off its dense output at 401 times,
+    most of them inside steps, against the closed form: the output times cost no steps, and on the 41 times of the
+    batch it takes fewer steps than the batch's Kvaerno5 stepping onto every time."""
+    la = LOG_ALPHAS[k]
+    ts = np.linspace(0.0, 4.0, 401)
+    one = simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=ts, log_alpha=la)
+    ref = theory.diagonal_linear_beta_rescaled(ts[:, None], LIN.teacher_beta, LIN.u0, LIN.v0, log_alpha=la)
+    np.testing.assert_allclose(one.beta, ref, rtol=0, atol=1e-6 if la >= np.log(1e-32) else 1e-4)
+    coarse = simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=TS, log_alpha=la)
+    assert one.stats["num_steps"] <= 1.1 * coarse.stats["num_steps"]
+    assert coarse.stats["num_steps"] < batched.stats["num_steps"][k]
+
+
+@given(st.lists(st.floats(-3, 3), min_size=6, max_size=6), st.floats(0.1, 10.0))
+@settings(max_examples=25, deadline=None)
+def test_quintic_hermite_reproduces_quintics(coeffs, h):
+    """The implicit steps' dense output is exact for every polynomial of degree ≤ 5."""
+    c = np.asarray(coeffs)
+    y = np.polynomial.Polynomial(c)
+    t0, t1 = 2.0, 2.0 + h
+    k = np.array([h * y.deriv()(t0), h * y.deriv()(t1), h**2 * y.deriv(2)(t0), h**2 * y.deriv(2)(t1)])
+    ts = np.linspace(t0, t1, 7)
+    got = float64(lambda: np.asarray(_QuinticHermite(t0, t1, y(t0), y(t1), jnp.asarray(k))(jnp.asarray(ts))))()
+    np.testing.assert_allclose(got, y(ts), rtol=0, atol=1e-9 * max(1.0, np.abs(y(ts)).max()))
+
+
+def test_initial_state_and_sign_mapping(batched):
+    """At τ = 0 the weights are α (u0, v0) to rounding, whatever the sign normalisation did."""
+    for k in range(3):
+        a = batched.alpha[k]
+        scale = a * np.maximum(np.abs(LIN.u0), np.abs(LIN.v0))  # u, v = (w ± w̄)/2 round relative to this
+        assert np.all(np.abs(batched.u[k, 0] - a * LIN.u0) <= 1e-14 * scale)
+        assert np.all(np.abs(batched.v[k, 0] - a * LIN.v0) <= 1e-14 * scale)
+    sign = np.where(np.abs(LIN.u0) > np.abs(LIN.v0), np.sign(LIN.u0), np.sign(LIN.v0))
+    w0 = sign * (LIN.u0 + LIN.v0)  # w(0) / α after the normalisation u0_i > |v0_i|
+    np.testing.assert_allclose(batched.b[:, 0], 1 + np.log(w0)[None] / LOG_ALPHAS[:, None], rtol=0, atol=1e-13)
+
+
+def test_cost_barely_grows_with_log_alpha(batched):
+    """Steps at log α = −1e4 are within a small factor of those at α = 1e-8."""
+    steps = batched.stats["num_steps"]
+    assert steps[-1] <= 3 * steps[1], steps
+
+
+def test_far_below_float64_matches_staircase(batched):
+    """log α = −1e4: finite, β on the α → 0 staircase, b on its piecewise-linear limit clip(1 − β* τ, 0, 2)."""
+    beta, b = batched.beta[-1], batched.b[-1]
+    assert np.all(np.isfinite(b)) and np.all(np.isfinite(beta))
+    stair = theory.diagonal_linear_staircase(TS[:, None], LIN.teacher_beta)
+    away = np.abs(TS[:, None] * np.abs(LIN.teacher_beta) - 1) > 0.02
+    np.testing.assert_allclose(np.where(away, beta, stair), stair, atol=1e-8)
+    # Normalised coordinates have d(log w)/dτ = log(1/α) g = log(1/α)(β* − β): b falls at rate β*.
+    np.testing.assert_allclose(b, np.clip(1 - LIN.teacher_beta * TS[:, None], 0, 2), atol=2e-3)
+    # Sleeping weights (w, w̄ both ≈ α^b, 0 < b < 2) are below the float64 range: 0 in u, v, but b
+    # keeps their scale. (b = 2 is awake: w ≈ α², but w̄ = O(1), so u ≈ −v = O(1).)
+    sleeping = (b[-1] > 0.05) & (b[-1] < 1.95)
+    assert sleeping.any() and np.all(batched.u[-1, -1, sleeping] == 0)
+
+
+def test_batched_equals_separate(batched):
+    """Each run of a batch is the run solved alone in a batch of one (the same solver, to rounding). A single run
+    (not a batch) switches to Dopri8 inside the jumps, a batch keeps Kvaerno5: the same flow to the solvers'
+    accuracy (the local error per step is 1e-8 in log w)."""
+    for k in (1, 4):
+        alone = simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=TS, log_alpha=[float(LOG_ALPHAS[k])], batching="vmap")
+        np.testing.assert_allclose(alone.beta[0], batched.beta[k], rtol=0, atol=1e-7)
+        np.testing.assert_allclose(alone.b[0], batched.b[k], rtol=0, atol=1e-9)
+        one = simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=TS, log_alpha=float(LOG_ALPHAS[k]))
+        assert one.beta.shape == (len(TS), LIN.model.p) and one.loss.shape == (len(TS),)
+        np.testing.assert_allclose(one.beta, batched.beta[k], rtol=0, atol=1e-6)
+        np.testing.assert_allclose(one.b, batched.b[k], rtol=0, atol=1e-8)
+    # alpha= and log_alpha= are the same scale.
+    by_alpha = simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=TS, alpha=1e-8)
+    np.testing.assert_array_equal(
+        by_alpha.beta, simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=TS, log_alpha=np.log(1e-8)).beta
+    )
+
+
+def test_separate_batch_is_each_single_run(batched):
+    """``batching="separate"`` (the CPU's default) solves each run alone, on several threads: each run of the batch
+    is the single run bit for bit, in float64 (each thread enters gradflow's x64 scope), with its own step count."""
+    assert not vmap_batches("auto")  # this suite runs on the CPU
+    las = LOG_ALPHAS[[1, 4, 5]]
+    apart = simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=TS, log_alpha=las)  # "auto": "separate" here
+    assert apart.log_w.dtype == np.float64 and apart.stats["num_steps"].shape == (3,)
+    for k, la in enumerate(las):
+        one = simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=TS, log_alpha=float(la))
+        np.testing.assert_array_equal(apart.log_w[k], one.log_w)
+        np.testing.assert_array_equal(apart.loss[k], one.loss)
+        assert apart.stats["num_steps"][k] == one.stats["num_steps"]
+    assert len(set(apart.stats["num_steps"].tolist())) > 1  # not in lock-step
+    state, rel = apart.state_at(10), TS[10:] - TS[10]  # a batch of start states, likewise
+    rest = simulate_flow(LIN.model, start=state, log_alpha=las, ts=rel)
+    for k, la in enumerate(las):
+        start = FlowState(log_w=state.log_w[k], log_wbar=state.log_wbar[k], swap=state.swap[k], sign=state.sign[k])
+        np.testing.assert_array_equal(rest.log_w[k], simulate_flow(LIN.model, start=start, log_alpha=la, ts=rel).log_w)
+    cap = int(apart.stats["num_steps"][0])  # each run's failure recorded on its own
+    capped = simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=TS, log_alpha=las, max_steps=cap, throw=False)
+    np.testing.assert_array_equal(capped.result, ["successful", "max_steps_reached", "max_steps_reached"])
+    np.testing.assert_array_equal(capped.log_w[0], apart.log_w[0])
+    assert capped.message[1].startswith(f"simulate_flow hit max_steps={cap}")
+    with pytest.raises(ValueError, match="batching must be one of"):
+        simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=TS, log_alpha=-5.0, batching="threads")
+
+
+# ---------------------------------------------------------------------------------------------
+# Restarts from an exact state.
+
+
+def test_restart_from_state_continues_the_flow(batched):
+    """All scales (α = 1e-2 ... 1e-300, log α = −1e4) restarted at τ = 1.2 from ``state_at`` (one batched
+    call, one scale per state): the same log w as the uninterrupted flow, to solver tolerance."""
+    k = 12
+    state = batched.state_at(k)
+    assert isinstance(state, FlowState) and state.log_w.shape == (len(LOG_ALPHAS), LIN.model.p)
+    rest = simulate_flow(LIN.model, start=state, log_alpha=LOG_ALPHAS, ts=TS[k:] - TS[k], batching="vmap")
+    np.testing.assert_allclose(rest.log_w, batched.log_w[:, k:], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(rest.log_wbar, batched.log_wbar[:, k:], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(rest.beta, batched.beta[:, k:], rtol=0, atol=1e-7)
+    np.testing.assert_array_equal(rest.log_w[:, 0], batched.log_w[:, k])  # the start itself, bit for bit
+    np.testing.assert_allclose(rest.b, batched.b[:, k:], rtol=0, atol=1e-6 / 18)  # b = log w / log α, α unchanged
+
+
+def test_state_holds_the_weights(batched):
+    state = batched.state_at(-1)
+    np.testing.assert_array_equal(state.log_w, batched.log_w[:, -1])
+    # w w̄ = u² − v² is conserved: log w + log w̄ = 2 log α + log(u0n² − v0n²) at every time
+    un, vn = apply_frame(LIN.u0, LIN.v0, *frame_of(LIN.u0, LIN.v0))
+    log_c = np.log(un**2 - vn**2)
+    conserved = np.broadcast_to((2 * LOG_ALPHAS[:, None] + log_c)[:, None], batched.log_w.shape)
+    np.testing.assert_allclose(batched.log_w + batched.log_wbar, conserved, rtol=1e-15)
+    for k in range(3):  # representable scales: the state's weights are the flow's
+        one = FlowState(log_w=state.log_w[k], log_wbar=state.log_wbar[k], swap=state.swap[k], sign=state.sign[k])
+        np.testing.assert_allclose(one.u, batched.u[k, -1], rtol=1e-13, atol=1e-300)
+        np.testing.assert_allclose(one.v, batched.v[k, -1], rtol=1e-13, atol=1e-300)
+    with pytest.raises(IndexError, match="41 recorded times"):
+        batched.state_at(41)
+
+
+def _state(u, v):
+    """A state of float64 weights (u, v) with |u| ≠ |v|, in the frame u_n > |v_n|."""
+    swap, sign = frame_of(u, v)
+    un, vn = apply_frame(u, v, swap, sign)
+    return FlowState(log_w=np.log(un + vn), log_wbar=np.log(un - vn), swap=swap, sign=sign)
+
+
+def test_perturbed_state_is_the_state_of_the_perturbed_weights():
+    """θ + (du, dv) in every orientation: the new frame flips the sign where w' < 0 and swaps u, v
+    where w' w̄' < 0; log w, log w̄ are those of the perturbed weights."""
+    u = np.array([0.5, -0.3, 0.2, 0.7, -0.1, 0.4])
+    v = np.array([0.1, 0.2, -0.6, -0.2, -0.5, 0.3])
+    du = np.array([0.0, -0.5, 0.9, -1.1, 0.3, 0.0])
+    dv = np.array([0.0, 0.4, 0.1, 0.0, 0.2, -0.05])
+    state = _state(u, v)
+    new = state.perturbed(du, dv)
+    np.testing.assert_allclose(new.u, u + du, rtol=1e-14)
+    np.testing.assert_allclose(new.v, v + dv, rtol=1e-14)
+    ref = _state(u + du, v + dv)
+    np.testing.assert_allclose(new.log_w, ref.log_w, rtol=0, atol=1e-14)
+    np.testing.assert_allclose(new.log_wbar, ref.log_wbar, rtol=0, atol=1e-14)
+    np.testing.assert_array_equal(new.swap, ref.swap)
+    np.testing.assert_array_equal(new.sign, ref.sign)
+    assert not np.array_equal(new.swap, state.swap) and not np.array_equal(new.sign, state.sign)
+    assert new.log_w[0] == state.log_w[0] and new.log_wbar[0] == state.log_wbar[0]  # untouched: bit for bit
+    one = FlowState(
+        log_w=np.array([0.0, 0.0]), log_wbar=np.array([-1.0, -1.0]), swap=np.zeros(2, bool), sign=np.ones(2)
+    )
+    with pytest.raises(ValueError, match=r"\|u_i\| = \|v_i\| at coordinates \[1\]"):
+        one.perturbed(np.array([0.0, -1.0]), 0.0)  # w' = w + du = 0: u + du = −v
+
+
+def test_perturbed_state_below_float64_range():
+    """w̄ = e^{−2000} (0 in float64), so u = v in float64: a shift of one weight gives w̄' from the shift
+    alone, and the untouched coordinate keeps log w̄ = −2000 exactly."""
+    state = FlowState(
+        log_w=np.array([0.1, -0.2]),
+        log_wbar=np.array([-2000.0, -2000.0]),
+        swap=np.array([False, True]),
+        sign=np.array([1.0, -1.0]),
+    )
+    u, v = state.u, state.v
+    assert u[1] == v[1] == -0.5 * np.exp(-0.2)
+    # coordinate 1 is swapped and negated: dv = 0.01 lowers u_n, so w̄' = w̄ − 0.01 < 0 and u, v swap back
+    new = state.perturbed(np.array([0.0, 0.0]), np.array([0.0, 0.01]))
+    assert new.log_w[0] == 0.1 and new.log_wbar[0] == -2000.0
+    assert new.log_wbar[1] == pytest.approx(np.log(0.01), abs=1e-15) and not new.swap[1] and new.sign[1] == -1.0
+    assert new.u[1] == pytest.approx(u[1], rel=1e-15) and new.v[1] == pytest.approx(v[1] + 0.01, rel=1e-15)
+    # du = 1 makes w' = w − 1 < 0 and w̄' = w̄ + 1 = 1: the sign flips as well
+    flipped = state.perturbed(np.array([0.0, 1.0]), np.array([0.0, 0.0]))
+    assert flipped.log_wbar[1] == 0.0 and not flipped.swap[1] and flipped.sign[1] == 1.0
+    assert flipped.log_w[1] == pytest.approx(np.log(1 - np.exp(-0.2)), abs=1e-15)
+    assert flipped.u[1] == pytest.approx(u[1] + 1, rel=1e-15) and flipped.v[1] == pytest.approx(v[1], rel=1e-15)
+
+
+_START = FlowState(log_w=np.zeros(8), log_wbar=np.full(8, -3.0), swap=np.zeros(8, bool), sign=np.ones(8))
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(u0=LIN.u0), "either u0 and v0 .* or start"),
+        (dict(start=None), "give the initialisation directions"),
+        (
+            dict(start=FlowState(np.zeros(3), np.zeros(3), np.zeros(3, bool), np.ones(3))),
+            r"shape \(p,\) or \(B, p\) with p = 8",
+        ),
+        (
+            dict(start=FlowState(np.zeros(8), np.zeros(7), np.zeros(8, bool), np.ones(8))),
+            "log_wbar must have the shape",
+        ),
+        (
+            dict(start=FlowState(np.r_[np.nan, np.zeros(7)], np.zeros(8), np.zeros(8, bool), np.ones(8))),
+            "log_w contains NaN",
+        ),
+        (
+            dict(start=FlowState(np.zeros(8), np.r_[np.zeros(5), -np.inf, 0, 0], np.zeros(8, bool), np.ones(8))),
+            r"log_wbar is -inf .* at coordinates \[5\].*Assumption 4.2",
+        ),
+        (dict(start=FlowState(np.zeros(8), np.zeros(8), np.zeros(8), np.ones(8))), "swap must be a boolean"),
+        (
+            dict(start=FlowState(np.zeros(8), np.zeros(8), np.zeros(8, bool), np.full(8, 0.5))),
+            r"sign must hold only \+1.0",
+        ),
+        (
+            dict(
+                start=FlowState(np.zeros((3, 8)), np.zeros((3, 8)), np.zeros(8, bool), np.ones(8)), alpha=[1e-3, 1e-4]
+            ),
+            "batch of 3 start states and 2 scales",
+        ),
+    ],
+)
+def test_bad_start_raises(kwargs, match):
+    base = dict(start=_START, ts=TS, alpha=1e-4)
+    with pytest.raises(ValueError, match=match):
+        simulate_flow(LIN.model, **{**base, **kwargs})
+
+
+def test_start_type_checked():
+    with pytest.raises(TypeError, match="FlowState"):
+        simulate_flow(LIN.model, start=(np.zeros(8), np.zeros(8)), ts=TS, alpha=1e-4)
+
+
+# ---------------------------------------------------------------------------------------------
+# Properties over random small models.
+
+_SMALL_LINEAR = lambda seed: models.diagonal_linear(n=12, p=4, seed=seed).model
+_SMALL_ATTENTION = lambda seed: models.diagonal_attention(n=6, tokens=3, dim=2, teacher_nonzero=(1, 1), seed=seed).model
+_PROP_TS = np.linspace(0.0, 3.0, 7)
+
+
+@settings(max_examples=6, deadline=None)
+@given(
+    kind=st.sampled_from([_SMALL_LINEAR, _SMALL_ATTENTION]),
+    seed=st.integers(0, 10_000),
+    alpha=st.floats(1e-3, 0.3),
+    init=st.lists(st.floats(-2, 2).filter(lambda x: abs(x) > 0.05), min_size=8, max_size=8),
+)
+def test_conservation_and_monotone_loss(kind, seed, alpha, init):
+    """u_i² − v_i² = α²(u0_i² − v0_i²) along the flow, and the loss never increases."""
+    model = kind(seed)
+    u0, v0 = np.array(init[:4]), np.array(init[4:])
+    v0 = np.where(np.abs(np.abs(u0) - np.abs(v0)) < 1e-3, v0 * 0.5, v0)
+    res = simulate_flow(model, u0=u0, v0=v0, ts=_PROP_TS, alpha=alpha)
+    c0 = alpha**2 * (u0**2 - v0**2)
+    drift = np.abs(res.u**2 - res.v**2 - c0)
+    assert np.all(drift <= 1e-9 * np.abs(c0) + 1e-14 * (res.u**2 + res.v**2)), drift.max()
+    assert np.all(np.diff(res.loss) <= 1e-12 * (1 + res.loss[:-1]))
+    # The conservation above holds by construction of the log-coordinate state (u² − v² = w w̄), so the
+    # trajectory itself is checked against an independent solve of the plain equations du/dt = v g, dv/dt = u g.
+    np.testing.assert_allclose(
+        res.beta, _plain_uv_beta(model, alpha * u0, alpha * v0, _PROP_TS * np.log(1 / alpha)), rtol=0, atol=1e-6
+    )
+
+
+def _plain_uv_beta(model, u_start, v_start, t_eval):
+    """β(t) from SciPy's DOP853 on the unnormalised (u, v) system (not stiff for α ≥ 1e-3)."""
+    p = model.p
+
+    def rhs(_, y):
+        u, v = y[:p], y[p:]
+        g = gradflow.evaluate_g(model, u * v)
+        return np.concatenate([v * g, u * g])
+
+    sol = scipy.integrate.solve_ivp(
+        rhs,
+        (0.0, t_eval[-1]),
+        np.concatenate([u_start, v_start]),
+        method="DOP853",
+        t_eval=t_eval,
+        rtol=1e-11,
+        atol=1e-14,
+    )
+    assert sol.success, sol.message
+    return (sol.y[:p] * sol.y[p:]).T
+
+
+# ---------------------------------------------------------------------------------------------
+# Robustness: overshooting steps are rejected, failures raise.
+
+
+@pytest.mark.parametrize("solver", ["default", "tsit5"])
+def test_overshooting_step_is_rejected_not_nan(solver):
+    """A first step as long as the whole run overflows exp(y) (y0 + h f(y0) ≈ 2e4 in log w): the step
+    must be rejected and retried (diffrax turns a non-finite error estimate into a rejection, and
+    the implicit solver's failed stage iteration likewise), never turned into inf/NaN."""
+    la, tau = -2000.0, 0.5
+    un, vn = apply_frame(LIN.u0, LIN.v0, *frame_of(LIN.u0, LIN.v0))
+    log_c = np.log(un - np.abs(vn)) + np.log(un + np.abs(vn))
+    with jax.enable_x64(True):
+        args = Args(model=LIN.model, log_wwbar=jnp.asarray(2 * la + log_c))
+        y0 = jnp.asarray(la + np.log(un + vn))
+        t1 = tau * -la
+        overshoot = y0 + t1 * vector_field(0.0, y0, args)
+        assert not np.all(np.isfinite(np.asarray(vector_field(0.0, overshoot, args))))
+        sol = dfx.diffeqsolve(
+            dfx.ODETerm(vector_field),
+            implicit_solver(8, 1e-8) if solver == "default" else dfx.Tsit5(),
+            0.0,
+            t1,
+            t1,
+            y0,
+            args=args,
+            saveat=dfx.SaveAt(t1=True),
+            stepsize_controller=dfx.PIDController(rtol=0.0, atol=1e-8),
+            max_steps=20_000,
+            throw=False,
+        )
+        assert sol.result == dfx.RESULTS.successful
+        assert int(sol.stats["num_rejected_steps"]) > 0
+        beta = np.asarray(0.25 * (jnp.exp(2 * sol.ys[0]) - jnp.exp(2 * (2 * la + log_c - sol.ys[0]))))
+    ref = theory.diagonal_linear_beta_rescaled(tau, LIN.teacher_beta, LIN.u0, LIN.v0, log_alpha=la)
+    np.testing.assert_allclose(beta, ref, atol=1e-6)
+
+
+def test_max_steps_raises_with_where_it_stopped():
+    with pytest.raises(RuntimeError, match=r"max_steps=20 .*stopped after τ = .*Raise max_steps"):
+        simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=TS, alpha=1e-8, max_steps=20)
+
+
+def test_jacobian_columns_of_awake_coordinates_only():
+    """On the orthonormal linear task ``∂g/∂β = −I``: the refresh gives the columns ``−e_i`` of the coordinates of
+    largest ``u_i² + v_i²``, and 0 (not computed) for those asleep (``u_i² + v_i² < 1e-10``)."""
+    assert (default_rank(100, False), default_rank(100, True), default_rank(8, False)) == (64, 16, 8)
+    y = np.array([0.0, -1.0, -30.0, -40.0, -2.0, -50.0, -60.0, -70.0])  # log w; w w̄ = e^{-200}: w̄ negligible
+    with jax.enable_x64(True):
+        jac = jacobian(jnp.asarray(y), Args(model=LIN.model, log_wwbar=jnp.full(8, -200.0)), 4)
+    np.testing.assert_array_equal(np.asarray(jac.idx), [0, 1, 4, 2])
+    want = -np.eye(8)[:, [0, 1, 4, 2]]
+    want[:, 3] = 0.0  # coordinate 2: u² + v² = e^{-60}/2, asleep
+    np.testing.assert_allclose(np.asarray(jac.hess_cols), want, atol=1e-12)
+
+
+def _predict(steps, y0, y1s, errors, log_wwbar=-2000.0):
+    """The step ``PredictiveController`` (with the wake horizon) proposes after each accepted step ``[t, t + h]`` from ``y0`` to ``y1s[k]`` with scaled
+    error ``errors[k]`` (the next starting where the last ended); rtol 0, atol 1e-8, factormax 10."""
+    with jax.enable_x64(True):
+        ctrl = PredictiveController(dfx.PIDController(rtol=0.0, atol=1e-8, factormax=10.0), wake_horizon)
+        args = Args(model=LIN.model, log_wwbar=jnp.full(8, log_wwbar))
+        _, state = ctrl.init(None, 0.0, 1.0, jnp.asarray(y0), 1.0, args, None, 5)
+        t, y, out = 0.0, jnp.asarray(y0), []
+        for h, y1, e in zip(steps, y1s, errors):
+            y1 = jnp.asarray(y1)
+            err = jnp.full(8, 1e-8 * e)  # rms: e
+            keep, t0, t1, _, state, _ = ctrl.adapt_step_size(t, t + h, y, y1, args, err, 5, state)
+            assert bool(keep)
+            out.append(float(t1 - t0))
+            t, y = t + h, y1
+    return out
+
+
+def test_predictive_step_extrapolates_the_error_growth():
+    """Gustafsson's step: after errors 0.1 then 0.2 at h = 1, the next step is
+    ``0.9 (1/0.2)^(1/5) (0.1/0.2)^(1/5) = 0.9 · 2.5^(1/5)``, shorter than the integral step ``0.9 · 5^(1/5)``; after the
+    first step, with no history, the integral step; nothing sleeps (``y = 0``)."""
+    zeros = np.zeros(8)
+    got = _predict([1.0, 1.0], zeros, [zeros, zeros], [0.1, 0.2])
+    np.testing.assert_allclose(got, [0.9 * 10**0.2, 0.9 * 2.5**0.2], rtol=1e-12)
+
+
+def test_wake_horizon_lands_the_waking_coordinate():
+    """A sleeping coordinate whose ``ℓ = log(u² + v²) = 2 y − log 2`` climbs by 2 per unit of ``t``: the next step
+    (the integral one would be 10×) ends where the stages, reaching ``REACH h`` past its start, take ``ℓ`` to
+    ``LAND``; once past it, ``ℓ`` moves by ``ONSET`` per step. A coordinate moving down does not cap the step."""
+    y0 = np.zeros(8)
+    y0[[2, 5]] = [-100.0, -16.0]  # ℓ ≈ −200.7 (moving down), ℓ ≈ −32.7 (moving up)
+    y1 = y0.copy()
+    y1[[2, 5]] = [-101.0, -15.0]  # ℓ_5 = −30.69 after the step
+    ell1 = 2 * y1[5] - np.log(2.0)
+    far = _predict([1.0], y0, [y1], [1e-6])
+    np.testing.assert_allclose(far, [(LAND - ell1) / (2 * REACH)], rtol=1e-9)
+    y2 = y1.copy()
+    y2[5] = (LAND + 1 + np.log(2.0)) / 2  # ℓ_5 = −19: past LAND
+    near = _predict([1.0, 1.0], y0, [y1, y2], [1e-6, 1e-6])
+    np.testing.assert_allclose(near[1], ONSET / (2 * (y2[5] - y1[5]) * REACH), rtol=1e-9)
+
+
+def test_a_run_that_cannot_go_on_says_so():
+    """With no step cap (the default), a flow that blows up in finite time stops when its step size underflows.
+
+    ``L(β) = −β⁴``: ``dβ/dt ≈ 2|β| g = 8β⁴`` from ``β(0) = α² u0 v0 = 0.75`` blows up at ``t ≈ 1/(24 β(0)³) ≈ 0.1``.
+    """
+    model = gradflow.DiagonalModel(lambda x, b: x @ b, np.ones((1, 1)), np.zeros(1), p=1, loss=lambda y, yh: -(yh**4))
+    kw = dict(u0=np.array([2.0]), v0=np.array([1.5]), ts=np.linspace(0.0, 2.0, 5), alpha=0.5)
+    with pytest.raises(RuntimeError, match=r"cannot go on at log α = -0.693147: the flow stopped after τ = 0 .*"):
+        simulate_flow(model, **kw)
+    res = simulate_flow(model, **kw, throw=False)
+    assert res.result == "solver_failed" and "step size fell below the float64 resolution" in str(res.message)
+    assert res.stats["max_steps"] is None and np.all(res.log_w[1:] == np.inf)
+
+
+def test_throw_false_records_the_failure_per_run(batched):
+    """α = 1e-2 finishes in fewer steps than log α = −1e4: with max_steps in between and throw=False, the first
+    run is the full flow and the second stops, its failure recorded, its state +inf after the stop."""
+    steps = batched.stats["num_steps"]
+    la = LOG_ALPHAS[[0, -1]]
+    kw = dict(max_steps=int(steps[0]) + 5, throw=False, batching="vmap")
+    res = simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=TS, log_alpha=la, **kw)
+    np.testing.assert_array_equal(res.result, ["successful", "max_steps_reached"])
+    assert res.message[0] == "" and res.message[1].startswith(f"simulate_flow hit max_steps={int(steps[0]) + 5}")
+    np.testing.assert_array_equal(res.log_w[0], batched.log_w[0])
+    done = np.all(np.isfinite(res.log_w[1]), axis=-1)
+    stop = int(np.argmin(done))
+    assert 0 < stop < len(TS) and not done[stop:].any() and np.all(res.log_w[1, stop:] == np.inf)
+    assert f"stopped after τ = {TS[stop - 1]:.6g}" in res.message[1]
+    np.testing.assert_array_equal(res.log_w[1, :stop], batched.log_w[-1, :stop])
+
+
+def test_result_is_the_exact_state_and_survives_saving(batched, tmp_path):
+    """u, v, β, b, α are computed from the stored state; a saved result holds only that state and gives them back."""
+    from gradflow._io import load_result, save_result
+
+    np.testing.assert_array_equal(batched.beta, batched.u * batched.v)
+    np.testing.assert_array_equal(batched.b, batched.log_w / LOG_ALPHAS[:, None, None])
+    k = 20
+    state = batched.state_at(k)
+    np.testing.assert_array_equal(state.u, batched.u[:, k])
+    back = load_result(save_result(tmp_path / "flow.npz", batched))
+    assert isinstance(back, FlowResult) and back.stats["max_steps"] is None
+    for name in ("u", "v", "beta", "b", "alpha", "loss", "result"):
+        np.testing.assert_array_equal(getattr(back, name), getattr(batched, name), err_msg=name)
+    assert isinstance(batched, gradflow.Trajectory)
+
+
+def test_near_degenerate_initialisation_warns_with_the_log_alpha_it_needs():
+    """A relative gap ||u0_i| − |v0_i|| of 1e-9 is solved exactly, but the α → 0 limit then needs
+    log(1/α) ≫ log(1e9) = 20.7: an AssumptionWarning naming the coordinate and that number."""
+    u0 = LIN.u0.copy()
+    u0[3] = -LIN.v0[3] * (1 + 1e-9)
+    with pytest.warns(
+        gradflow.AssumptionWarning, match=r"near-degenerate.*coordinates \[3\] \(β\[3\]\).*= 20\.7"
+    ) as rec:
+        res = simulate_flow(LIN.model, u0=u0, v0=LIN.v0, ts=TS, alpha=1e-2)  # the shapes compiled above
+    assert len(rec) == 1 and rec[0].filename == __file__  # points at the caller
+    np.testing.assert_allclose(res.u[:, 3] ** 2 - res.v[:, 3] ** 2, 1e-4 * (u0[3] ** 2 - LIN.v0[3] ** 2), rtol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------
+# Validation.
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(u0=np.ones(3)), r"u0 must have shape \(8,\)"),
+        (dict(v0=np.ones((8, 1))), r"v0 must have shape \(8,\)"),
+        (dict(u0=np.r_[np.nan, np.ones(7)]), "u0 contains NaN"),
+        (dict(v0=np.r_[np.ones(7), np.inf]), "v0 contains NaN or inf"),
+        (dict(alpha=0.0), r"alpha must lie in \(0, 1\)"),
+        (dict(alpha=1.0), r"alpha must lie in \(0, 1\)"),
+        (dict(alpha=[1e-3, 2.0]), r"alpha must lie in \(0, 1\)"),
+        (dict(alpha=None, log_alpha=0.5), "log_alpha must be finite and negative"),
+        (dict(alpha=None, log_alpha=np.nan), "log_alpha must be finite and negative"),
+        (dict(log_alpha=-3.0), "exactly one of alpha"),
+        (dict(alpha=None), "exactly one of alpha"),
+        (dict(ts=[0.0, 2.0, 1.0]), r"strictly increasing; got ts\[1\]"),
+        (dict(ts=[-0.5, 1.0]), "must start at τ >= 0"),
+        (dict(ts=np.ones((2, 2))), "1-D"),
+        (dict(max_steps=0), "max_steps must be a positive integer"),
+        (dict(jacobian_rank=9), r"jacobian_rank must lie in \[1, p=8\]"),
+    ],
+)
+def test_bad_input_raises(kwargs, match):
+    base = dict(u0=LIN.u0, v0=LIN.v0, ts=TS, alpha=1e-4)
+    with pytest.raises(ValueError, match=match):
+        simulate_flow(LIN.model, **{**base, **kwargs})
+
+
+def test_degenerate_initialisation_names_coordinates():
+    u0 = LIN.u0.copy()
+    u0[[2, 5]] = -LIN.v0[[2, 5]]
+    with pytest.raises(ValueError, match=r"coordinates \[2, 5\] \(β\[2\], β\[5\]\).*Assumption 4.2.*w̄ = 0.*Perturb"):
+        simulate_flow(LIN.model, u0=u0, v0=LIN.v0, ts=TS, alpha=1e-4)
+
+
+def test_model_type_checked():
+    with pytest.raises(TypeError, match="DiagonalModel"):
+        simulate_flow(object(), u0=LIN.u0, v0=LIN.v0, ts=TS, alpha=1e-4)

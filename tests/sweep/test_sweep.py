@@ -1,0 +1,420 @@
+"""Sweeps: the TOML config, rows equal to the points run one by one, resume, 4 devices, two processes."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import math
+import os
+import pickle
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import gradflow
+from gradflow._comparison import default_times
+from gradflow._io import config_hash
+from gradflow._sweep import SweepConfig, _run, _summary
+from gradflow._sweep._grid import greedy_key, grid, point_rows, share
+from gradflow._sweep._io import example_config, read_point, write_table
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Tiny tasks: diagonal linear regression (p = 3, two teachers) and a diagonal attention head (p = 4),
+# two seeds each, three scales: 18 points, 2 flow shapes (12 and 6 runs; 6 is padded on 4 devices).
+TOML = """\
+run = "compare"
+seeds = 2
+alphas = [1e-2, 1e-4, 1e-8]
+max_stages = 2
+check_assumptions = false
+num_times = 60
+
+[[model]]
+name = "diagonal_linear"
+n = 24
+p = 3
+nonzero = [2, 3]
+
+[[model]]
+name = "diagonal_attention"
+n = 16
+tokens = 2
+dim = 2
+teacher_nonzero = [1, 1]
+"""
+
+
+def _config(tmp_path: Path, text: str = TOML) -> Path:
+    path = tmp_path / "sweep.toml"
+    path.write_text(text)
+    return path
+
+
+def _rows(out: Path, config: SweepConfig) -> list[dict]:
+    rows = []
+    for point in grid(config):
+        found = read_point(out, point.hash)
+        assert found is not None, f"point {point.hash} has no rows in {out}"
+        rows += found
+    return rows
+
+
+def _one_flow(task, ts, log_alpha) -> gradflow.FlowResult:
+    """``simulate_flow``'s single run: on the CPU the sweep solves each flow alone (``batching = "auto"``)."""
+    return gradflow.simulate_flow(task.model, u0=task.u0, v0=task.v0, ts=ts, log_alpha=log_alpha)
+
+
+def _assert_rows_equal(got: list[dict], want: list[dict], tol: float = 1e-10) -> dict[str, float]:
+    """Same keys and values, floats to ``tol`` (absolute, plus relative); returns the largest difference per column."""
+    assert len(got) == len(want)
+    worst: dict[str, float] = {}
+    for a, b in zip(got, want):
+        assert list(a) == list(b)
+        for key in a:
+            x, y = a[key], b[key]
+            if isinstance(y, float):
+                x = float(x)
+                assert (math.isnan(x) and math.isnan(y)) or abs(x - y) <= tol * (1 + abs(y)), (key, x, y, a["point"])
+                if math.isfinite(x) and math.isfinite(y):
+                    worst[key] = max(worst.get(key, 0.0), abs(x - y))
+            else:
+                assert x == y, (key, x, y, a["point"])
+    return worst
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The sweep of ``TOML`` in this process (one device), with its output folder."""
+    out = tmp_path_factory.mktemp("sweep")
+    result = gradflow.sweep(_config(out), out=out / "out", progress=False, table_format="csv")
+    return result, out / "out"
+
+
+# --------------------------------------------------------------------------------------------------
+# The config.
+
+
+def test_toml_is_parsed_into_the_grid(tmp_path):
+    config = SweepConfig.from_toml(_config(tmp_path))
+    assert config.seeds == (0, 1) and config.run == "compare" and config.max_stages == 2
+    assert np.allclose(config.log_alphas, np.log([1e-2, 1e-4, 1e-8]), rtol=0, atol=1e-15)
+    linear, attention = config.models
+    assert dict(linear.options) == dict(n=(24,), p=(3,), nonzero=(2, 3), orthonormal=(False,), noise=(0.0,))
+    assert dict(attention.options)["teacher_nonzero"] == ((1, 1),)  # one pair, not a grid of two values
+    points = grid(config)
+    assert len(points) == (2 + 1) * 2 * 3 and len({p.hash for p in points}) == len(points)
+    assert [p.hash for p in grid(SweepConfig.from_toml(_config(tmp_path)))] == [p.hash for p in points]
+    pairs = SweepConfig.from_mapping(
+        dict(alphas=[0.1], model=[dict(name="diagonal_attention", dim=2, teacher_nonzero=[[1, 1], [2, "dense"]])])
+    )
+    assert dict(pairs.models[0].options)["teacher_nonzero"] == ((1, 1), (2, None))
+
+
+def test_share_splits_by_task():
+    config = SweepConfig.from_mapping(dict(seeds=5, alphas=[0.1, 0.01], model=[dict(name="diagonal_linear", p=3)]))
+    points = grid(config)
+    shares = [share(points, i, 3) for i in range(3)]
+    assert sorted(p.hash for s in shares for p in s) == sorted(p.hash for p in points)
+    assert [len({p.task for p in s}) for s in shares] == [2, 2, 1]
+    tasks = [{p.task for p in s} for s in shares]
+    assert not (tasks[0] & tasks[1]) and not (tasks[1] & tasks[2]) and not (tasks[0] & tasks[2])
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("sedes = 3\n[[model]]\nname = 'diagonal_linear'", "unknown key 'sedes'; did you mean 'seeds'?"),
+        ("alphas = [0.1]", "no model: add a [[model]] table"),
+        (
+            "alphas = [0.1]\n[[model]]\nname = 'linear'",
+            "model[0]: name = 'linear'; set name = one of \"diagonal_linear\"",
+        ),
+        (
+            "alphas = [0.1]\n[[model]]\nname = 'diagonal_linear'\ndim = 3",
+            "model[0].dim: diagonal_linear has no option 'dim'; allowed: n, p, nonzero, orthonormal, noise.",
+        ),
+        (
+            "alphas = [0.1]\n[[model]]\nname = 'diagonal_linear'\np = 'four'",
+            "model[0].p: expected a positive integer, or a list of them; got 'four'.",
+        ),
+        (
+            "alphas = [0.1]\n[[model]]\nname = 'diagonal_attention'\nteacher_nonzero = [1, 2, 3]",
+            "model[0].teacher_nonzero: expected a pair [KQ, VO]",
+        ),
+        (
+            "alphas = [0.1]\n[[model]]\nname = 'diagonal_linear'\np = 3\nnonzero = [2, 5]",
+            "model[0] (diagonal_linear, p=3, nonzero=5): the teacher's number of nonzero entries must lie in [0, 3]",
+        ),
+        ("alphas = [0.1]\n[[model]]\nname = 'diagonal_linear'\nseed = 1", "use the top-level key seeds"),
+        ("alphas = [2.0]\n[[model]]\nname = 'diagonal_linear'", "alphas = [2.0]; expected a list of numbers in (0, 1)"),
+        ("alphas = [0.1]\nlog_alphas = [-3]\n[[model]]\nname = 'diagonal_linear'", "give alphas or log_alphas"),
+        ("[[model]]\nname = 'diagonal_linear'", 'run = "compare" needs the scales: add alphas'),
+        ("run = 'flow'\nalphas = [0.1]\n[[model]]\nname = 'diagonal_linear'", 'run = "flow" needs tau_max'),
+        ("run = 'both'\n[[model]]\nname = 'diagonal_linear'", 'set run = "greedy", "flow" or "compare"'),
+        ("seeds = [1, 1]\nalphas = [0.1]\n[[model]]\nname = 'diagonal_linear'", "repeats a seed"),
+        (
+            "num_times = 1\nalphas = [0.1]\n[[model]]\nname = 'diagonal_linear'",
+            "num_times = 1; expected an integer >= 2",
+        ),
+        (
+            "threshold = 1.5\nalphas = [0.1]\n[[model]]\nname = 'diagonal_linear'",
+            "threshold = 1.5; expected a fraction",
+        ),
+        ("alphas = [0.1\n", "not valid TOML"),
+    ],
+)
+def test_bad_toml_names_the_key_and_the_fix(tmp_path, text, message):
+    path = _config(tmp_path, text)
+    with pytest.raises(ValueError) as err:
+        SweepConfig.from_toml(path)
+    assert str(err.value).startswith(f"{path}: ") and message in str(err.value)
+
+
+def test_cli_reports_a_bad_config_on_one_line(tmp_path, capsys):
+    from gradflow._cli import main
+
+    path = _config(tmp_path, "alphas = [0.1]\n[[model]]\nname = 'diagonal_linear'\ndim = 3")
+    assert main(["sweep", str(path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("gradflow: error: ") and "model[0].dim" in err and "\n" not in err
+
+
+def test_example_config_is_valid():
+    config = SweepConfig.from_toml(example_config())
+    assert config.run == "compare" and len(grid(config)) == 3 * 8 * 3
+
+
+# --------------------------------------------------------------------------------------------------
+# The sweep against the points run one by one, resume, outputs.
+
+
+def test_sweep_equals_points_run_one_by_one(reference):
+    """Every point through the public API (greedy_limit, simulate_flow, compare_limits) gives the sweep's rows."""
+    result, _ = reference
+    config = result.config
+    assert result.computed == 18 and result.missing == 0 and result.failed == 0
+    want, paths = [], {}
+    for point in grid(config):
+        task = point.task.build()
+        if point.task not in paths:
+            paths[point.task] = gradflow.greedy_limit(
+                task.model, u0=task.u0, v0=task.v0, max_stages=2, check_assumptions=False, seed=point.task.seed
+            )
+        path = paths[point.task]
+        ts = default_times(path.times, num=config.num_times)
+        flow = _one_flow(task, ts, point.log_alpha)
+        comparison = gradflow.compare_limits(
+            task.model, log_alphas=[point.log_alpha], u0=task.u0, v0=task.v0, path=path, ts=ts, flows=flow
+        )
+        rows = point_rows(point, path=path, names=task.model.names, flow=flow, comparison=comparison)
+        # the rows say what the path and the comparison say
+        assert [r["T_greedy"] for r in rows] == path.times.tolist()
+        assert [r["coordinate"] for r in rows[1:]] == [task.model.names[i] for i in path.coordinate]
+        np.testing.assert_array_equal([r["T_detected"] for r in rows[1:]], comparison.detected_times[0])
+        assert [[r["ok_4_2"], r["ok_4_3"], r["ok_4_4"]] for r in rows] == path.assumptions_ok.tolist()
+        want += rows
+    worst = _assert_rows_equal(list(result.rows), want)
+    print("largest differences:", {k: f"{v:.1e}" for k, v in worst.items() if v})
+
+
+def test_resume_skips_finished_points(reference, tmp_path, monkeypatch):
+    result, out = reference
+    out = Path(shutil.copytree(out, tmp_path / "out"))
+    calls = {"greedy": 0, "flows": 0, "runs": 0}
+    greedy, solve = _run.greedy_limit, _run.solve_flow
+
+    def counted_greedy(*args, **kwargs):
+        calls["greedy"] += 1
+        return greedy(*args, **kwargs)
+
+    def counted_solve(task, *args, **kwargs):
+        calls["flows"] += 1
+        calls["runs"] += 1
+        return solve(task, *args, **kwargs)
+
+    monkeypatch.setattr(_run, "greedy_limit", counted_greedy)
+    monkeypatch.setattr(_run, "solve_flow", counted_solve)
+    again = gradflow.sweep(result.config, out=out, progress=False, table_format="csv", figures=False)
+    assert (again.computed, again.reused) == (0, 18) and calls == {"greedy": 0, "flows": 0, "runs": 0}
+    assert again.rows == result.rows
+    # an interrupted sweep: the linear points' rows and one task's greedy path are lost
+    lost = [p for p in grid(result.config) if p.task.model == "diagonal_linear"]
+    for point in lost:
+        (out / "points" / f"{point.hash}.json").unlink()
+    (out / "greedy" / f"greedy-{config_hash(greedy_key(result.config, lost[0].task))}.npz").unlink()
+    again = gradflow.sweep(result.config, out=out, progress=False, table_format="csv", figures=False)
+    assert (again.computed, again.reused) == (12, 6) and calls == {"greedy": 1, "flows": 12, "runs": 12}
+    _assert_rows_equal(list(again.rows), list(result.rows), tol=0.0)
+
+
+_LINEAR = TOML.split('[[model]]\nname = "diagonal_attention"')[0]
+
+
+def test_greedy_only_sweep(reference, tmp_path):
+    """``run = "greedy"``: one row per task and stage, the greedy columns of the compare sweep."""
+    result, _ = reference
+    text = _LINEAR.replace('run = "compare"', 'run = "greedy"')
+    greedy = gradflow.sweep(_config(tmp_path, text), out=tmp_path / "out", progress=False, figures=False)
+    compared = [
+        r for r in result.rows if r["model"] == "diagonal_linear" and r["log_alpha"] == result.config.log_alphas[0]
+    ]
+    assert len(greedy.rows) == len(compared) and "T_detected" not in greedy.rows[0]
+    for got, want in zip(greedy.rows, compared):
+        assert got["log_alpha"] is None
+        shared = [k for k in got if k in want and k not in ("point", "log_alpha", "alpha")]
+        assert shared == [k for k in got if k not in ("point", "log_alpha", "alpha")]
+        _assert_rows_equal([{k: got[k] for k in shared}], [{k: want[k] for k in shared}], tol=0.0)
+
+
+def test_flow_only_sweep(reference, tmp_path):
+    """``run = "flow"``: one row per point, the final loss of ``simulate_flow`` on an even grid up to ``tau_max``."""
+    text = _LINEAR.replace('run = "compare"', 'run = "flow"\ntau_max = 3.0').replace("num_times = 60", "num_times = 67")
+    config = SweepConfig.from_toml(_config(tmp_path, text))
+    flows = gradflow.sweep(config, out=tmp_path / "out", progress=False, figures=False)
+    assert len(flows.rows) == len(grid(config)) == 12 and "stage" not in flows.rows[0]
+    for row, point in zip(flows.rows, grid(config)):
+        task = point.task.build()
+        ts = np.linspace(0.0, 3.0, 67)
+        flow = _one_flow(task, ts, point.log_alpha)
+        assert row["point"] == point.hash and row["flow_steps"] == int(flow.stats["num_steps"])
+        assert abs(row["final_loss"] - float(flow.loss[-1])) <= 1e-10
+
+
+def test_outputs_table_figures_and_summary(reference):
+    result, out = reference
+    assert result.table == out / "sweep.csv"
+    with open(result.table) as fh:
+        table = list(csv.DictReader(fh))
+    assert len(table) == len(result.rows) and list(table[0]) == list(dict.fromkeys(k for r in result.rows for k in r))
+    assert {r["model"] for r in table} == {"diagonal_linear", "diagonal_attention"}
+    assert table[-1]["teacher_nonzero"] == "[1, 1]" and table[0]["tokens"] == ""
+    assert sorted(f.name for f in result.figures) == [
+        "assumptions.png",
+        "num_stages.png",
+        "rates.png",
+        "stage_times.png",
+    ]
+    groups = _summary.summarise(result.rows)
+    assert [g.label for g in groups] == ["diagonal_linear nonzero=2", "diagonal_linear nonzero=3", "diagonal_attention"]
+    assert all(g.tasks == 2 and g.rates["b"].size == 2 for g in groups)
+    assert all(0 <= f <= 1 for g in groups for f in g.failures.values())
+
+
+def test_rates_recover_a_power_law():
+    """A task whose worst distance is C·(log 1/α)^(−r) at each α has rate r."""
+    las = np.log([1e-2, 1e-4, 1e-8, 1e-16])
+    rows = [
+        dict(point=str(a), task="t", log_alpha=la, stage=k, b_distance=3.0 * (-la) ** -0.75 / (1 + k), time_error=0.0)
+        for a, la in enumerate(las)
+        for k in range(3)
+    ]
+    assert _summary._task_rate(rows, "b") == pytest.approx(0.75, abs=1e-12)
+    assert math.isnan(_summary._task_rate(rows, "time"))  # no positive time error to fit
+
+
+def test_parquet_table(reference, tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    result, _ = reference
+    path = write_table(tmp_path, list(result.rows), "parquet")
+    table = pq.read_table(path).to_pylist()
+    assert len(table) == len(result.rows) and table[0]["T_greedy"] == result.rows[0]["T_greedy"]
+    assert table[-1]["teacher_nonzero"] == "[1, 1]" and table[0]["tokens"] is None
+
+
+# --------------------------------------------------------------------------------------------------
+# Several devices, several processes (subprocesses: the device count is fixed when JAX starts).
+
+
+def _env(**extra) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("XLA_", "JAX_"))}
+    env.update(JAX_PLATFORMS="cpu", PYTHONPATH=str(ROOT), **extra)
+    return env
+
+
+def test_four_devices_match_one_device(reference, tmp_path):
+    """``batching = "vmap"`` (the accelerators' default): the flows sharded over 4 CPU devices give the rows of the
+    same sweep on 1 device (the greedy paths are reused from the reference sweep), and the same flows as the CPU's
+    default, each solved alone, to the solvers' accuracy.
+
+    The linear tasks only (one compilation), in two calls of 6 runs each padded to 8 (``batch_size = 2``,
+    which does not change the points).
+    """
+    result, out = reference
+    for folder in ("one", "out"):
+        shutil.copytree(out / "greedy", tmp_path / folder / "greedy")
+    config = SweepConfig.from_toml(_config(tmp_path, _LINEAR))
+    config = dataclasses.replace(config, batch_size=2, batching="vmap")
+    one = gradflow.sweep(config, out=tmp_path / "one", progress=False, figures=False)
+    separate = [r for r in result.rows if r["model"] == "diagonal_linear"]
+    assert [r["point"] for r in one.rows] == [r["point"] for r in separate]
+    for a, b in zip(one.rows, separate):  # Kvaerno5 throughout against Dopri8 inside the jumps: 1e-8 per step
+        x, y = a["beta_distance"], b["beta_distance"]
+        assert (math.isnan(x) and math.isnan(y)) or abs(x - y) <= 1e-6, (a, b)
+    code = (
+        "import jax, gradflow, pickle, sys\n"
+        "from gradflow._diagonal import _family\n"
+        "assert len(jax.local_devices()) == 4, jax.local_devices()\n"
+        "solve, calls = _family.solve_sharded, []\n"
+        "_family.solve_sharded = lambda tasks, *a, **k: calls.append((len(tasks), k['width'])) or solve(tasks, *a, **k)\n"
+        "config = pickle.loads(sys.stdin.buffer.read())\n"
+        f"r = gradflow.sweep(config, out={str(tmp_path / 'out')!r}, progress=False, figures=False)\n"
+        "print(r.computed, r.reused, r.missing, calls)\n"
+    )
+    env = _env(XLA_FLAGS="--xla_force_host_platform_device_count=4")
+    proc = subprocess.run(
+        [sys.executable, "-c", code], input=pickle.dumps(config), env=env, capture_output=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    assert proc.stdout.decode().strip() == "12 0 0 [(6, 8), (6, 8)]"
+    worst = _assert_rows_equal(_rows(tmp_path / "out", config), list(one.rows))
+    print("largest differences:", {k: f"{v:.1e}" for k, v in worst.items() if v})
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_two_processes_split_and_merge(reference, tmp_path):
+    """``gradflow sweep --coordinator`` in two processes: each computes its share, process 0 merges one table."""
+    result, _ = reference
+    coordinator = f"127.0.0.1:{_free_port()}"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "gradflow", "sweep", str(_config(tmp_path)), "--out", str(tmp_path / "out")]
+            + ["--format", "csv", "--no-progress", "--coordinator", coordinator]
+            + ["--num-processes", "2", "--process-id", str(i)],
+            env=_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(2)
+    ]
+    outputs = [p.communicate(timeout=600) for p in procs]
+    for p, (_, stderr) in zip(procs, outputs):
+        assert p.returncode == 0, stderr[-3000:]
+    counts = [int(stdout.split(" points:")[0].split()[-1]) for stdout, _ in outputs]
+    assert sum(counts) == 18 and min(counts) > 0  # the grid was split, by task
+    assert "table: " in outputs[0][0] and "process 0 merges the table" in outputs[1][0]
+    with open(tmp_path / "out" / "sweep.csv") as fh:
+        table = list(csv.DictReader(fh))
+    columns = list(table[0])
+    _assert_rows_equal(table, [{k: _csv_cell(r.get(k)) for k in columns} for r in result.rows])
+
+
+def _csv_cell(value):
+    """A value as the CSV holds it (text), floats kept as floats for the tolerance."""
+    if isinstance(value, float):
+        return value
+    if isinstance(value, list):
+        return str(value)
+    return "" if value is None else str(value)
