@@ -36,8 +36,7 @@ if str(ROOT) not in sys.path:  # run from a checkout without installing gradflow
 
 import gradflow  # noqa: E402
 from benchmarks import _common  # noqa: E402
-from gradflow import models, simulate_flow  # noqa: E402
-from gradflow import SweepConfig  # noqa: E402
+from gradflow import SweepConfig, models, simulate_flow  # noqa: E402
 from gradflow._sweep._io import example_config  # noqa: E402
 
 DOCS = ROOT / "docs" / "benchmarks.md"

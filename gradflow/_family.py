@@ -8,7 +8,6 @@ ask the same family for its tables and figures. A family imports the solver kit 
 never the entry points, the registry or another family.
 """
 
-
 from __future__ import annotations
 
 import abc

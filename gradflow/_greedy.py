@@ -7,7 +7,6 @@ why the path stopped. A family supplies its stages and transitions; :func:`run_s
 conditions, the warnings, the progress) and the helpers below turn the records into a path's arrays.
 """
 
-
 import dataclasses
 import enum
 import math

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from gradflow._cli import main
-from gradflow._io import load_result
 from gradflow._demo import QUICK_FULL, RankDemoConfig
 from gradflow._factorized import figure2_order
+from gradflow._io import load_result
 
 
 def test_config_validation():

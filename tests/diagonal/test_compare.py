@@ -12,8 +12,16 @@ import numpy as np
 import pytest
 
 import theory
-from gradflow import AssumptionWarning, Trajectory, models, perturb_and_continue, simulate_flow
-from gradflow import Comparison, compare_limits, greedy_limit
+from gradflow import (
+    AssumptionWarning,
+    Comparison,
+    Trajectory,
+    compare_limits,
+    greedy_limit,
+    models,
+    perturb_and_continue,
+    simulate_flow,
+)
 
 BETA_STAR = np.array([1.6, 0.0, -1.0, 0.55])
 ALPHAS = (1e-3, 1e-8, 1e-24)
