@@ -25,13 +25,20 @@ class AbstractComparison(eqx.Module):
     """
 
     _quantities: AbstractClassVar[tuple[str, ...]]
-    method: AbstractVar[str]
-    log_alpha: AbstractVar[np.ndarray]
-    stage_times: AbstractVar[np.ndarray]
-    window_start: AbstractVar[np.ndarray]
-    window_end: AbstractVar[np.ndarray]
-    detected_times: AbstractVar[np.ndarray]
-    time_error: AbstractVar[np.ndarray]
+    method: str = eqx.field(static=True)
+    log_alpha: np.ndarray
+    stage_times: np.ndarray
+    window_start: np.ndarray
+    window_end: np.ndarray
+    b_distance: np.ndarray
+    loss_distance: np.ndarray
+    detected_times: np.ndarray
+    time_error: np.ndarray
+    b_rate: np.ndarray
+    loss_rate: np.ndarray
+    time_rate: np.ndarray
+    threshold: float
+    delta: float
     gd: AbstractVar["AbstractComparison | None"]
 
     @property

@@ -7,6 +7,7 @@ why the path stopped. A family supplies its stages and transitions; :func:`run_s
 conditions, the warnings, the progress) and the helpers below turn the records into a path's arrays.
 """
 
+import abc
 import dataclasses
 import enum
 import math
@@ -146,14 +147,24 @@ def stage_index(times: np.ndarray, tau) -> np.ndarray:
 
 class AbstractGreedyPath(eqx.Module):
     """What every greedy path has: the stage times ``T_0 = 0 < T_1 ≤ … ≤ T_K`` (stage ``k`` holds on
-    ``[T_k, T_{k+1})``, ``T_{K+1} = ∞``), the loss of every stage, and why the path ended (``result``, a
-    ``RESULTS`` value: ``"successful"``, ``"max_stages"`` or ``"phase_b_failed"``; ``message``; ``warnings``)."""
+    ``[T_k, T_{k+1})``, ``T_{K+1} = ∞``), the log scales and the loss of every stage, the checks of every stage and
+    transition, and why the path ended (``result``, a ``RESULTS`` value: ``"successful"``, ``"max_stages"`` or
+    ``"phase_b_failed"``; ``message``; ``warnings``). The families' paths document each field."""
 
-    times: eqx.AbstractVar[np.ndarray]
-    loss: eqx.AbstractVar[np.ndarray]
-    result: eqx.AbstractVar[str]
-    message: eqx.AbstractVar[str]
-    warnings: eqx.AbstractVar[tuple[str, ...]]
+    times: np.ndarray
+    b: np.ndarray
+    loss: np.ndarray
+    final_delta: np.ndarray
+    delta_gap: np.ndarray
+    runner_up: np.ndarray
+    hessian_min_eig: np.ndarray
+    stationarity: np.ndarray
+    epsilon_discrepancy: np.ndarray
+    perturbation_spread: np.ndarray
+    assumptions_ok: np.ndarray
+    result: str = eqx.field(static=True)
+    message: str = eqx.field(static=True)
+    warnings: tuple[str, ...] = eqx.field(static=True)
 
     @property
     def num_stages(self) -> int:
@@ -167,6 +178,19 @@ class AbstractGreedyPath(eqx.Module):
     def loss_at(self, tau) -> np.ndarray:
         """``L`` at the stage holding τ (the loss staircase), shape ``τ.shape``."""
         return self.loss[self.stage_at(tau)]
+
+    @property
+    @abc.abstractmethod
+    def speeds(self) -> np.ndarray:
+        """How fast the log scales ``b`` fall on each stage, ``−db/dτ``, shaped as ``b``."""
+
+    def b_at(self, tau) -> np.ndarray:
+        """The log scales ``b^k − (τ − T_k) · speeds^k`` on the stage ``k`` holding τ (piecewise linear in τ), shape
+        ``τ.shape + b.shape[1:]``."""
+        tau = np.asarray(tau, dtype=np.float64)
+        k = self.stage_at(tau)
+        elapsed = (tau - self.times[k]).reshape(tau.shape + (1,) * (np.ndim(self.b) - 1))
+        return self.b[k] - elapsed * self.speeds[k]
 
 
 class Choice(eqx.Module):
@@ -304,16 +328,17 @@ def emit(messages: Sequence[str]) -> None:
 
 
 def run_stages(
-    first, *, delta_of: Callable, advance: Callable, max_stages: int | None, progress: bool, done: str, unit: str
+    first, delta_of: Callable, advance: Callable, *, words: tuple[str, str], max_stages: int | None, progress
 ):
     """The loop of Algorithm 1 (and of the greedy low-rank limit) from the stage record ``first``.
 
     At stage ``k`` the times until each candidate activates are ``delta_of(stage)``; the path ends
-    ``"successful"`` when none is finite (``done`` says why, in the family's words), or ``"max_stages"`` after
-    ``max_stages`` transitions (``unit``: what the family calls them); otherwise ``advance(stage, k, delta)`` returns an :class:`End` (phase (B)
+    ``"successful"`` when none is finite, or ``"max_stages"`` after ``max_stages`` transitions (``words``: why none
+    is finite, and what the transitions are, in the family's words); otherwise ``advance(stage, k, delta)`` returns an :class:`End` (phase (B)
     failed) or ``(transition, next_stage, what)``, ``what`` the progress line's words for the transition.
     Each record's warnings are emitted as it is made. Returns ``(stages, transitions, end)``.
     """
+    done, unit = words
     emit(first.warnings)
     stages, transitions = [first], []
     while True:

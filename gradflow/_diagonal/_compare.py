@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from typing import ClassVar, NamedTuple
 
-import equinox as eqx
 import numpy as np
 
 from .._comparison import AbstractComparison, check_run_scales, compare_runs, detect, window_masks
@@ -50,22 +49,8 @@ class Comparison(AbstractComparison):
         gd: the same comparison for gradient-descent runs, or None.
     """
 
-    method: str = eqx.field(static=True)
-    log_alpha: np.ndarray
-    stage_times: np.ndarray
-    window_start: np.ndarray
-    window_end: np.ndarray
     beta_distance: np.ndarray
-    b_distance: np.ndarray
-    loss_distance: np.ndarray
-    detected_times: np.ndarray
-    time_error: np.ndarray
     beta_rate: np.ndarray
-    b_rate: np.ndarray
-    loss_rate: np.ndarray
-    time_rate: np.ndarray
-    threshold: float
-    delta: float
     gd: Comparison | None = None
     _quantities: ClassVar[tuple[str, ...]] = ("beta", "b", "loss", "time")
 

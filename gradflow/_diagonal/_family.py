@@ -30,30 +30,10 @@ class DiagonalFamily(ModelFamily):
     def check_init(self, model, u0, v0):
         return check_init(u0, v0, model.p, model.names)
 
-    def flow(self, model, *, ts, u0, v0, start, log_a, batched, rtol, atol, max_steps, batching, **options):
-        return flow(
-            model,
-            ts=ts,
-            u0=u0,
-            v0=v0,
-            start=start,
-            log_a=log_a,
-            batched=batched,
-            rtol=rtol,
-            atol=atol,
-            max_steps=max_steps,
-            batching=batching,
-            jacobian_rank=options.get("jacobian_rank"),
-        )
-
-    def gd(self, model, **kwargs):
-        return gd(model, **kwargs)
-
-    def greedy(self, model, **kwargs):
-        return greedy(model, **kwargs)
-
-    def compare(self, model, path, runs, log_alphas, **options):
-        return compare(model, path, runs, log_alphas, **options)
+    flow = staticmethod(flow)
+    gd = staticmethod(gd)
+    greedy = staticmethod(greedy)
+    compare = staticmethod(compare)
 
     def describe_model(self, model) -> str:
         return f"p = {model.p}, n = {model.n}"

@@ -90,7 +90,7 @@ def check_state(start, p: int):
 
 
 def flow(
-    model: DiagonalModel, *, ts, u0, v0, start, log_a, batched, rtol, atol, max_steps, batching, jacobian_rank
+    model: DiagonalModel, *, ts, u0, v0, start, log_a, batched, rtol, atol, max_steps, batching, jacobian_rank=None
 ) -> FlowResult:
     """The flow of ``simulate_flow`` once the checks every family shares are done: from ``α (u0, v0)`` or from
     ``start``, single or batched, ``vmap``-ed or run by run (see ``simulate_flow``)."""

@@ -23,25 +23,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from functools import partial
 
 import jax.numpy as jnp
 import numpy as np
 
+from .. import _greedy as kit
 from .._checks import check_init
-from .._greedy import (
-    Checked,
-    End,
-    GreedyTolerances,
-    PhaseB,
-    choose_coordinate,
-    first_failure,
-    limit_checks,
-    path_checks,
-    perturbed_starts,
-    phase_b_failed,
-    rows,
-    run_stages,
-)
 from ._frame import apply_frame, frame_of
 from ._model import DiagonalModel
 from ._path import GreedyPath
@@ -69,14 +57,14 @@ class _Context:
     """What stays fixed during one run of Algorithm 1."""
 
     model: DiagonalModel
-    tol: GreedyTolerances
+    tol: kit.GreedyTolerances
     G: float  # ‖g(0)‖_∞, the scale of every gradient threshold
     check: bool  # run the checks of Assumptions 4.3 and 4.4
     rng: np.random.Generator  # the perturbations of Assumption 4.4
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class _Stage(Checked):
+class _Stage(kit.Checked):
     """``θ^k`` and its checks: one row of the stage arrays of :class:`GreedyPath`.
 
     The weights are held in the frame ``u_n > |v_n|`` of the flow as magnitudes ``y = |u_n|`` and signs
@@ -96,7 +84,7 @@ class _Stage(Checked):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class _Transition(Checked):
+class _Transition(kit.Checked):
     """Stage ``k → k+1``: phase (A)'s choice and phase (B)'s end; one row of the transition arrays.
 
     ``ok`` is Assumption 4.2 (no tie in eq. 9) and 4.4 (the ε → 0 limit is reached and the perturbed
@@ -120,33 +108,31 @@ class _Ends:
     else ``STATIONARY`` with ``y = |u^{k+1}|``, the ε discrepancy and the spread of the perturbed runs.
     """
 
-    outcome: PhaseB
+    outcome: kit.PhaseB
     epsilon: float
     y: np.ndarray | None = None
     discrepancy: float = math.nan
     spread: float = math.nan
 
 
-def _run(ctx: _Context, g0, loss0, max_stages, progress) -> tuple[list[_Stage], list[_Transition], End]:
+def _run(ctx: _Context, g0, loss0, max_stages, progress) -> tuple[list[_Stage], list[_Transition], kit.End]:
     """Algorithm 1 from ``θ^0 = 0``, ``b^0 = 1``, ``T_0 = 0``: the stages, the transitions and the end."""
     p = ctx.model.p
     first = _stage(ctx, 0, 0.0, np.zeros(p), np.ones(p), np.ones(p), np.zeros(p, dtype=bool), g0, loss0, (True, ()))
-    return run_stages(
-        first,
-        delta_of=lambda stage: time_until_active(stage.b, stage.g, ~stage.support),
-        advance=lambda stage, k, delta: _advance(ctx, stage, k, delta),
-        max_stages=max_stages,
-        progress=progress,
-        done="no coordinate off the support has a gradient above g_zero·G, so none activates",
-        unit="activations",
+    delta_of = lambda stage: time_until_active(stage.b, stage.g, ~stage.support)  # noqa: E731
+    return kit.run_stages(
+        first, delta_of, partial(_advance, ctx), words=_WORDS, max_stages=max_stages, progress=progress
     )
+
+
+_WORDS = ("no coordinate off the support has a gradient above g_zero·G, so none activates", "activations")
 
 
 def _advance(ctx: _Context, stage: _Stage, k: int, delta):
     """Phases (A) and (B) out of ``stage``: the transition ``k → k+1`` and stage ``k + 1`` (with the progress
     line's words), or the end if phase (B) fails."""
     p, names, tol = ctx.model.p, ctx.model.names, ctx.tol
-    choice = choose_coordinate(delta, tol.tie * (stage.time + float(np.min(delta))))
+    choice = kit.choose_coordinate(delta, tol.tie * (stage.time + float(np.min(delta))))
     i = choice.coordinate
     tie = ()
     if choice.tied.size:
@@ -158,8 +144,8 @@ def _advance(ctx: _Context, stage: _Stage, k: int, delta):
     signs = stage.signs.copy()
     signs[i] = np.sign(stage.g[i])
     ends = _phase_b_ends(ctx, stage, signs, i)
-    if ends.outcome is not PhaseB.STATIONARY:
-        return phase_b_failed(
+    if ends.outcome is not kit.PhaseB.STATIONARY:
+        return kit.phase_b_failed(
             k, f"activating {names[i]}", "stationary point", ends.outcome, ends.epsilon, delta, tol, tie
         )
     transition = _transition(ctx, k, delta, choice, stage.g[i], ends, tie)
@@ -243,7 +229,7 @@ def _stage(ctx: _Context, k, T, y, signs, b, support, g_raw, loss, left) -> _Sta
 
 def _transition(ctx: _Context, k, delta, choice, g_i, ends: _Ends, tie) -> _Transition:
     """The transition ``k → k+1`` with its Assumption 4.4 and ε → 0 checks."""
-    ok44, messages = limit_checks(k, ends.discrepancy, ends.spread, ctx.tol, ends="endpoints", support="supports")
+    ok44, messages = kit.limit_checks(k, ends.discrepancy, ends.spread, ctx.tol, ends="endpoints", support="supports")
     return _Transition(
         delta=delta,
         coordinate=choice.coordinate,
@@ -276,7 +262,7 @@ def _phase_b_ends(ctx: _Context, stage: _Stage, signs, i) -> _Ends:
     if n_pert:  # perturbations of the start from the largest ε (Assumption 4.4)
         epsilons = np.concatenate([epsilons, np.full(n_pert, epsilons[0])])
         factors = np.concatenate(
-            [factors, perturbed_starts(np.ones(base.size), red.mask, n_pert, tol.perturbation, ctx.rng)]
+            [factors, kit.perturbed_starts(np.ones(base.size), red.mask, n_pert, tol.perturbation, ctx.rng)]
         )
     t1 = 1e6 * (math.log(1.0 / tol.epsilons[-1]) + 1.0) / abs(g_i)
     thresholds = Thresholds(
@@ -308,8 +294,8 @@ def _phase_b_ends(ctx: _Context, stage: _Stage, signs, i) -> _Ends:
     )
     ends, status = np.asarray(ends), np.asarray(status)
     n_eps = len(tol.epsilons)
-    outcome, eps = first_failure(status[:n_eps], tol)
-    if outcome is not PhaseB.STATIONARY:
+    outcome, eps = kit.first_failure(status[:n_eps], tol)
+    if outcome is not kit.PhaseB.STATIONARY:
         return _Ends(outcome, eps)
     ref, prev = ends[n_eps - 1], ends[n_eps - 2]
     norm = float(np.max(ref))
@@ -324,31 +310,31 @@ def _phase_b_ends(ctx: _Context, stage: _Stage, signs, i) -> _Ends:
     return _Ends(outcome, eps, y_next, disc, spread)
 
 
-def _stack(stages: list[_Stage], transitions: list[_Transition], end: End, swap, sign) -> GreedyPath:
+def _stack(stages: list[_Stage], transitions: list[_Transition], end: kit.End, swap, sign) -> GreedyPath:
     """The records as the arrays of a :class:`GreedyPath`, the weights mapped out of the flow's frame."""
     K, p = len(transitions), stages[0].y.size
-    y, signs = rows(stages, "y", (K + 1, p)), rows(stages, "signs", (K + 1, p))
+    y, signs = kit.rows(stages, "y", (K + 1, p)), kit.rows(stages, "signs", (K + 1, p))
     u, v = apply_frame(y, signs * y, swap, sign)
-    ok, warned = path_checks(stages, transitions, end)
+    ok, warned = kit.path_checks(stages, transitions, end)
     return GreedyPath(
-        times=rows(stages, "time", (K + 1,)),
+        times=kit.rows(stages, "time", (K + 1,)),
         u=u,
         v=v,
         beta=signs * y * y,
-        b=rows(stages, "b", (K + 1, p)),
-        loss=rows(stages, "loss", (K + 1,)),
-        g=rows(stages, "g", (K + 1, p)),
-        support=rows(stages, "support", (K + 1, p), bool),
-        delta=rows(transitions, "delta", (K, p)),
-        coordinate=rows(transitions, "coordinate", (K,), np.int64),
-        sign=rows(transitions, "sign", (K,), bool),
+        b=kit.rows(stages, "b", (K + 1, p)),
+        loss=kit.rows(stages, "loss", (K + 1,)),
+        g=kit.rows(stages, "g", (K + 1, p)),
+        support=kit.rows(stages, "support", (K + 1, p), bool),
+        delta=kit.rows(transitions, "delta", (K, p)),
+        coordinate=kit.rows(transitions, "coordinate", (K,), np.int64),
+        sign=kit.rows(transitions, "sign", (K,), bool),
         final_delta=np.asarray(end.final_delta, dtype=np.float64),
-        delta_gap=rows(transitions, "delta_gap", (K,)),
-        runner_up=rows(transitions, "runner_up", (K,), np.int64),
-        hessian_min_eig=rows(stages, "hessian_min_eig", (K + 1,)),
-        perturbation_spread=rows(transitions, "perturbation_spread", (K,)),
-        epsilon_discrepancy=rows(transitions, "epsilon_discrepancy", (K,)),
-        stationarity=rows(stages, "stationarity", (K + 1,)),
+        delta_gap=kit.rows(transitions, "delta_gap", (K,)),
+        runner_up=kit.rows(transitions, "runner_up", (K,), np.int64),
+        hessian_min_eig=kit.rows(stages, "hessian_min_eig", (K + 1,)),
+        perturbation_spread=kit.rows(transitions, "perturbation_spread", (K,)),
+        epsilon_discrepancy=kit.rows(transitions, "epsilon_discrepancy", (K,)),
+        stationarity=kit.rows(stages, "stationarity", (K + 1,)),
         assumptions_ok=ok,
         result=end.result,
         message=end.message,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import equinox as eqx
 import numpy as np
 
 from .._greedy import AbstractGreedyPath
@@ -47,35 +46,20 @@ class GreedyPath(AbstractGreedyPath):
             phase (B) is in ``message`` instead).
     """
 
-    times: np.ndarray
     u: np.ndarray
     v: np.ndarray
     beta: np.ndarray
-    b: np.ndarray
-    loss: np.ndarray
     g: np.ndarray
     support: np.ndarray
     delta: np.ndarray
     coordinate: np.ndarray
     sign: np.ndarray
-    final_delta: np.ndarray
-    delta_gap: np.ndarray
-    runner_up: np.ndarray
-    hessian_min_eig: np.ndarray
-    perturbation_spread: np.ndarray
-    epsilon_discrepancy: np.ndarray
-    stationarity: np.ndarray
-    assumptions_ok: np.ndarray
-    result: str = eqx.field(static=True)
-    message: str = eqx.field(static=True)
-    warnings: tuple[str, ...] = eqx.field(static=True)
 
     def beta_at(self, tau) -> np.ndarray:
         """``β^k`` for the stage holding τ (piecewise constant), shape ``τ.shape + (p,)``."""
         return self.beta[self.stage_at(tau)]
 
-    def b_at(self, tau) -> np.ndarray:
-        """The log-scale weights ``b^k − (τ − T_k) g(θ^k)`` (piecewise linear), shape ``τ.shape + (p,)``."""
-        tau = np.asarray(tau, dtype=np.float64)
-        k = self.stage_at(tau)
-        return self.b[k] - (tau - self.times[k])[..., None] * self.g[k]
+    @property
+    def speeds(self) -> np.ndarray:
+        """``g(θ^k)``: on stage k the log-scale weights move as ``b^k − (τ − T_k) g(θ^k)`` (paper eq. 10)."""
+        return self.g

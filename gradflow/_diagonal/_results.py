@@ -7,6 +7,7 @@ import equinox as eqx
 import numpy as np
 
 from .._checks import degenerate_error
+from .._trajectory import AbstractFlowResult, AbstractGDResult
 from ._frame import apply_frame, weights
 
 _TINY = float(np.finfo(np.float64).tiny)
@@ -83,7 +84,7 @@ class FlowState(eqx.Module):
         return FlowState(log_w=log_w, log_wbar=log_wbar, swap=swap ^ turn, sign=np.where(flip, -sign, sign))
 
 
-class FlowResult(eqx.Module):
+class FlowResult(AbstractFlowResult):
     """The gradient flow sampled at rescaled times ``ts``: the exact state and what follows from it.
 
     As diffrax's ``Solution``: the stored fields are the solution's exact state (``log w``, ``log w̄`` and
@@ -107,16 +108,10 @@ class FlowResult(eqx.Module):
         message: what went wrong, where (``""`` when successful), in the shape of ``result``.
     """
 
-    ts: np.ndarray
     log_w: np.ndarray
     log_wbar: np.ndarray
     swap: np.ndarray
     sign: np.ndarray
-    loss: np.ndarray
-    log_alpha: np.ndarray
-    stats: dict
-    result: np.ndarray
-    message: np.ndarray
 
     @property
     def u(self) -> np.ndarray:
@@ -140,11 +135,6 @@ class FlowResult(eqx.Module):
         every scale, shape ``(m, p)``."""
         return self.log_w / self.log_alpha[..., None, None]
 
-    @property
-    def alpha(self) -> np.ndarray:
-        """``α``; 0.0 where below the float64 range."""
-        return np.exp(self.log_alpha)
-
     def _weights(self):
         return weights(self.log_w, self.log_wbar, self.swap[..., None, :], self.sign[..., None, :])
 
@@ -160,7 +150,7 @@ class FlowResult(eqx.Module):
         return FlowState(log_w=self.log_w[..., k, :], log_wbar=self.log_wbar[..., k, :], swap=self.swap, sign=self.sign)
 
 
-class GDResult(eqx.Module):
+class GDResult(AbstractGDResult):
     """Discrete training recorded every ``record_every`` steps (all fields NumPy float64/int64).
 
     The stored fields are the state the optimizer updated, ``θ = (u, v)``, with the loss and the scale;
@@ -177,18 +167,9 @@ class GDResult(eqx.Module):
         lr: the learning rate.
     """
 
-    steps: np.ndarray
     u: np.ndarray
     v: np.ndarray
-    loss: np.ndarray
-    log_alpha: np.ndarray
     alpha: np.ndarray
-    lr: float
-
-    @property
-    def ts(self) -> np.ndarray:
-        """The rescaled times ``τ = step · lr / log(1/α)``, shape ``(m,)``."""
-        return self.steps * self.lr / -self.log_alpha[..., None]
 
     @property
     def beta(self) -> np.ndarray:

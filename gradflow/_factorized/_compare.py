@@ -58,25 +58,11 @@ class RankComparison(AbstractComparison):
         gd: the same comparison for gradient-descent runs, or None.
     """
 
-    method: str = eqx.field(static=True)
     names: tuple[str, ...] = eqx.field(static=True)
-    log_alpha: np.ndarray
-    stage_times: np.ndarray
     factor: np.ndarray
     ranks: np.ndarray
-    window_start: np.ndarray
-    window_end: np.ndarray
     W_distance: np.ndarray
-    b_distance: np.ndarray
-    loss_distance: np.ndarray
-    detected_times: np.ndarray
-    time_error: np.ndarray
     W_rate: np.ndarray
-    b_rate: np.ndarray
-    loss_rate: np.ndarray
-    time_rate: np.ndarray
-    threshold: float
-    delta: float
     gd: RankComparison | None = None
     _quantities: ClassVar[tuple[str, ...]] = ("W", "b", "loss", "time")
 

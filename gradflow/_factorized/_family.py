@@ -30,30 +30,10 @@ class FactorizedFamily(ModelFamily):
     def check_init(self, model, u0, v0):
         return check_factors(u0, v0, model)
 
-    def flow(self, model, *, ts, u0, v0, start, log_a, batched, rtol, atol, max_steps, batching, **options):
-        return flow(
-            model,
-            ts=ts,
-            u0=u0,
-            v0=v0,
-            start=start,
-            log_a=log_a,
-            batched=batched,
-            rtol=rtol,
-            atol=atol,
-            max_steps=max_steps,
-            batching=batching,
-            solver=options.get("solver", "auto"),
-        )
-
-    def gd(self, model, **kwargs):
-        return gd(model, **kwargs)
-
-    def greedy(self, model, **kwargs):
-        return greedy(model, **kwargs)
-
-    def compare(self, model, path, runs, log_alphas, **options):
-        return compare(model, path, runs, log_alphas, **options)
+    flow = staticmethod(flow)
+    gd = staticmethod(gd)
+    greedy = staticmethod(greedy)
+    compare = staticmethod(compare)
 
     def describe_model(self, model) -> str:
         shapes = ", ".join(f"W_{n} {m}×{c}" for n, (m, c) in zip(model.names, model.shapes))

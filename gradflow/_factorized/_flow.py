@@ -48,24 +48,8 @@ def _solve(model, y0, log_alpha, ts, rtol, atol, *, solver, max_steps, batched):
     return jax.vmap(one)(log_alpha) if batched else one(log_alpha)
 
 
-@eqx.filter_jit
-def _solve(model, y0, log_alpha, ts, rtol, atol, *, solver, max_steps, batched):
-    def one(la):
-        L = -la
-        y = tuple(eqx.tree_at(lambda f: f.rho, f, f.rho + la) for f in y0)  # Z(0) = α Z̄(0)
-        args = Args(model=model, log_alpha=la)
-        gauge = Gauge(_inner_solver(solver, atol + rtol))
-        pid = dfx.PIDController(rtol=rtol, atol=atol)
-        ys, result, stats = solve_onto(vector_field, gauge, y, args, ts * L, pid, max_steps)
-        Ws = tuple(jax.vmap(lambda f, m=m: factor_weights(f, m))(f) for f, (m, _) in zip(ys, model.shapes))
-        loss = jax.vmap(model.loss_of_weights)(Ws)
-        return ys, Ws, loss, result, stats
-
-    return jax.vmap(one)(log_alpha) if batched else one(log_alpha)
-
-
 def flow(
-    model: FactorizedModel, *, ts, u0, v0, start, log_a, batched, rtol, atol, max_steps, batching, solver
+    model: FactorizedModel, *, ts, u0, v0, start, log_a, batched, rtol, atol, max_steps, batching, solver="auto"
 ) -> FactorizedFlowResult:
     """``simulate_flow`` for a factorised model once the checks every family shares are done: the exact flow from
     ``U_j(0) = α u0[j]``, ``V_j(0) = α v0[j]`` (docs/math.md, *Full weights: the exact flow*). ``solver``:

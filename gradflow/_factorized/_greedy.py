@@ -23,24 +23,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from functools import partial
 
 import jax.numpy as jnp
 import numpy as np
 
-from .._greedy import (
-    Checked,
-    End,
-    GreedyTolerances,
-    PhaseB,
-    choose_coordinate,
-    first_failure,
-    limit_checks,
-    path_checks,
-    perturbed_starts,
-    phase_b_failed,
-    rows,
-    run_stages,
-)
+from .. import _greedy as kit
 from ._layout import Layout
 from ._model import FactorizedModel, check_factors
 from ._path import FactorizedGreedyPath
@@ -73,14 +61,14 @@ def greedy(
 class _Context:
     model: FactorizedModel
     layout: Layout
-    tol: GreedyTolerances
+    tol: kit.GreedyTolerances
     G: float  # max_j σ_1(G_j(0)), the scale of every gradient threshold (T_1 = 1/G)
     check: bool
     rng: np.random.Generator
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class _Stage(Checked):
+class _Stage(kit.Checked):
     """``W̄^k`` with its sleeping exponents and checks; ``ok`` = (no rank lost on the way in, local minimum)."""
 
     time: float
@@ -102,7 +90,7 @@ class _Stage(Checked):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class _Transition(Checked):
+class _Transition(kit.Checked):
     """``k → k+1``: the escaping factor and the end of phase (B); ``ok`` = (unique escape, ε/perturbations agree)."""
 
     delta: np.ndarray
@@ -122,15 +110,13 @@ def _run(ctx: _Context, max_stages, progress):
     first = _stage(
         ctx, 0, 0.0, np.zeros(layout.size), (0,) * len(layout.widths), [np.ones(k) for k in layout.widths], ()
     )
-    return run_stages(
-        first,
-        delta_of=lambda stage: stage.delta,
-        advance=lambda stage, k, delta: _advance(ctx, stage, k, delta),
-        max_stages=max_stages,
-        progress=progress,
-        done="no weight matrix has a sleeping direction with σ_1(G_j) above g_zero·G",
-        unit="escapes",
+    delta_of = lambda stage: stage.delta  # noqa: E731
+    return kit.run_stages(
+        first, delta_of, partial(_advance, ctx), words=_WORDS, max_stages=max_stages, progress=progress
     )
+
+
+_WORDS = ("no weight matrix has a sleeping direction with σ_1(G_j) above g_zero·G", "escapes")
 
 
 def _advance(ctx: _Context, stage: _Stage, k: int, delta):
@@ -138,7 +124,7 @@ def _advance(ctx: _Context, stage: _Stage, k: int, delta):
     progress line's words), or the end if phase (B) fails."""
     layout, tol, names = ctx.layout, ctx.tol, ctx.model.names
     step = float(np.min(delta))
-    choice = choose_coordinate(delta, tol.tie * (stage.time + step))
+    choice = kit.choose_coordinate(delta, tol.tie * (stage.time + step))
     j = choice.coordinate
     gap = stage.gaps[j]
     unique = ()
@@ -153,9 +139,9 @@ def _advance(ctx: _Context, stage: _Stage, k: int, delta):
             f"((σ_1 − σ_2)/σ_1 = {gap:.3g}).",
         )
     outcome, eps, Ws, ranks, disc, spread = _phase_b_ends(ctx, stage, j)
-    if outcome is not PhaseB.STATIONARY:
-        return phase_b_failed(k, f"a rank for {names[j]}", "critical point", outcome, eps, delta, tol, unique)
-    ok44, messages = limit_checks(k, disc, spread, tol, ends="saddles", support="ranks")
+    if outcome is not kit.PhaseB.STATIONARY:
+        return kit.phase_b_failed(k, f"a rank for {names[j]}", "critical point", outcome, eps, delta, tol, unique)
+    ok44, messages = kit.limit_checks(k, disc, spread, tol, ends="saddles", support="ranks")
     transition = _Transition(
         delta=delta,
         factor=j,
@@ -279,7 +265,7 @@ def _phase_b_ends(ctx: _Context, stage: _Stage, j: int):
     starts = np.array(starts)
     n_pert = tol.perturbations if ctx.check else 0
     if n_pert:
-        starts = np.concatenate([starts, perturbed_starts(starts[0], mask, n_pert, tol.perturbation, ctx.rng)])
+        starts = np.concatenate([starts, kit.perturbed_starts(starts[0], mask, n_pert, tol.perturbation, ctx.rng)])
     t1 = 1e6 * (math.log(1.0 / tol.epsilons[-1]) + 1.0) / sigma
     thresholds = tuple(
         jnp.asarray(x)
@@ -297,8 +283,8 @@ def _phase_b_ends(ctx: _Context, stage: _Stage, j: int):
     )
     ends, status = np.asarray(ends), np.asarray(status)
     n_eps = len(tol.epsilons)
-    outcome, eps = first_failure(status[:n_eps], tol)
-    if outcome is not PhaseB.STATIONARY:
+    outcome, eps = kit.first_failure(status[:n_eps], tol)
+    if outcome is not kit.PhaseB.STATIONARY:
         return outcome, eps, None, None, math.nan, math.nan
     products = [layout.products(e) for e in ends]
     size = max(float(np.linalg.norm(w, 2)) for w in products[n_eps - 1])
@@ -321,7 +307,7 @@ def _ranks(Ws, size: float, support: float) -> tuple[int, ...]:
     return tuple(int(np.sum(np.linalg.svd(w, compute_uv=False) > support * size)) for w in Ws)
 
 
-def _stack(stages, transitions, end: End) -> FactorizedGreedyPath:
+def _stack(stages, transitions, end: kit.End) -> FactorizedGreedyPath:
     K, J = len(transitions), len(stages[0].ranks)
     k_max = max(len(e) for e in stages[0].exponents)
 
@@ -332,26 +318,26 @@ def _stack(stages, transitions, end: End) -> FactorizedGreedyPath:
                 out[s, j, : len(values)] = values
         return out
 
-    ok, warned = path_checks(stages, transitions, end)
+    ok, warned = kit.path_checks(stages, transitions, end)
     sigma = np.array([[r[0] if r.size else 0.0 for r in stage.rates] for stage in stages])
     return FactorizedGreedyPath(
-        times=rows(stages, "time"),
-        factor=rows(transitions, "factor", (K,), np.int64),
-        ranks=rows(stages, "ranks", (K + 1, J), np.int64),
+        times=kit.rows(stages, "time"),
+        factor=kit.rows(transitions, "factor", (K,), np.int64),
+        ranks=kit.rows(stages, "ranks", (K + 1, J), np.int64),
         W=tuple(np.stack([stage.Ws[j] for stage in stages]) for j in range(J)),
-        loss=rows(stages, "loss"),
+        loss=kit.rows(stages, "loss"),
         sigma=sigma,
         b=padded("exponents"),
         rates=padded("rates"),
-        delta=rows(transitions, "delta", (K, J)),
+        delta=kit.rows(transitions, "delta", (K, J)),
         final_delta=np.asarray(end.final_delta, dtype=np.float64),
-        delta_gap=rows(transitions, "delta_gap", (K,)),
-        runner_up=rows(transitions, "runner_up", (K,), np.int64),
-        singular_gap=rows(transitions, "singular_gap", (K,)),
-        hessian_min_eig=rows(stages, "hessian_min_eig"),
-        stationarity=rows(stages, "stationarity"),
-        epsilon_discrepancy=rows(transitions, "epsilon_discrepancy", (K,)),
-        perturbation_spread=rows(transitions, "perturbation_spread", (K,)),
+        delta_gap=kit.rows(transitions, "delta_gap", (K,)),
+        runner_up=kit.rows(transitions, "runner_up", (K,), np.int64),
+        singular_gap=kit.rows(transitions, "singular_gap", (K,)),
+        hessian_min_eig=kit.rows(stages, "hessian_min_eig"),
+        stationarity=kit.rows(stages, "stationarity"),
+        epsilon_discrepancy=kit.rows(transitions, "epsilon_discrepancy", (K,)),
+        perturbation_spread=kit.rows(transitions, "perturbation_spread", (K,)),
         assumptions_ok=ok,
         result=end.result,
         message=end.message,

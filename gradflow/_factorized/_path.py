@@ -3,7 +3,6 @@ low-rank limit*)."""
 
 from __future__ import annotations
 
-import equinox as eqx
 import numpy as np
 
 from .._greedy import AbstractGreedyPath
@@ -48,35 +47,20 @@ class FactorizedGreedyPath(AbstractGreedyPath):
             has a sleeping direction with ``σ_1 > 0`` left), ``"max_stages"`` or ``"phase_b_failed"``.
     """
 
-    times: np.ndarray
     factor: np.ndarray
     ranks: np.ndarray
     W: tuple[np.ndarray, ...]
-    loss: np.ndarray
     sigma: np.ndarray
-    b: np.ndarray
     rates: np.ndarray
     delta: np.ndarray
-    final_delta: np.ndarray
-    delta_gap: np.ndarray
-    runner_up: np.ndarray
     singular_gap: np.ndarray
-    hessian_min_eig: np.ndarray
-    stationarity: np.ndarray
-    epsilon_discrepancy: np.ndarray
-    perturbation_spread: np.ndarray
-    assumptions_ok: np.ndarray
-    result: str = eqx.field(static=True)
-    message: str = eqx.field(static=True)
-    warnings: tuple[str, ...] = eqx.field(static=True)
 
     def W_at(self, tau) -> tuple[np.ndarray, ...]:
         """``W̄_j^k`` for the stage holding τ (piecewise constant), per j of shape ``τ.shape + (m_j, n_j)``."""
         k = self.stage_at(tau)
         return tuple(w[k] for w in self.W)
 
-    def b_at(self, tau) -> np.ndarray:
-        """The sleeping exponents ``b^k − (τ − T_k) rates^k`` (piecewise linear), shape ``τ.shape + (J, k_max)``."""
-        tau = np.asarray(tau, dtype=np.float64)
-        k = self.stage_at(tau)
-        return self.b[k] - (tau - self.times[k])[..., None, None] * self.rates[k]
+    @property
+    def speeds(self) -> np.ndarray:
+        """``rates``: on stage k the sleeping exponents move as ``b^k − (τ − T_k) rates^k``."""
+        return self.rates

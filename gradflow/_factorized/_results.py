@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import equinox as eqx
 import numpy as np
+
+from .._trajectory import AbstractFlowResult, AbstractGDResult
 
 _TINY = float(np.finfo(np.float64).tiny)
 
 
-class FactorizedFlowResult(eqx.Module):
+class FactorizedFlowResult(AbstractFlowResult):
     """The gradient flow of a [`FactorizedModel`][gradflow.FactorizedModel] sampled at rescaled times ``ts``.
 
     All arrays are NumPy float64. With a batch of ``B`` scales every field but ``ts`` gains a leading axis
@@ -29,27 +30,16 @@ class FactorizedFlowResult(eqx.Module):
         message: what went wrong, where (``""`` when successful).
     """
 
-    ts: np.ndarray
     W: tuple[np.ndarray, ...]
     log_singular_values: tuple[np.ndarray, ...]
-    loss: np.ndarray
-    log_alpha: np.ndarray
-    stats: dict
-    result: np.ndarray
-    message: np.ndarray
 
     @property
     def singular_values(self) -> tuple[np.ndarray, ...]:
         """The singular values of every ``W_j``, shape ``(m, k_j)``; 0 where below the float64 range."""
         return tuple(np.exp(s) for s in self.log_singular_values)
 
-    @property
-    def alpha(self) -> np.ndarray:
-        """``α``; 0.0 where below the float64 range."""
-        return np.exp(self.log_alpha)
 
-
-class FactorizedGDResult(eqx.Module):
+class FactorizedGDResult(AbstractGDResult):
     """Full-batch gradient descent on the factors, recorded every ``record_every`` steps (NumPy float64).
 
     With ``A`` scales every field but ``steps`` and ``lr`` gains a leading axis of length ``A``.
@@ -62,16 +52,7 @@ class FactorizedGDResult(eqx.Module):
         lr: the learning rate.
     """
 
-    steps: np.ndarray
     W: tuple[np.ndarray, ...]
-    loss: np.ndarray
-    log_alpha: np.ndarray
-    lr: float
-
-    @property
-    def ts(self) -> np.ndarray:
-        """The rescaled times ``τ = step · lr / log(1/α)``."""
-        return self.steps * self.lr / -self.log_alpha[..., None]
 
     @property
     def singular_values(self) -> tuple[np.ndarray, ...]:

@@ -1,0 +1,73 @@
+"""The public entry points as one layer over the families: the family from the model's type, the options that
+apply to one family only, ``throw`` handled once, and warnings at the caller's line for both families."""
+
+import numpy as np
+import pytest
+
+import gradflow
+from gradflow import AssumptionWarning, models
+from gradflow._results import RESULTS, failures, finish
+
+
+def _near_degenerate(task):
+    u0 = task.u0.copy()
+    u0[0] = task.v0[0] * (1 + 1e-9)
+    return u0
+
+
+@pytest.fixture(scope="module")
+def linear():
+    return models.diagonal_linear(n=20, p=3, orthonormal=True, seed=0)
+
+
+@pytest.fixture(scope="module")
+def square():
+    """Matrix factorisation whose two singular values tie: the escape direction of its first stage is not unique."""
+    return models.matrix_factorization(m=2, n=2, singular_values=(1.0, 1.0), seed=0)
+
+
+def test_warnings_point_at_the_callers_line_diagonal(linear):
+    u0 = _near_degenerate(linear)
+    ts = np.linspace(0.0, 1.0, 5)
+    for call in (
+        lambda: gradflow.simulate_flow(linear.model, u0=u0, v0=linear.v0, ts=ts, alpha=1e-3),
+        lambda: gradflow.greedy_limit(linear.model, u0=u0, v0=linear.v0, max_stages=1),
+        lambda: gradflow.compare_limits(linear.model, alphas=[1e-3, 1e-6], u0=u0, v0=linear.v0),
+        lambda: gradflow.simulate_gd(linear.model, u0=u0, v0=linear.v0, alpha=1e-2, lr=0.1, steps=2),
+    ):
+        with pytest.warns(AssumptionWarning) as record:
+            call()
+        assert {w.filename for w in record} == {__file__}, [(w.filename, w.lineno) for w in record]
+
+
+def test_warnings_point_at_the_callers_line_factorized(square):
+    with pytest.warns(AssumptionWarning, match="not unique") as record:
+        path = gradflow.greedy_limit(square.model, u0=square.u0, v0=square.v0, max_stages=1, check_assumptions=False)
+    assert {w.filename for w in record} == {__file__}
+    with pytest.warns(AssumptionWarning, match="not unique") as record:  # compare_limits computes the path itself
+        gradflow.compare_limits(
+            square.model, alphas=[1e-2, 1e-3], u0=square.u0, v0=square.v0, ts=np.linspace(0, 1.2, 7)
+        )
+    assert {w.filename for w in record} == {__file__}
+    assert path.result == "max_stages"
+
+
+def test_the_family_comes_from_the_models_type(linear, square):
+    flow = gradflow.simulate_flow(linear.model, u0=linear.u0, v0=linear.v0, ts=[0.0, 0.5], alpha=1e-2)
+    assert isinstance(flow, gradflow.FlowResult)
+    flow = gradflow.simulate_flow(square.model, u0=square.u0, v0=square.v0, ts=[0.0, 0.5], alpha=1e-2)
+    assert isinstance(flow, gradflow.FactorizedFlowResult)
+    with pytest.raises(TypeError, match="model must be a gradflow.DiagonalModel or a gradflow.FactorizedModel"):
+        gradflow.greedy_limit(object())
+    with pytest.raises(ValueError, match="solver applies to factorized models only; a DiagonalModel"):
+        gradflow.simulate_flow(linear.model, u0=linear.u0, v0=linear.v0, ts=[0.0, 0.5], alpha=1e-2, solver="tsit5")
+
+
+def test_results_enumeration_and_finish():
+    assert [r.value for r in RESULTS if r.failed] == ["max_steps_reached", "solver_failed", "phase_b_failed"]
+    assert str(RESULTS.successful) == "successful" and RESULTS("max_stages") is RESULTS.max_stages
+    assert failures(np.array(["successful", "max_steps_reached", "max_stages"])).tolist() == [1]
+    out = type("Out", (), dict(result=np.array(["successful", "solver_failed"]), message=np.array(["", "it broke"])))
+    assert finish(out, throw=False) is out
+    with pytest.raises(RuntimeError, match="^who: it broke. Try again.$"):
+        finish(out, throw=True, prefix="who: ", hint=". Try again.")
