@@ -19,6 +19,8 @@ from ._glrl import derive_factorized_conservation as derive_factorized_conservat
 from ._glrl import derive_matrix_factorization_stages as derive_matrix_factorization_stages
 from ._glrl import derive_saddle_escape as derive_saddle_escape
 from ._glrl import derive_sleeping_bookkeeping as derive_sleeping_bookkeeping
+from ._glrl import derive_sleeping_orientation as derive_sleeping_orientation
+from ._glrl import linear_sleeping_log_scales as linear_sleeping_log_scales
 from ._glrl import matrix_factorization_stages as matrix_factorization_stages
 from ._greedy import GreedyStages as GreedyStages
 from ._greedy import derive_plateau_dynamics as derive_plateau_dynamics
@@ -50,6 +52,7 @@ __all__ = [
     "derive_saddle_escape",
     "derive_saxe_mode",
     "derive_sleeping_bookkeeping",
+    "derive_sleeping_orientation",
     "derive_sum_difference_dynamics",
     "derive_time_until_active",
     "diagonal_linear_beta",
@@ -57,6 +60,7 @@ __all__ = [
     "diagonal_linear_beta_rescaled",
     "diagonal_linear_staircase",
     "greedy_orthonormal_stages",
+    "linear_sleeping_log_scales",
     "matrix_factorization_stages",
     "saxe_mode",
     "saxe_mode_expression",

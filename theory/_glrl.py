@@ -20,12 +20,22 @@ Sign convention as for diagonal weights: ``G = −∇_W L``, so gradient flow re
   e.g. a 1×1 factor whose gradient changes sign: use a diagonal model there).
 - (c) Invariants: ``UᵀU − VᵀV`` is conserved by the flow (the matrix version of paper Lemma 4.1), so
   factors that start at ``O(α)`` stay balanced, ``UᵀU = VᵀV``, in the limit.
+- (d) Orientation: for a square factor of full width the balanced columns span the graph ``V = O U`` of an
+  orthogonal O, and ``sign det W = det O``. A plateau grows the graph of ``O_+`` (``a_i ↦ b_i``, the learned
+  ``p_i ↦ q_i``), ``det O_+ = sign det(W̄ + G)``. Where ``det(O_+ᵀ O) = −1`` the sleeping block holds a pure
+  shrinking mode ``(x, −O_+ x)``: its growing components have rank one less, and (Cauchy–Binet) the last
+  exponent increases at the smallest ``σ``. A direction that shrinks back to the scale of the start turns
+  (``b = min(e, 2 − e)``, as ``w`` and ``w̄`` trade places for a diagonal weight) and ``sign det W`` flips.
+  :func:`linear_sleeping_log_scales` computes the exact log scales of the linear flow with piecewise
+  constant G in high precision, the oracle for this rule.
 """
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
+import mpmath
 import numpy as np
 import sympy
 
@@ -61,6 +71,13 @@ def _positive(expr: sympy.Expr) -> sympy.Basic:
     """``expr > 0`` with numerator and denominator expanded, so that SymPy decides it from the symbols' signs."""
     numerator, denominator = sympy.fraction(sympy.together(expr))
     return sympy.expand(numerator) * sympy.expand(denominator) > 0
+
+
+def _trig_expanded(expr: sympy.Expr, angles) -> sympy.Expr:
+    """``expr`` as a polynomial in the cosines and sines of ``angles``, ``sin² = 1 − cos²``: 0 iff it vanishes
+    (much faster than ``simplify`` on products of rotations)."""
+    expr = sympy.expand(sympy.expand_trig(expr))
+    return sympy.expand(expr.subs({sympy.sin(a) ** 2: 1 - sympy.cos(a) ** 2 for a in angles}))
 
 
 def _rotation(angle: sympy.Symbol) -> sympy.Matrix:
@@ -159,6 +176,128 @@ def derive_sleeping_bookkeeping() -> Derivation:
         r"e_i(\tau) = e_i(T_k) - (\tau - T_k)\,\lambda_i(A_k),\quad T_{k+1} = T_k + \min_j e_{j,1}/\sigma_1(G_j)"
     )
     return check_claims("log-scale bookkeeping of sleeping directions (GLRL)", statement, claims)
+
+
+def derive_sleeping_orientation() -> Derivation:
+    """(d) The orientation ``sign det W`` of a balanced square factor, that of a saddle's growing directions,
+    and the shrinking direction the conservation law forces where they differ (2×2 sleeping block; the
+    reflection ``R = O_+ᵀ O`` has eigenvalue −1 in every dimension where ``det R = −1``)."""
+    phi, psi, theta = sympy.symbols("phi psi theta", real=True)
+    s1, s2, w1 = sympy.symbols("sigma1 sigma2 s1", positive=True)
+    X = sympy.Matrix(2, 2, lambda i, j: sympy.Symbol(f"x{i}{j}", real=True))
+    P, Q = _rotation(phi), _rotation(psi)
+    claims = {}
+    # Balanced columns (u, O u) of a square factor: det(U Vᵀ) = det(O) det(U)², so sign det W = det O.
+    for label, O in (("rotation", _rotation(theta)), ("reflection", _rotation(theta) * sympy.diag(1, -1))):
+        claims[f"det(U (O U)ᵀ) = det O · det(U)², O a {label}"] = (X * (O * X).T).det() - O.det() * X.det() ** 2
+    # A saddle: W̄ = s p qᵀ, G = σ a bᵀ with p ⊥ a, q ⊥ b (G vanishes on the learned directions).
+    for e1 in (1, -1):
+        for e2 in (1, -1):
+            Pe, Qe = P * sympy.diag(1, e1), Q * sympy.diag(1, e2)
+            W = w1 * Pe[:, 0] * Qe[:, 0].T
+            G = s2 * Pe[:, 1] * Qe[:, 1].T
+            O_plus = Qe * Pe.T  # p ↦ q, a ↦ b
+            claims[f"det(W̄ + G) = det(O_+) s σ ({e1}, {e2})"] = (W + G).det() - O_plus.det() * w1 * s2
+    # The sleeping block [X; O X] against the modes (p_i, ±q_i)/√2 of A, G = P diag(σ1, σ2) Qᵀ, O = O_+ R.
+    modes = sympy.Matrix.hstack(
+        *[sympy.Matrix.vstack(P[:, i], sign * Q[:, i]) / sympy.sqrt(2) for sign in (1, -1) for i in range(2)]
+    )
+    O_plus = Q * P.T
+    reflection, rotation = _rotation(theta) * sympy.diag(1, -1), _rotation(theta)
+    claims["det(I + R) = 0 for a reflection R"] = (sympy.eye(2) + reflection).det()
+    claims["det(I + R) = 2 + 2 cos θ for a rotation R"] = (sympy.eye(2) + rotation).det() - 2 - 2 * sympy.cos(theta)
+    coefficients = {
+        label: modes.T * sympy.Matrix.vstack(X, O_plus * R * X)
+        for label, R in (("reflection", reflection), ("rotation", rotation))
+    }
+    angles = (phi, psi, theta)
+    flipped, turned = coefficients["reflection"], coefficients["rotation"]
+    minors = {
+        "reflection: the growing minor (+σ1, +σ2) vanishes": flipped.extract([0, 1], [0, 1]).det(),
+        "reflection: the minor (+σ1, −σ2) = det X (1 + cos(2φ − θ))": flipped.extract([0, 3], [0, 1]).det()
+        - X.det() * (1 + sympy.cos(2 * phi - theta)),
+        "rotation: the growing minor (+σ1, +σ2) = det X (1 + cos θ)": turned.extract([0, 1], [0, 1]).det()
+        - X.det() * (1 + sympy.cos(theta)),
+    }
+    claims |= {label: _trig_expanded(minor, angles) for label, minor in minors.items()}
+    # Exponents, by Cauchy–Binet: e1 falls at σ1, e1 + e2 at σ1 − σ2 (the largest sum with a nonvanishing minor).
+    tau, e1, e2 = sympy.symbols("tau e1 e2", real=True)
+    first, both = e1 - s1 * tau, e1 + e2 - (s1 - s2) * tau
+    claims["reflection: the second exponent rises at σ2"] = (both - first) - (e2 + s2 * tau)
+    # A diagonal weight (1×1): w = α^b, w̄ = c α^(2−b), β = uv = (w² − w̄²)/4; |β| ≈ α^(2 min(b, 2−b)).
+    alpha, c, b = sympy.symbols("alpha c b", positive=True)
+    w, wbar = alpha**b, c * alpha ** (2 - b)
+    beta = (w**2 - wbar**2) / 4
+    claims["β = α^(2b) (1 − c² α^(4(1−b)))/4 (b < 1: the factor → 1)"] = sympy.expand(
+        beta - alpha ** (2 * b) * (1 - c**2 * alpha ** (4 - 4 * b)) / 4, power_exp=True
+    )
+    claims["β = −c² α^(2(2−b)) (1 − α^(4(b−1))/c²)/4 (b > 1)"] = sympy.expand(
+        beta + c**2 * alpha ** (4 - 2 * b) * (1 - alpha ** (4 * b - 4) / c**2) / 4, power_exp=True
+    )
+    statement = (
+        r"V = OU \Rightarrow \operatorname{sign}\det W = \det O,\ \det O_+ = \operatorname{sign}\det(ar W + G),\ "
+        r"\det(O_+^	op O) = -1 \Rightarrow \dot e_s = +\sigma_s,\ b = \min(e, 2 - e)"
+    )
+    return check_claims("orientation of the sleeping directions (a shrinking one where it differs)", statement, claims)
+
+
+def linear_sleeping_log_scales(gradients, durations, u0, v0, log_alpha: float, times) -> np.ndarray:
+    """The exact log scales ``b_i = log σ_i(W) / (2 log α)`` (ascending, one per column of ``u0``) of ``W = U Vᵀ``
+    at rescaled ``times`` for the linear flow ``dZ/dt = A_k Z``, ``Z = [U; V]``, ``A_k = [[0, G_k], [G_kᵀ, 0]]``
+    with ``G_k`` constant on the k-th interval of rescaled length ``durations[k]`` (the last extends beyond), from
+    ``Z(0) = α [u0; v0]``.
+
+    The sleeping directions of a greedy plateau follow this flow; it is solved in closed form,
+    ``exp(sA) = [[I + P (cosh sΣ − I) Pᵀ, P sinh(sΣ) Qᵀ], [Q sinh(sΣ) Pᵀ, I + Q (cosh sΣ − I) Qᵀ]]`` for
+    ``G = P Σ Qᵀ``, in enough digits (mpmath) that no singular value is lost to rounding.
+    """
+    L = -float(log_alpha)
+    gradients = [np.asarray(g, dtype=float) for g in gradients]
+    times = np.asarray(times, dtype=float)
+    top = max(float(np.linalg.norm(g, 2)) for g in gradients)
+    span = 2 * L * (2 + 2 * top * float(np.max(times)))  # the range of log σ(W) to resolve, in nats
+    with mpmath.workdps(int(span / math.log(10)) + 40):
+        alpha = mpmath.exp(mpmath.mpf(log_alpha))
+        m, width = u0.shape
+        z = mpmath.matrix(np.concatenate([u0, v0]).tolist()) * alpha
+        starts = np.concatenate([[0.0], np.cumsum(durations)])
+        factors = [_closed_form_step(g) for g in gradients]
+        out, now, k = [], 0.0, 0
+        for tau in times:
+            while k + 1 < len(gradients) and tau >= starts[k + 1]:
+                z = factors[k](L * (starts[k + 1] - now)) * z
+                now, k = starts[k + 1], k + 1
+            zt = factors[k](L * (tau - now)) * z
+            w = zt[:m, :] * zt[m:, :].T
+            sv = sorted(mpmath.svd_r(w, compute_uv=False), reverse=True)[:width]  # W has rank ≤ the width
+            out.append([float(mpmath.log(x) / (2 * mpmath.mpf(log_alpha))) for x in sv])
+        return np.array(out)
+
+
+def _closed_form_step(g: np.ndarray):
+    """``s ↦ exp(sA)`` for ``A = [[0, G], [Gᵀ, 0]]``, from the SVD of G in the working precision."""
+    m, n = g.shape
+    P, S, Qt = mpmath.svd_r(mpmath.matrix(g.tolist()))
+    Q = Qt.T
+
+    def step(s):
+        r = len(S)
+        cosh = mpmath.diag([mpmath.cosh(s * S[i]) - 1 for i in range(r)])
+        sinh = mpmath.diag([mpmath.sinh(s * S[i]) for i in range(r)])
+        out = mpmath.eye(m + n)
+        top, off, bottom = P * cosh * P.T, P * sinh * Q.T, Q * cosh * Q.T
+        for i in range(m):
+            for j in range(m):
+                out[i, j] += top[i, j]
+            for j in range(n):
+                out[i, m + j] = off[i, j]
+                out[m + j, i] = off[i, j]
+        for i in range(n):
+            for j in range(n):
+                out[m + i, m + j] += bottom[i, j]
+        return out
+
+    return step
 
 
 def derive_matrix_factorization_stages() -> Derivation:

@@ -9,6 +9,7 @@ from ._glrl import (
     derive_matrix_factorization_stages,
     derive_saddle_escape,
     derive_sleeping_bookkeeping,
+    derive_sleeping_orientation,
 )
 from ._greedy import derive_plateau_dynamics, derive_time_until_active
 from ._record import VerificationReport
@@ -25,6 +26,7 @@ DERIVATIONS = (
     derive_factorized_conservation,
     derive_saddle_escape,
     derive_sleeping_bookkeeping,
+    derive_sleeping_orientation,
     derive_matrix_factorization_stages,
 )
 

@@ -129,8 +129,8 @@ def rank_demo_report(*, config, task, path, flows, comparison, timings, figures,
         f"(the last window ends at τ = {horizon:.4g}). The rank jump into stage k, which adds rank r to W_j, is "
         f"detected on a run at the first τ where σ_r(W_j) reaches {comparison.threshold:g} × σ_r(W̄_j^k). "
         "Log scales b = log σ / (2 log α) are compared with the limit's: 0 for learned directions, the sleeping "
-        "exponents (linear in τ) for the others. Rates: least-squares fit of log d = c − r log log(1/α), i.e. "
-        "d ≈ C·log(1/α)^(−r).\n\n"
+        "exponents (piecewise linear in τ, a shrinking one turning at 1) for the others. Rates: least-squares fit "
+        "of log d = c − r log log(1/α), i.e. d ≈ C·log(1/α)^(−r).\n\n"
     )
     text += worst_exponents(comparison) + "\n\n" + rank_comparison_summary(comparison)
     return text + "\n## Figures\n\n" + figures_and_runtime(figures, timings, config)

@@ -7,7 +7,7 @@ window ends at the run's last time), :func:`~gradflow.compare_limits` reports th
 * ``W_distance``: ``‖W_j(τ) − W̄_j^k‖_2``, the distance to the greedy saddle (spectral norm),
 * ``b_distance``: ``max_i |b_{j,i}(τ) − b̄_{j,i}(τ)|``, the log scales of the singular values
   ``b_{j,i} = log σ_i(W_j) / (2 log α)`` (descending ``σ``) against the limit's: 0 for the ``r_j^k`` learned
-  directions, then the sleeping exponents ``e_{j,1} ≤ e_{j,2} ≤ …`` of the path, linear in τ,
+  directions, then the sleeping exponents ``e_{j,1} ≤ e_{j,2} ≤ …`` of the path, piecewise linear in τ,
 * ``loss_distance``: ``|L(τ) − L(W̄^k)|``,
 
 and the rank jumps detected on the run. **Detection rule**: stage ``k ≥ 1`` adds rank ``r = r_j^k`` to
@@ -112,11 +112,12 @@ def log_scales(log_sv, log_alpha) -> np.ndarray:
 
 def predicted_log_scales(path, tau, j: int, width: int) -> np.ndarray:
     """The limit's log scales of the ``width`` singular values of ``W_j`` at times ``tau`` (descending ``σ``):
-    0 for the ``r_j^k`` learned directions, then the path's sleeping exponents ``e_{j,i}(τ)``, linear in τ."""
+    0 for the ``r_j^k`` learned directions, then the path's sleeping exponents ``e_{j,i}(τ)``, piecewise linear,
+    ascending (a direction lost in phase (B) may pass another within a stage)."""
     tau = np.asarray(tau, dtype=np.float64)
     k = path.stage_at(tau)
     rank = np.asarray(path.ranks)[k, j]
-    sleeping = np.asarray(path.b_at(tau))[..., j, :]
+    sleeping = np.sort(np.asarray(path.b_at(tau))[..., j, :], axis=-1)  # NaN (no direction) last
     out = np.zeros(tau.shape + (width,))
     for i in range(width):
         s = i - rank  # index among the sleeping directions, where i is not learned

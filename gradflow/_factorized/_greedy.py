@@ -7,16 +7,19 @@ From ``α (U⁰, V⁰)`` as α → 0, the flow in rescaled time ``τ = t / log(1
 and adds one rank to one factor at each ``T_{k+1}``:
 
 - (A) the sleeping directions of factor j have log-scale exponents ``e_{j,1} ≤ … ≤ e_{j,k_j−r_j}`` (all 1
-  at τ = 0); on a plateau ``e_{j,i}`` decreases at ``σ_i(G_j(W̄^k))``, ``G_j = −∇_{W_j} L``. Factor
-  ``j_k = argmin_j e_{j,1} / σ_1(G_j)`` escapes first, at ``T_{k+1} = T_k + min_j e_{j,1}/σ_1(G_j)``,
-  along the top singular pair ``(a, b)`` of ``G_{j_k}``.
+  at τ = 0); on a plateau ``e_{j,i}`` decreases at ``σ_i(G_j(W̄^k))``, ``G_j = −∇_{W_j} L``, except that for a
+  square ``W_j`` of full width whose orientation ``sign det W_j`` differs from the saddle's,
+  ``sign det(W̄_j^k + G_j)``, the last one increases at ``σ_s`` and turns back at 1 (the conservation law
+  forces a shrinking direction there; ``_sleeping``). The factor whose leading exponent reaches 0 first, ``j_k``,
+  escapes at ``T_{k+1}``, along the top singular pair ``(a, b)`` of ``G_{j_k}``.
 - (B) ``W̄^{k+1} = lim_{ε→0} lim_{t→∞}`` of the unscaled gradient flow of the factors from ``W̄^k`` (balanced
   factors) with a new column ``(ε a, ε b)`` in factor ``j_k`` (``_phase_b``). The ε → 0 limit is checked as
   for diagonal weights: the endpoints from every ε of ``GreedyTolerances.epsilons`` must agree.
 
-Exact for matrix factorisation (``T_r = 1/σ_r(M)``, the saddles are its truncated SVDs); for other models
-the bookkeeping of (A) beyond the first stage is a conjecture (docs/math.md, *Full weights: the greedy
-low-rank limit*), checked against the exact flow in the tests.
+Exact for matrix factorisation (``T_r = 1/σ_r(M)``, the saddles are its truncated SVDs) and, for 1×1 weights,
+Algorithm 1; for other models the bookkeeping of (A) beyond the first stage rests on a general-position
+conjecture (docs/math.md, *Full weights: the greedy low-rank limit*), checked against the exact flow in the
+tests.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from ._layout import Layout
 from ._model import FactorizedModel, check_factors
 from ._path import FactorizedGreedyPath
 from ._phase_b import curvature_along, evaluate, hessian, phase_b
+from ._sleeping import escape_times, move, saddle_orientation, signed_rates
 
 
 def greedy(
@@ -77,6 +81,9 @@ class _Stage(kit.Checked):
     Ws: tuple[np.ndarray, ...]
     exponents: tuple[np.ndarray, ...]  # per factor, ascending, k_j − r_j of them
     rates: tuple[np.ndarray, ...]  # σ_i(G_j), i ≤ k_j − r_j, below g_zero·G set to 0
+    signed_rates: tuple[np.ndarray, ...]  # the exponents' speeds on the plateau (_sleeping.signed_rates)
+    orientation: tuple[int, ...]  # sign det W_j carried in (0: undefined)
+    saddle_orientation: tuple[int, ...]  # sign det(W̄_j + G_j) (0: undefined)
     pairs: tuple[tuple[np.ndarray, np.ndarray], ...]  # top singular pair (a, b) of every G_j
     gaps: tuple[float, ...]  # (σ_1 − σ_2)/σ_1 of every G_j (1 where σ_2 = 0, NaN where σ_1 = 0)
     loss: float
@@ -85,8 +92,9 @@ class _Stage(kit.Checked):
 
     @property
     def delta(self) -> np.ndarray:
-        """Time until each factor escapes, ``e_{j,1}/σ_1(G_j)`` (∞ without a sleeping direction or speed)."""
-        return np.array([e[0] / r[0] if e.size and r[0] > 0 else np.inf for e, r in zip(self.exponents, self.rates)])
+        """Time until each factor escapes, the first of its ``escape_times`` (∞ without a sleeping direction or
+        speed)."""
+        return np.array([np.min(escape_times(e, r), initial=np.inf) for e, r in zip(self.exponents, self.signed_rates)])
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -100,16 +108,13 @@ class _Transition(kit.Checked):
     singular_gap: float
     epsilon_discrepancy: float
     perturbation_spread: float
-    ok: tuple[bool, bool]
-    warnings: tuple[str, ...]
 
 
 def _run(ctx: _Context, max_stages, progress):
     """The greedy low-rank limit from ``W̄^0 = 0`` with every sleeping exponent at 1: stages, transitions, end."""
     layout = ctx.layout
-    first = _stage(
-        ctx, 0, 0.0, np.zeros(layout.size), (0,) * len(layout.widths), [np.ones(k) for k in layout.widths], ()
-    )
+    J, start = len(layout.widths), [np.ones(k) for k in layout.widths]
+    first = _stage(ctx, 0, 0.0, np.zeros(layout.size), (0,) * J, start, (0,) * J, (0,) * J, ())
     delta_of = lambda stage: stage.delta  # noqa: E731
     return kit.run_stages(
         first, delta_of, partial(_advance, ctx), words=_WORDS, max_stages=max_stages, progress=progress
@@ -153,36 +158,52 @@ def _advance(ctx: _Context, stage: _Stage, k: int, delta):
         ok=(not unique, ok44),
         warnings=unique + messages,
     )
-    # (A): every exponent moves at its speed; factor j's leading one reached 0 and is now active.
-    exponents = [e - r * step for e, r in zip(stage.exponents, stage.rates)]
-    exponents[j] = exponents[j][1:]
+    exponents, orientation, leaving, lost = _carry(stage, j, step, ranks, names, k)
+    y = layout.balanced(Ws, ranks)
+    following = _stage(ctx, k + 1, stage.time + step, y, ranks, exponents, orientation, leaving, lost)
+    return transition, following, f"rank +1 in {names[j]}"
+
+
+def _carry(stage: _Stage, j: int, step: float, ranks, names, k: int):
+    """(A) from stage k to k+1: every exponent moves at its signed speed for ``step`` (``_sleeping.move``), factor
+    j's first to reach 0 is now learned, and a direction that left a factor's rank in phase (B) sleeps again at
+    exponent 0, shrinking (it is balanced, as a diagonal coordinate that leaves at b = 0, paper Lemma D.4; an
+    extrapolation, reported). Returns the exponents (ascending), orientations, directions leaving, warnings."""
+    exponents, orientation = [], []
+    for e, r, omega, saddle in zip(stage.exponents, stage.signed_rates, stage.orientation, stage.saddle_orientation):
+        moved, omega = move(e, r, step, omega, saddle)
+        exponents.append(moved)
+        orientation.append(omega)
+    exponents[j] = np.delete(exponents[j], np.argmin(escape_times(stage.exponents[j], stage.signed_rates[j])))
     expected = list(stage.ranks)
     expected[j] += 1
-    lost = ()
+    leaving, lost = [0] * len(exponents), ()
     for i, (got, want) in enumerate(zip(ranks, expected)):
         if got < want:
-            # A direction that leaves: balanced, its growing mode sits at α² (exponent 2), as a diagonal
-            # coordinate leaving at b = 0 (paper Lemma D.4); the bookkeeping beyond is not covered.
-            exponents[i] = np.concatenate([exponents[i], np.full(want - got, 2.0)])
+            leaving[i] = want - got
+            exponents[i] = np.concatenate([np.zeros(want - got), exponents[i]])
             lost += (
-                f"{names[i]} lost {want - got} rank(s) in phase (B) of stage {k}; the log-scale bookkeeping "
-                "gives the leaving direction exponent 2, an extrapolation of the diagonal case.",
+                f"{names[i]} lost {want - got} rank(s) in phase (B) of stage {k}; the log-scale bookkeeping lets the "
+                "leaving direction shrink from exponent 0 at the smallest speed, an extrapolation of the diagonal case.",
             )
-    y = layout.balanced(Ws, ranks)
-    return transition, _stage(ctx, k + 1, stage.time + step, y, ranks, exponents, lost), f"rank +1 in {names[j]}"
+    return [np.sort(e) for e in exponents], tuple(orientation), tuple(leaving), lost
 
 
-def _stage(ctx: _Context, k: int, time: float, y, ranks, exponents, lost) -> _Stage:
-    """Stage k at the balanced factors ``y``: gradients, speeds, stationarity and the local-minimum check."""
+def _stage(ctx: _Context, k: int, time: float, y, ranks, exponents, orientation, leaving, lost) -> _Stage:
+    """Stage k at the balanced factors ``y``: gradients, the sleeping directions' signed speeds (``leaving[j]``
+    of factor j's left its rank in phase (B); ``orientation`` carried in), stationarity and the local-minimum
+    check (``lost``: the warnings about ranks lost on the way in)."""
     tol, layout = ctx.tol, ctx.layout
     Ws = tuple(np.asarray(w) for w in layout.products(y))
     G, loss = evaluate(ctx.model, tuple(jnp.asarray(w) for w in Ws))
-    rates, pairs, gaps, residual = [], [], [], 0.0
-    for g, w, r, k_j in zip(G, Ws, ranks, layout.widths):
+    rates, signed, saddles, pairs, gaps, residual = [], [], [], [], [], 0.0
+    for g, w, r, k_j, e, omega, n_lost in zip(G, Ws, ranks, layout.widths, exponents, orientation, leaving):
         g = np.asarray(g)
         a, s, bt = np.linalg.svd(g)
         s = np.where(s > tol.g_zero * ctx.G, s, 0.0)
         rates.append(s[: k_j - r] if k_j > r else np.zeros(0))
+        saddles.append(saddle_orientation(w, g, rates[-1]) if w.shape == (k_j, k_j) else 0)
+        signed.append(signed_rates(e, rates[-1], omega, saddles[-1], n_lost))
         pairs.append((a[:, 0], bt[0]))
         gaps.append(float((s[0] - (s[1] if s.size > 1 else 0.0)) / s[0]) if s[0] > 0 else math.nan)
         p, _, qt = np.linalg.svd(w)
@@ -212,6 +233,9 @@ def _stage(ctx: _Context, k: int, time: float, y, ranks, exponents, lost) -> _St
         Ws=Ws,
         exponents=tuple(exponents),
         rates=tuple(rates),
+        signed_rates=tuple(signed),
+        orientation=tuple(orientation),
+        saddle_orientation=tuple(saddles),
         pairs=tuple(pairs),
         gaps=tuple(gaps),
         loss=float(loss),
@@ -328,7 +352,9 @@ def _stack(stages, transitions, end: kit.End) -> FactorizedGreedyPath:
         loss=kit.rows(stages, "loss"),
         sigma=sigma,
         b=padded("exponents"),
-        rates=padded("rates"),
+        rates=padded("signed_rates"),
+        orientation=kit.rows(stages, "orientation", (K + 1, J), np.int64),
+        saddle_orientation=kit.rows(stages, "saddle_orientation", (K + 1, J), np.int64),
         delta=kit.rows(transitions, "delta", (K, J)),
         final_delta=np.asarray(end.final_delta, dtype=np.float64),
         delta_gap=kit.rows(transitions, "delta_gap", (K,)),

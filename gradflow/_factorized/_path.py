@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._greedy import AbstractGreedyPath
+from ._sleeping import fold
 
 
 class FactorizedGreedyPath(AbstractGreedyPath):
@@ -24,10 +25,18 @@ class FactorizedGreedyPath(AbstractGreedyPath):
         loss: ``(K+1,)`` ``L(W̄^k)``.
         sigma: ``(K+1, J)`` ``σ_1(G_j(W̄^k))``, the speed of factor j's leading sleeping direction (0 below
             ``g_zero·G``, and where factor j has no sleeping direction left).
-        b: ``(K+1, J, k_max)`` the log-scale exponents of the sleeping directions of every factor at
-            ``T_k``, ascending (``k_j − r_j`` of them; NaN beyond).
-        rates: ``(K+1, J, k_max)`` the speeds of those exponents on stage k, ``σ_i(G_j(W̄^k))`` (NaN beyond).
-        delta: ``(K, J)`` the time until factor j escapes, ``e_{j,1}/σ_1(G_j)`` (∞ if it cannot).
+        b: ``(K+1, J, k_max)`` the log scales ``e_{j,i} ∈ [0, 1]`` of the sleeping directions of every factor at
+            ``T_k`` (of the singular values of ``W_j``, ``σ ≈ α^{2e}``), ascending (``k_j − r_j`` of them; NaN
+            beyond).
+        rates: ``(K+1, J, k_max)`` their signed speeds on stage k: ``σ_i(G_j(W̄^k))`` in order, but ``−σ_s`` for a
+            direction that shrinks (the last one where ``orientation`` and ``saddle_orientation`` differ, one lost
+            in phase (B)); see :meth:`b_at` (NaN beyond).
+        orientation: ``(K+1, J)`` ``sign det W_j`` carried by the flow into stage k, for a square ``W_j`` of full
+            width whose sleeping directions have all moved below 1 (0: undefined).
+        saddle_orientation: ``(K+1, J)`` ``sign det(W̄_j^k + G_j(W̄^k))``, the orientation that stage k grows
+            (0 where ``W_j`` is not square of full width or ``G_j`` is singular on the sleeping directions).
+        delta: ``(K, J)`` the time until factor j escapes: ``e_{j,1}/σ_1``, or ``(2 − e_{j,1})/σ_1`` for a
+            direction that shrinks to ``e = 1`` and grows back (∞ if it cannot).
         final_delta: ``(J,)`` the same at the last stage (all ∞ when the path ended with ``T = ∞``).
         delta_gap: ``(K,)`` Δ of the runner-up factor minus Δ of ``j_k`` (∞ if alone).
         runner_up: ``(K,)`` the runner-up factor (-1 if none).
@@ -52,6 +61,8 @@ class FactorizedGreedyPath(AbstractGreedyPath):
     W: tuple[np.ndarray, ...]
     sigma: np.ndarray
     rates: np.ndarray
+    orientation: np.ndarray
+    saddle_orientation: np.ndarray
     delta: np.ndarray
     singular_gap: np.ndarray
 
@@ -64,3 +75,9 @@ class FactorizedGreedyPath(AbstractGreedyPath):
     def speeds(self) -> np.ndarray:
         """``rates``: on stage k the sleeping exponents move as ``b^k − (τ − T_k) rates^k``."""
         return self.rates
+
+    def b_at(self, tau) -> np.ndarray:
+        """The sleeping exponents ``fold(b^k − (τ − T_k) rates^k)``, ``fold(x) = min(x, 2 − x)`` (a shrinking
+        direction turns back at 1), piecewise linear, shape ``τ.shape + (J, k_max)``; not sorted within a stage
+        when a direction lost in phase (B) passes another."""
+        return fold(super().b_at(tau))
