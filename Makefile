@@ -16,15 +16,16 @@ demo: $(STAMP)
 	$(VENV)/bin/gradflow demo --out demo_output
 	$(VENV)/bin/gradflow demo --full-weights --out demo_output
 
+# Two workers (pytest-xdist), each test file on one of them; compiled programs are shared through .jax_cache/.
 test: $(STAMP) lint
-	$(PY) -m pytest -m "not slow" -q
+	$(PY) -m pytest -m "not slow" -q -n 2 --dist loadfile
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
 test-all: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadfile
 
 docs: $(STAMP)
 	$(VENV)/bin/mkdocs build --strict --site-dir site
@@ -37,4 +38,4 @@ gpu:
 	PYTHONPATH=. $(PYTHON) benchmarks/gpu_session.py all --out runs/gpu_output --budget 86400
 
 clean:
-	rm -rf $(VENV) site demo_output .pytest_cache .hypothesis
+	rm -rf $(VENV) site demo_output .pytest_cache .hypothesis .jax_cache

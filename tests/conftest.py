@@ -2,12 +2,21 @@
 
 Hypothesis runs derandomised under CI (``CI=true``) so that a CI result is reproducible, and with
 no per-example deadline everywhere (the first example of a test pays JAX's compilation).
+
+JAX keeps compiled programs in a persistent cache, ``.jax_cache/`` at the repository root (``make clean`` removes
+it): a program compiled once — by another test, by the other ``pytest-xdist`` worker, or by an earlier run — is
+read back instead of compiled again. The tests' own processes only; gradflow never sets it.
 """
 
 import os
+from pathlib import Path
 
+import jax
 from hypothesis import settings
 
 settings.register_profile("default", deadline=None)
 settings.register_profile("ci", deadline=None, derandomize=True, print_blob=True)
 settings.load_profile("ci" if os.environ.get("CI") else "default")
+
+jax.config.update("jax_compilation_cache_dir", str(Path(__file__).resolve().parents[1] / ".jax_cache"))
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
