@@ -73,7 +73,10 @@ def _sparsity(v) -> int | None:
 
 
 def _pair(v) -> tuple[int | None, int | None]:
-    if not (isinstance(v, (list, tuple)) and len(v) == 2):
+    """A pair ``[KQ, VO]``, or one value for both."""
+    if not isinstance(v, (list, tuple)):
+        return (_sparsity(v), _sparsity(v))
+    if len(v) != 2:
         raise ValueError
     return (_sparsity(v[0]), _sparsity(v[1]))
 
@@ -93,7 +96,7 @@ _OPTIONS: dict[str, dict[str, _Kind]] = {
         "tokens": _POSITIVE,
         "dim": _POSITIVE,
         "teacher_nonzero": _Kind(
-            f'a pair [KQ, VO] of numbers of nonzero teacher entries (integers >= 0 or "{DENSE}")',
+            f'a pair [KQ, VO] of numbers of nonzero teacher entries (integers >= 0 or "{DENSE}"), or one for both',
             _pair,
             lambda v: not (isinstance(v, list) and v and isinstance(v[0], list)),
         ),

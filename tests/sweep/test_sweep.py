@@ -111,9 +111,9 @@ def test_toml_is_parsed_into_the_grid(tmp_path):
     assert len(points) == (2 + 1) * 2 * 3 and len({p.hash for p in points}) == len(points)
     assert [p.hash for p in grid(SweepConfig.from_toml(_config(tmp_path)))] == [p.hash for p in points]
     pairs = SweepConfig.from_mapping(
-        dict(alphas=[0.1], model=[dict(name="diagonal_attention", dim=2, teacher_nonzero=[[1, 1], [2, "dense"]])])
+        dict(alphas=[0.1], model=[dict(name="diagonal_attention", dim=2, teacher_nonzero=[[1, 1], [2, "dense"], 2])])
     )
-    assert dict(pairs.models[0].options)["teacher_nonzero"] == ((1, 1), (2, None))
+    assert dict(pairs.models[0].options)["teacher_nonzero"] == ((1, 1), (2, None), (2, 2))  # one value: both parts
 
 
 def test_share_splits_by_task():
@@ -149,7 +149,7 @@ def test_share_splits_by_task():
         ),
         (
             "alphas = [0.1]\n[[model]]\nname = 'diagonal_linear'\np = 3\nnonzero = [2, 5]",
-            "model[0] (diagonal_linear, p=3, nonzero=5): the teacher's number of nonzero entries must lie in [0, 3]",
+            "model[0] (diagonal_linear, p=3, nonzero=5): nonzero: the teacher's number of nonzero entries must lie in [0, 3]",
         ),
         ("alphas = [0.1]\n[[model]]\nname = 'diagonal_linear'\nseed = 1", "use the top-level key seeds"),
         ("alphas = [2.0]\n[[model]]\nname = 'diagonal_linear'", "alphas = [2.0]; expected a list of numbers in (0, 1)"),
