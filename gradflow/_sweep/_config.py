@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import models
+from .._checks import check_scales
 from .._config import BATCHING
 
 RUNS = ("greedy", "flow", "compare")
@@ -252,8 +253,7 @@ class SweepConfig:
         if self.run != "greedy":
             if not self.log_alphas:
                 raise ValueError(f'run = "{self.run}" needs the scales: add alphas = [1e-2, 1e-8] (or log_alphas).')
-            if not all(math.isfinite(a) and a < 0 for a in self.log_alphas):
-                raise ValueError(f"log_alphas = {list(self.log_alphas)!r}; every log α must be finite and < 0.")
+            check_scales(None, list(self.log_alphas), names=("alphas", "log_alphas"))  # simulate_flow's own check
             if len(set(self.log_alphas)) != len(self.log_alphas):
                 raise ValueError("alphas (or log_alphas) repeats a value; list each scale once.")
         if self.run == "flow" and self.tau_max is None:
