@@ -10,7 +10,8 @@ Usage::
     gradflow demo --full-weights --out demo_output       # Figure 2 d–f exactly, into demo_output/full_weights
     gradflow sweep sweep.toml --out sweep_output            # a grid of tasks × seeds × α (see docs: Scaling out)
 
-Bad input exits with status 2 and a one-line ``gradflow: error: ...`` message.
+Bad input exits with status 2 and a one-line ``gradflow: error: ...`` message, before anything is computed; an output
+folder that holds another run's output is refused unless ``--overwrite`` is given.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import sys
 import warnings
 
 from . import _commands
-from ._options import CLIError, add_model_options, positive_int
+from ._options import CLIError, Parser, add_model_options, add_out, positive_int
 from ._sweep import add_sweep
 
 _OWN = ("demo", "flow", "greedy", "compare", "sweep")
@@ -28,7 +29,7 @@ _OWN = ("demo", "flow", "greedy", "compare", "sweep")
 
 def build_parser(*, networks: bool = True) -> argparse.ArgumentParser:
     """The argument parser; ``networks=False`` leaves out the networks' subcommands (and their imports)."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="gradflow",
         description="Incremental learning with diagonal weights: the exact rescaled gradient flow, "
         "its greedy limit (Algorithm 1 of 'Transformers learn through gradual rank increase') "
@@ -41,7 +42,7 @@ def build_parser(*, networks: bool = True) -> argparse.ArgumentParser:
         help="the paper's toy task: flows at α = 0.1 ... 1e-32 and on to log α = -1e4, greedy limit, "
         "Figures 6–10, comparison table and report",
     )
-    p.add_argument("--out", default="demo_output", help="output folder (default demo_output)")
+    add_out(p, "demo_output", "results", "figures", "full_weights")
     p.add_argument("--force", action="store_true", help="recompute everything (default: reuse finished parts)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--quick", action="store_true", help=argparse.SUPPRESS)
@@ -55,20 +56,20 @@ def build_parser(*, networks: bool = True) -> argparse.ArgumentParser:
 
     p = sub.add_parser("flow", help="the exact rescaled gradient flow at one or several α")
     add_model_options(p, tau_default="5 / max_i |g_i(0)| or 5 / max_j σ_1(G_j(0)), five times the first stage time")
-    p.add_argument("--out", default="flow_output", help="output folder (default flow_output)")
+    add_out(p, "flow_output", "results", "figures")
     p.set_defaults(func=_commands.flow)
 
     p = sub.add_parser("greedy", help="the greedy limit (Algorithm 1) with its assumption checks")
     add_model_options(p, alphas=False)
     p.add_argument("--max-stages", type=positive_int, help="stop after this many stages")
-    p.add_argument("--out", default="greedy_output", help="output folder (default greedy_output)")
+    add_out(p, "greedy_output")
     p.set_defaults(func=_commands.greedy)
 
     p = sub.add_parser("compare", help="flows at several α against the greedy limit: tables, figures, report")
     add_model_options(p, tau_default="1.25 × the last greedy stage time")
     p.add_argument("--max-stages", type=positive_int, help="stop the greedy path after this many stages")
     p.add_argument("--perturb", action="store_true", help="also run the perturb-and-continue checks (Figures 9–10)")
-    p.add_argument("--out", default="compare_output", help="output folder (default compare_output)")
+    add_out(p, "compare_output", "results", "figures")
     p.add_argument("--force", action="store_true", help="recompute everything (default: reuse finished parts)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_commands.compare)
@@ -90,7 +91,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     first = next((a for a in argv if not a.startswith("-")), None)
     parser = build_parser(networks=first not in _OWN)
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as stop:  # --help, or a bad option (one line on stderr)
+        return int(stop.code or 0)
     try:
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning

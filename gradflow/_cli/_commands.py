@@ -14,11 +14,18 @@ from .._demo import PIPELINES, QUICK, QUICK_FULL, DemoConfig, RankDemoConfig, ru
 from .._io import save_result
 from .._registry import family_of
 from .._report import format_alpha, markdown_table
-from ._options import CLIError, log_alphas, model_options
+from .._sweep._io import claim_folder
+from ._options import CLIError, build_task, log_alphas, model_options
+
+
+def _claim(args, out: Path, **settings) -> None:
+    """Record ``out`` as this command's, with the settings that make its output; refuse another run's folder."""
+    claim_folder(out, dict(command=args.command, **settings), overwrite=args.overwrite, how="pass --overwrite")
 
 
 def demo(args) -> int:
     """``gradflow demo``: the paper's toy task; with ``--full-weights``, Figure 2 d–f into ``OUT/full_weights``."""
+    _claim(args, Path(args.out) / ("full_weights" if args.full_weights else ""), quick=args.quick)
     if args.full_weights:
         config = QUICK_FULL if args.quick else RankDemoConfig()
         out = str(Path(args.out) / "full_weights")
@@ -33,7 +40,8 @@ def demo(args) -> int:
 def compare(args) -> int:
     """``gradflow compare``: the family's pipeline for the built-in task, then its tables."""
     pipeline = PIPELINES[models.builtin(args.model).family]
-    config = pipeline.configure(
+    build_task(args)  # the task's own checks, before anything is computed
+    settings = dict(
         model=args.model,
         model_options=model_options(args),
         log_alphas=log_alphas(args),
@@ -44,6 +52,8 @@ def compare(args) -> int:
         rtol=args.rtol,
         atol=args.atol,
     )
+    config = pipeline.configure(**settings)
+    _claim(args, Path(args.out), **settings)
     result = pipeline.run(config, out=args.out, force=args.force, progress=not args.no_progress)
     return _print_pipeline(result, pipeline, args.out)
 
@@ -64,7 +74,20 @@ def _print_pipeline(result, pipeline, out: str) -> int:
 
 def flow(args) -> int:
     """``gradflow flow``: the exact flow of the built-in task at every α, saved, with its figures."""
-    task = models.builtin(args.model).build(**dict(model_options(args)))
+    task = build_task(args)
+    out = Path(args.out)
+    las = log_alphas(args)
+    _claim(
+        args,
+        out,
+        model=args.model,
+        model_options=model_options(args),
+        log_alphas=las,
+        tau_max=args.tau_max,
+        num_times=args.num_times,
+        rtol=args.rtol,
+        atol=args.atol,
+    )
     family = family_of(task.model)
     speed = family.first_stage_speed(task.model)
     if args.tau_max is None and speed == 0:
@@ -73,11 +96,10 @@ def flow(args) -> int:
         )
     tau_max = args.tau_max if args.tau_max is not None else 5.0 / speed
     ts = np.linspace(0.0, tau_max, args.num_times)
-    out = Path(args.out)
     names = task.model.names
     print(f"{task.name}: {family.describe_model(task.model)}, τ ∈ [0, {tau_max:.4g}]")
     flows = []
-    for la in log_alphas(args):
+    for la in las:
         t0 = time.perf_counter()
         result = simulate_flow(task.model, u0=task.u0, v0=task.v0, ts=ts, log_alpha=la, rtol=args.rtol, atol=args.atol)
         name = f"flow_alpha={format_alpha(la)}"
@@ -95,7 +117,9 @@ def flow(args) -> int:
 
 def greedy(args) -> int:
     """``gradflow greedy``: the greedy limit of the built-in task with its checks, saved as a table and a file."""
-    task = models.builtin(args.model).build(**dict(model_options(args)))
+    task = build_task(args)
+    out = Path(args.out)
+    _claim(args, out, model=args.model, model_options=model_options(args), max_stages=args.max_stages)
     family = family_of(task.model)
     t0 = time.perf_counter()
     path = greedy_limit(
@@ -103,7 +127,6 @@ def greedy(args) -> int:
     )  # a phase (B) that fails ends the path; the summary says why
     seconds = time.perf_counter() - t0
     text = family.greedy_summary(path, task.model.names)
-    out = Path(args.out)
     save_result(out / "greedy.npz", path)
     (out / "greedy.md").write_text(f"# Greedy limit of {task.name} ({seconds:.1f} s)\n\n{text}")
     print(f"{task.name}: {family.describe_model(task.model)}; greedy limit in {seconds:.1f} s\n")

@@ -1,17 +1,38 @@
-"""The command line's options: numbers checked as argparse reads them, and the built-in model's options."""
+"""The command line's parser and options: numbers and output folders checked as argparse reads them (negative numbers
+such as ``-1e4`` read as values), and the built-in model's options."""
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
+import re
+from pathlib import Path
 
 from .. import models
 from .._checks import check_int, check_scales
 from .._demo import PAPER_ALPHAS
+from ..models._factorized import ATTENTION_SINGULAR_VALUES, SINGULAR_VALUES
 
 
 class CLIError(Exception):
     """Bad command-line input (reported on one line, exit status 2)."""
+
+
+NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-(inf|infinity|nan)$", re.IGNORECASE)
+"""What argparse reads as a negative number, not an option: ``-3``, ``-1e4``, ``-1E+4``, ``-.5``, ``-inf``."""
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser (its subcommands' too) that reads every negative number as a value, and reports an error on
+    one line: ``gradflow: error: ...`` with exit status 2."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = NEGATIVE_NUMBER  # argparse's own reads -1e4 as an option
+
+    def error(self, message: str):
+        self.exit(2, f"gradflow: error: {message.rstrip('.')} (see {self.prog} --help)\n")
 
 
 def _number(convert, check, expected: str):
@@ -41,11 +62,66 @@ def _non_negative(x: float) -> None:
         raise ValueError(f"expected a non-negative number, got {x!r}")
 
 
+def _times(count: int) -> None:
+    if count < 2:
+        raise ValueError(f"expected at least 2 recorded times (the start and the end), got {count}")
+
+
 positive_int = _number(int, lambda x: check_int(x, "the value"), "a positive integer")
+non_negative_int = _number(int, lambda x: check_int(x, "the value", minimum=0), "a non-negative integer")
+num_times_type = _number(int, _times, "an integer >= 2")
 alpha_type = _number(float, lambda x: check_scales(x, None, names=("alpha", "--log-alpha")), "a number in (0, 1)")
 log_alpha_type = _number(float, lambda x: check_scales(None, x, names=("--alpha", "log alpha")), "a negative number")
 positive_float = _number(float, _positive, "a positive number")
 non_negative_float = _number(float, _non_negative, "a non-negative number")
+
+
+def output_folder(*subfolders: str):
+    """An argparse ``type`` for ``--out``: a folder that is writable, or that can be created, with ``subfolders``
+    (those the command writes) folders where they exist; checked before anything is computed."""
+
+    def parse(text: str) -> str:
+        if not text:
+            raise argparse.ArgumentTypeError("expected a folder name, got ''")
+        path = Path(text)
+        existing = next(p for p in (path, *path.parents) if p.exists())
+        if existing != path and not existing.is_dir():
+            raise argparse.ArgumentTypeError(f"{existing} is a file, so no folder {text} can be made in it")
+        for folder in (existing, *(path / sub for sub in subfolders if (path / sub).exists())):
+            if not folder.is_dir():
+                raise argparse.ArgumentTypeError(f"{folder} is a file, not a folder; give another folder")
+            if not os.access(folder, os.W_OK | os.X_OK):
+                raise argparse.ArgumentTypeError(f"{folder} is not writable; give a folder you can write to")
+        return text
+
+    return parse
+
+
+def add_out(p: argparse.ArgumentParser, default: str, *subfolders: str) -> None:
+    """``--out`` (checked as it is read: a folder that can be written, with ``subfolders``) and ``--overwrite``."""
+    p.add_argument("--out", type=output_folder(*subfolders), default=default, help=f"output folder (default {default})")
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="write into an output folder that holds another run's output (default: refuse)",
+    )
+
+
+def _flag(option: str) -> str:
+    return "--" + option.replace("_", "-")
+
+
+def _spaced(values) -> str:
+    return " ".join(f"{v:g}" for v in values)
+
+
+_TEACHER_OPTIONS = {
+    "singular_values": f"of the teacher matrix (matrix_factorization, matrix_sensing), at most min(m, n) of them "
+    f"(default {_spaced(SINGULAR_VALUES)}, or its first min(m, n))",
+    "teacher_kq": f"of the teacher's W_KQ (attention_full), at most dim of them "
+    f"(default {_spaced(ATTENTION_SINGULAR_VALUES)}, or its first dim)",
+    "teacher_vo": "of the teacher's W_VO (attention_full), as --teacher-kq",
+}
 
 
 def add_model_options(p: argparse.ArgumentParser, *, alphas: bool = True, tau_default: str = "") -> None:
@@ -65,7 +141,10 @@ def add_model_options(p: argparse.ArgumentParser, *, alphas: bool = True, tau_de
     sizes.add_argument("--dim", type=positive_int, help="token dimension (attention, transformer)")
     sizes.add_argument("--layers", type=positive_int, help="layers (diagonal_transformer)")
     sizes.add_argument("--heads", type=positive_int, help="heads per layer (diagonal_transformer)")
-    p.add_argument("--seed", type=int, default=0, help="data, teacher and initialisation seed (default 0)")
+    teacher = p.add_argument_group("the teacher's singular values (full weights; defaults are the model's)")
+    for option, help_ in _TEACHER_OPTIONS.items():
+        teacher.add_argument(_flag(option), type=positive_float, nargs="+", metavar="S", help=help_)
+    p.add_argument("--seed", type=non_negative_int, default=0, help="data, teacher and initialisation seed (default 0)")
     if alphas:
         group = p.add_mutually_exclusive_group()
         group.add_argument(
@@ -83,7 +162,7 @@ def add_model_options(p: argparse.ArgumentParser, *, alphas: bool = True, tau_de
             help="natural logs of the scales (e.g. -10000 for α far below float64's range)",
         )
         p.add_argument("--tau-max", type=positive_float, help=f"last rescaled time (default: {tau_default})")
-        p.add_argument("--num-times", type=positive_int, default=500, help="recorded times (default 500)")
+        p.add_argument("--num-times", type=num_times_type, default=500, help="recorded times, >= 2 (default 500)")
         p.add_argument(
             "--atol",
             type=positive_float,
@@ -96,16 +175,31 @@ def add_model_options(p: argparse.ArgumentParser, *, alphas: bool = True, tau_de
 
 
 def model_options(args) -> tuple[tuple[str, object], ...]:
-    """The size options given for ``--model`` (an error for one it does not take) and its seed."""
-    allowed = models.builtin(args.model).sizes
+    """The size and teacher options given for ``--model`` (an error for one it does not take) and its seed."""
+    entry = models.builtin(args.model)
     registry = [*models.BUILTIN.values(), *models.FACTORIZED.values()]
-    sizes = dict.fromkeys(k for entry in registry for k in entry.sizes)  # every size option, in order
+    sizes = dict.fromkeys(k for e in registry for k in e.sizes)  # every size option, in order
     given = [k for k in sizes if getattr(args, k) is not None]
-    bad = [k for k in given if k not in allowed]
+    bad = [k for k in given if k not in entry.sizes]
     if bad:
-        takes = " ".join(f"--{k}" for k in allowed)
+        takes = " ".join(f"--{k}" for k in entry.sizes)
         raise CLIError(f"--{bad[0]} does not apply to {args.model} (it takes {takes} --seed)")
-    return tuple((k, getattr(args, k)) for k in given) + (("seed", args.seed),)
+    teacher = [k for k in _TEACHER_OPTIONS if getattr(args, k) is not None]
+    bad = [k for k in teacher if k not in entry.teacher]
+    if bad:
+        takes = " ".join(_flag(k) for k in entry.teacher) or "none"
+        raise CLIError(f"{_flag(bad[0])} does not apply to {args.model} (its teacher options: {takes})")
+    sizes_given = tuple((k, getattr(args, k)) for k in given)
+    return sizes_given + tuple((k, tuple(getattr(args, k))) for k in teacher) + (("seed", args.seed),)
+
+
+def build_task(args) -> models.Task:
+    """The built-in task of ``--model`` with its options (a builder's error says which model it is about)."""
+    options = model_options(args)
+    try:
+        return models.builtin(args.model).build(**dict(options))
+    except ValueError as err:
+        raise CLIError(f"--model {args.model}: {err}") from None
 
 
 def log_alphas(args) -> tuple[float, ...]:

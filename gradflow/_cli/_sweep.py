@@ -10,7 +10,7 @@ import numpy as np
 from .._report import markdown_table
 from .._sweep import SweepConfig, summarise, sweep
 from .._sweep._io import FORMATS, example_config
-from ._options import CLIError, positive_int
+from ._options import CLIError, add_out, non_negative_int, positive_int
 
 
 def add_sweep(sub) -> None:
@@ -20,9 +20,13 @@ def add_sweep(sub) -> None:
     )
     p.add_argument("config", nargs="?", help="the sweep's TOML file (see the docs' Scaling out page)")
     p.add_argument("--example", action="store_true", help="run the example sweep shipped with gradflow")
-    p.add_argument("--out", default="sweep_output", help="output folder (default sweep_output)")
+    add_out(p, "sweep_output", "points", "greedy", "figures")
     p.add_argument("--force", action="store_true", help="recompute finished points (default: skip them)")
-    p.add_argument("--merge", action="store_true", help="compute nothing: merge the finished points into the table")
+    p.add_argument(
+        "--merge",
+        action="store_true",
+        help="compute nothing: merge the finished points into the table (an error, and no table, while some are missing)",
+    )
     p.add_argument("--format", choices=FORMATS, default="auto", help="table format (default: parquet if pyarrow)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     group = p.add_argument_group(
@@ -35,7 +39,7 @@ def add_sweep(sub) -> None:
     group.add_argument("--distributed", action="store_true", help="initialise jax.distributed (e.g. under srun)")
     group.add_argument("--coordinator", metavar="HOST:PORT", help="address of process 0's coordinator")
     group.add_argument("--num-processes", type=positive_int, metavar="N", help="how many processes")
-    group.add_argument("--process-id", type=int, metavar="I", help="this process, 0 .. N-1")
+    group.add_argument("--process-id", type=non_negative_int, metavar="I", help="this process, 0 .. N-1")
     p.set_defaults(func=_cmd_sweep)
 
 
@@ -72,12 +76,19 @@ def _cmd_sweep(args) -> int:
         num_processes=count,
         table_format=args.format,
         merge_only=args.merge,
+        overwrite=args.overwrite,
     )
     points = result.computed + result.reused
     if not args.merge:
         print(f"{points} points: {result.computed} computed, {result.reused} already done, {result.seconds:.1f} s")
     if result.failed:
         print(f"{result.failed} points could not be computed: see the table's error column")
+    if result.missing and args.merge:
+        missing = "1 point of the grid has" if result.missing == 1 else f"{result.missing} points of the grid have"
+        raise RuntimeError(
+            f"{missing} no rows in {Path(args.out) / 'points'} yet, so no table is written: finish them (the same "
+            "gradflow sweep without --merge computes them), then merge again"
+        )
     if result.missing:
         print(f"{result.missing} points of the grid are not finished yet; merge with --merge when they are")
         return 0

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import models
+from .._checks import check_scales
 from .._config import BATCHING
 
 RUNS = ("greedy", "flow", "compare")
@@ -73,7 +74,10 @@ def _sparsity(v) -> int | None:
 
 
 def _pair(v) -> tuple[int | None, int | None]:
-    if not (isinstance(v, (list, tuple)) and len(v) == 2):
+    """A pair ``[KQ, VO]``, or one value for both."""
+    if not isinstance(v, (list, tuple)):
+        return (_sparsity(v), _sparsity(v))
+    if len(v) != 2:
         raise ValueError
     return (_sparsity(v[0]), _sparsity(v[1]))
 
@@ -93,7 +97,7 @@ _OPTIONS: dict[str, dict[str, _Kind]] = {
         "tokens": _POSITIVE,
         "dim": _POSITIVE,
         "teacher_nonzero": _Kind(
-            f'a pair [KQ, VO] of numbers of nonzero teacher entries (integers >= 0 or "{DENSE}")',
+            f'a pair [KQ, VO] of numbers of nonzero teacher entries (integers >= 0 or "{DENSE}"), or one for both',
             _pair,
             lambda v: not (isinstance(v, list) and v and isinstance(v[0], list)),
         ),
@@ -249,8 +253,7 @@ class SweepConfig:
         if self.run != "greedy":
             if not self.log_alphas:
                 raise ValueError(f'run = "{self.run}" needs the scales: add alphas = [1e-2, 1e-8] (or log_alphas).')
-            if not all(math.isfinite(a) and a < 0 for a in self.log_alphas):
-                raise ValueError(f"log_alphas = {list(self.log_alphas)!r}; every log α must be finite and < 0.")
+            check_scales(None, list(self.log_alphas), names=("alphas", "log_alphas"))  # simulate_flow's own check
             if len(set(self.log_alphas)) != len(self.log_alphas):
                 raise ValueError("alphas (or log_alphas) repeats a value; list each scale once.")
         if self.run == "flow" and self.tau_max is None:

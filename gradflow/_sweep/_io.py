@@ -1,7 +1,9 @@
-"""A sweep's files: its TOML config, one rows file per finished point, and the merged table.
+"""A sweep's files: its TOML config, one rows file per finished point, and the merged table; and the record that says
+which run an output folder belongs to.
 
 Layout of a sweep's output folder::
 
+    gradflow.json          which sweep writes here (its grid), so that another one does not overwrite it
     points/<hash>.json     the rows of one finished point (written atomically and fsync'ed as it finishes)
     greedy/greedy-<hash>.npz  the greedy paths (``_io.ResultStore``), reused by re-runs
     sweep.parquet | .csv   the merged table (Parquet when pyarrow is installed, else CSV)
@@ -29,6 +31,7 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 FORMATS = ("auto", "csv", "parquet")
+TABLES = ("sweep.csv", "sweep.parquet")
 
 
 def read_toml(path: str | os.PathLike) -> dict[str, Any]:
@@ -45,24 +48,63 @@ def example_config() -> Path:
     return Path(__file__).parents[1] / "data" / "sweep_example.toml"
 
 
-def point_file(out: Path, point: str) -> Path:
-    return out / "points" / f"{point}.json"
+RECORD = "gradflow.json"
 
 
-def write_point(out: Path, point: str, rows: list[dict[str, Any]]) -> Path:
-    """Write the rows of one point atomically and durably (``fsync``): a crash leaves the file whole or absent."""
-    path = point_file(out, point)
+def claim_folder(out: Path, record: dict[str, Any], *, overwrite: bool, how: str) -> bool:
+    """Write ``record`` (what a run computes, JSON) to ``out/gradflow.json``, unless the folder holds another run's.
+
+    A folder with the same record is the same run's (a re-run resumes it); one with another record, or an
+    unreadable one, raises ``ValueError`` saying ``how`` to overwrite it, unless ``overwrite``. Returns whether
+    the folder held another run.
+    """
+    path = out / RECORD
+    record = json.loads(json.dumps(record))  # as it reads back
+    text = json.dumps(record, indent=1)
+    try:
+        earlier = json.loads(path.read_text())
+    except FileNotFoundError:
+        _write_durably(path, text)
+        return False
+    except (OSError, ValueError):
+        earlier = None
+    if earlier == record:
+        return False
+    if not overwrite:
+        command = (
+            f"gradflow {earlier['command']}" if isinstance(earlier, dict) and "command" in earlier else "unreadable"
+        )
+        raise ValueError(
+            f"{out} holds the output of another run ({command}; its settings are in {path}); {how} to replace it, "
+            "or give another output folder."
+        )
+    _write_durably(path, text)
+    return True
+
+
+def _write_durably(path: Path, text: str) -> None:
+    """Write ``text`` atomically and durably (``fsync``): a crash leaves the file whole or absent."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as fh:
-            json.dump({"point": point, "rows": rows}, fh)
+            fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+def point_file(out: Path, point: str) -> Path:
+    return out / "points" / f"{point}.json"
+
+
+def write_point(out: Path, point: str, rows: list[dict[str, Any]]) -> Path:
+    """Write the rows of one point atomically and durably: a crash leaves the file whole or absent."""
+    path = point_file(out, point)
+    _write_durably(path, json.dumps({"point": point, "rows": rows}))
     return path
 
 
@@ -108,8 +150,8 @@ def write_table(out: Path, rows: list[dict[str, Any]], fmt: str = "auto") -> Pat
         raise ValueError("Parquet needs pyarrow: pip install pyarrow (or pip install 'gradflow[parquet]'), or use csv.")
     rows = [{k: _cell(v) for k, v in row.items()} for row in rows]
     if fmt == "csv" or not have_arrow:
-        return write_csv(out / "sweep.csv", rows)
-    return _write_parquet(out / "sweep.parquet", rows)
+        return write_csv(out / TABLES[0], rows)
+    return _write_parquet(out / TABLES[1], rows)
 
 
 def _write_parquet(path: Path, rows: list[dict[str, Any]]) -> Path:

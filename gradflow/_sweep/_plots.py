@@ -110,15 +110,20 @@ def plot_rates(groups: Sequence[GroupSummary]) -> Figure:
     return fig
 
 
+FIGURES = {
+    "stage_times.png": plot_stage_times,
+    "num_stages.png": plot_num_stages,
+    "assumptions.png": plot_failures,
+    "rates.png": plot_rates,
+}
+"""The summary figures by file name (in ``OUT/figures``)."""
+
+
 def summary_figures(groups: Sequence[GroupSummary], folder: Path) -> list[Path]:
     """Write the figures that the data support (rates need flows at two α or more); returns their paths."""
-    figures = []
+    names = []
     if any(g.tasks for g in groups):
-        figures += [
-            save_figure(plot_stage_times(groups), folder / "stage_times.png"),
-            save_figure(plot_num_stages(groups), folder / "num_stages.png"),
-            save_figure(plot_failures(groups), folder / "assumptions.png"),
-        ]
+        names += ["stage_times.png", "num_stages.png", "assumptions.png"]
     if any(len(r) for g in groups for r in g.rates.values()):
-        figures.append(save_figure(plot_rates(groups), folder / "rates.png"))
-    return figures
+        names.append("rates.png")
+    return [save_figure(FIGURES[name](groups), folder / name) for name in names]

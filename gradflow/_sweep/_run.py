@@ -49,13 +49,13 @@ from .._api import compare_limits, greedy_limit, simulate_flow
 from .._assumptions import AssumptionWarning
 from .._comparison import default_times
 from .._config import cores_for
-from .._io import ResultStore
+from .._io import ResultStore, config_hash
 from .._registry import family_of
 from .._solver import vmap_batches
 from ._config import SweepConfig
 from ._grid import SweepPoint, SweepTask, greedy_key, grid, point_rows, share
-from ._io import read_point, wait_for_points, write_point, write_table
-from ._plots import summary_figures
+from ._io import TABLES, claim_folder, read_point, wait_for_points, write_point, write_table
+from ._plots import FIGURES, summary_figures
 from ._summary import summarise
 
 
@@ -112,6 +112,7 @@ def sweep(
     table_format: str = "auto",
     merge_only: bool = False,
     figures: bool = True,
+    overwrite: bool = False,
 ) -> SweepResult:
     """Run every point of ``config`` (a [`SweepConfig`][gradflow.SweepConfig] or a TOML file) into the folder ``out``.
 
@@ -121,8 +122,12 @@ def sweep(
     into the same ``out`` (a shared file system across hosts); under ``jax.distributed`` every
     process then waits until all shares are written, and process 0 merges the table and draws the
     figures. ``merge_only`` computes nothing and merges what
-    is there (``gradflow sweep --merge``). ``table_format`` is ``"auto"`` (Parquet if pyarrow is
-    installed), ``"csv"`` or ``"parquet"``.
+    is there (``gradflow sweep --merge``); with points missing it writes no table (``missing`` counts them).
+    ``table_format`` is ``"auto"`` (Parquet if pyarrow is installed), ``"csv"`` or ``"parquet"``.
+
+    ``out`` is recorded as this sweep's (its grid, in ``out/gradflow.json``): re-running the same sweep resumes it,
+    and another sweep (or command) into the same folder raises ``ValueError`` before computing anything, unless
+    ``overwrite``, which deletes the earlier table and figures (the finished points the two share are reused).
     """
     start = time.perf_counter()
     if not isinstance(config, SweepConfig):
@@ -133,6 +138,10 @@ def sweep(
     if not 0 <= pid < count:
         raise ValueError(f"process_id must lie in [0, num_processes = {count}); got {pid}.")
     points = grid(config)
+    record = dict(command="sweep", grid=config_hash([p.hash for p in points]), points=len(points))
+    if claim_folder(out, record, overwrite=overwrite, how="pass --overwrite (overwrite=True)"):
+        for stale in [out / name for name in TABLES] + [out / "figures" / name for name in FIGURES]:
+            stale.unlink(missing_ok=True)
     mine = [] if merge_only else share(points, pid, count)
     computed = _run(config, mine, out, force=force, progress=progress)
     if jax.process_count() > 1 and not merge_only:  # jax.distributed: all processes end together

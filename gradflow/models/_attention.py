@@ -14,7 +14,7 @@ import numpy as np
 from .._checks import check_int
 from .._data import sample_blocks
 from .._diagonal import DiagonalModel
-from ._task import Task, gaussian_init, sparse_gaussian
+from ._task import Task, check_seed, gaussian_init, sparse_gaussian
 
 
 def attention_head(X, beta_kq, beta_vo):
@@ -85,25 +85,38 @@ def diagonal_attention(
     n: int = 1000,
     tokens: int = 10,
     dim: int = 50,
-    teacher_nonzero: tuple[int | None, int | None] = (3, 3),
+    teacher_nonzero: int | None | tuple[int | None, int | None] = (3, 3),
     seed: int = 0,
 ) -> Task:
     """The paper's toy task: ``n`` samples of ``tokens × dim`` i.i.d. N(0, 1) tokens, labelled by a teacher head.
 
-    The teacher is a diagonal attention head whose ``β_KQ`` and ``β_VO`` have
-    ``teacher_nonzero`` N(0, 1) entries each on random supports (``None`` makes that part dense).
+    The teacher is a diagonal attention head whose ``β_KQ`` and ``β_VO`` have ``teacher_nonzero = (KQ, VO)``
+    N(0, 1) entries on random supports (``None`` makes that part dense; one number or None sets both parts).
     A sparse teacher gives a few well-separated stages; the paper does not state its teacher's sparsity.
     """
     n, tokens, dim = (check_int(v, k) for v, k in ((n, "n"), (tokens, "tokens"), (dim, "dim")))
-    rng = np.random.default_rng([seed, 0])
+    kq, vo = _teacher_pair(teacher_nonzero)
+    rng = np.random.default_rng([check_seed(seed), 0])
     X = rng.standard_normal((n, tokens, dim))
     teacher = np.concatenate(
-        [sparse_gaussian(rng, dim, teacher_nonzero[0]), sparse_gaussian(rng, dim, teacher_nonzero[1])]
+        [sparse_gaussian(rng, dim, kq, "teacher_nonzero[0]"), sparse_gaussian(rng, dim, vo, "teacher_nonzero[1]")]
     )
     Y = _teacher_labels(X, teacher)
     u0, v0 = gaussian_init(2 * dim, seed)
-    config = dict(n=n, tokens=tokens, dim=dim, teacher_nonzero=teacher_nonzero, seed=seed)
+    config = dict(n=n, tokens=tokens, dim=dim, teacher_nonzero=(kq, vo), seed=seed)
     return Task("diagonal_attention", diagonal_attention_model(X, Y), u0, v0, teacher, config)
+
+
+def _teacher_pair(teacher_nonzero) -> tuple:
+    """``teacher_nonzero`` as a pair ``(KQ, VO)``: a single number (or None) sets both parts."""
+    if teacher_nonzero is None or isinstance(teacher_nonzero, (int, np.integer)):
+        return teacher_nonzero, teacher_nonzero
+    if isinstance(teacher_nonzero, (tuple, list)) and len(teacher_nonzero) == 2:
+        return tuple(teacher_nonzero)
+    raise ValueError(
+        "teacher_nonzero must be a number of nonzero teacher entries (an integer >= 0, or None for dense) "
+        f"or a pair (KQ, VO) of them; got {teacher_nonzero!r}."
+    )
 
 
 def _teacher_labels(X: np.ndarray, teacher: np.ndarray) -> np.ndarray:

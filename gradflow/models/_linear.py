@@ -7,7 +7,7 @@ import numpy as np
 
 from .._checks import check_int
 from .._diagonal import DiagonalModel
-from ._task import Task, gaussian_init, sparse_gaussian
+from ._task import Task, check_seed, gaussian_init, sparse_gaussian
 
 
 def _linear_h(x, beta):
@@ -42,7 +42,7 @@ def diagonal_linear(
     equation; the greedy limit activates coordinates in decreasing ``|β*_i|`` at ``T = 1/|β*_i|``).
     ``beta_star`` defaults to ``nonzero`` N(0, 1) entries on a random support (dense if None).
     """
-    n, p = check_int(n, "n"), check_int(p, "p")
+    n, p, seed = check_int(n, "n"), check_int(p, "p"), check_seed(seed)
     rng = np.random.default_rng([seed, 0])
     if orthonormal:
         if n < p:
@@ -52,7 +52,7 @@ def diagonal_linear(
     else:
         X = rng.standard_normal((n, p))
     if beta_star is None:
-        beta_star = sparse_gaussian(rng, p, nonzero)
+        beta_star = sparse_gaussian(rng, p, nonzero, "nonzero")
     beta_star = np.asarray(beta_star, dtype=np.float64)
     if beta_star.shape != (p,):
         raise ValueError(f"beta_star must have shape ({p},); got {beta_star.shape}.")

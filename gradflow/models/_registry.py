@@ -16,12 +16,13 @@ from ._transformer import diagonal_transformer
 @dataclasses.dataclass(frozen=True)
 class Builtin:
     """A built-in task: the function that builds it, the names of its size options (its keyword arguments
-    that set the sizes; ``seed`` applies to all) and the name of its model's family (``"diagonal"`` or
-    ``"factorized"``)."""
+    that set the sizes; ``seed`` applies to all), the name of its model's family (``"diagonal"`` or
+    ``"factorized"``) and its keyword arguments that set the teacher's singular values (full weights)."""
 
     build: Callable[..., Task]
     sizes: tuple[str, ...]
     family: str = "diagonal"
+    teacher: tuple[str, ...] = ()
 
 
 BUILTIN: Mapping[str, Builtin] = MappingProxyType(
@@ -35,9 +36,9 @@ BUILTIN: Mapping[str, Builtin] = MappingProxyType(
 
 FACTORIZED: Mapping[str, Builtin] = MappingProxyType(
     {
-        "matrix_factorization": Builtin(matrix_factorization, ("m", "n"), "factorized"),
-        "matrix_sensing": Builtin(matrix_sensing, ("m", "n", "measurements"), "factorized"),
-        "attention_full": Builtin(attention_full, ("n", "tokens", "dim"), "factorized"),
+        "matrix_factorization": Builtin(matrix_factorization, ("m", "n"), "factorized", ("singular_values",)),
+        "matrix_sensing": Builtin(matrix_sensing, ("m", "n", "measurements"), "factorized", ("singular_values",)),
+        "attention_full": Builtin(attention_full, ("n", "tokens", "dim"), "factorized", ("teacher_kq", "teacher_vo")),
     }
 )
 """The built-in tasks with full, factorised weights (a [`FactorizedModel`][gradflow.FactorizedModel]) by name."""

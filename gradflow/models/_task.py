@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from .._checks import check_int
 from .._diagonal import DiagonalModel
 from .._factorized import FactorizedModel
 
@@ -30,18 +31,27 @@ class Task:
     config: dict[str, Any]
 
 
+def check_seed(seed) -> int:
+    """The task's seed: an integer >= 0."""
+    return check_int(seed, "seed", minimum=0)
+
+
 def gaussian_init(p: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Seeded i.i.d. N(0, 1) initialisation directions ``u0, v0 ∈ R^p``."""
     rng = np.random.default_rng([seed, 1])
     return rng.standard_normal(p), rng.standard_normal(p)
 
 
-def sparse_gaussian(rng: np.random.Generator, size: int, nonzero: int | None) -> np.ndarray:
-    """A vector with ``nonzero`` N(0, 1) entries on a random support (dense if ``nonzero`` is None)."""
+def sparse_gaussian(rng: np.random.Generator, size: int, nonzero: int | None, name: str) -> np.ndarray:
+    """A vector with ``nonzero`` N(0, 1) entries on a random support (dense if ``nonzero`` is None); ``name`` is the
+    argument that set ``nonzero``, for the error."""
     out = np.zeros(size)
     k = size if nonzero is None else nonzero
-    if not 0 <= k <= size:
-        raise ValueError(f"the teacher's number of nonzero entries must lie in [0, {size}]; got {k}.")
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 <= k <= size:
+        raise ValueError(
+            f"{name}: the teacher's number of nonzero entries must lie in [0, {size}] (an integer, or None for "
+            f"dense); got {nonzero!r}."
+        )
     idx = rng.choice(size, size=k, replace=False)
     out[idx] = rng.standard_normal(k)
     return out

@@ -15,7 +15,7 @@ import numpy as np
 from .._checks import check_int
 from .._diagonal import DiagonalModel
 from ._attention import attention_head
-from ._task import Task, gaussian_init, sparse_gaussian
+from ._task import Task, check_seed, gaussian_init, sparse_gaussian
 
 
 class TransformerForward(eqx.Module):
@@ -91,11 +91,13 @@ def diagonal_transformer(
         check_int(v, k)
         for v, k in ((n, "n"), (tokens, "tokens"), (dim, "dim"), (layers, "layers"), (heads, "heads"), (mlp, "mlp"))
     )
-    rng = np.random.default_rng([seed, 0])
+    rng = np.random.default_rng([check_seed(seed), 0])
     X = rng.standard_normal((n, tokens, dim))
     w_in = rng.standard_normal((layers, dim, mlp)) / np.sqrt(dim)
     w_out = ffn_scale * rng.standard_normal((layers, dim, mlp)) / np.sqrt(mlp)
-    teacher = np.concatenate([sparse_gaussian(rng, dim, teacher_nonzero) for _ in range(2 * layers * heads)])
+    teacher = np.concatenate(
+        [sparse_gaussian(rng, dim, teacher_nonzero, "teacher_nonzero") for _ in range(2 * layers * heads)]
+    )
     Y = _teacher_outputs(X, teacher, w_in, w_out, layers, heads)
     u0, v0 = gaussian_init(teacher.size, seed)
     config = dict(

@@ -1,4 +1,4 @@
-"""The command line: parsing, one-line errors (exit status 2), subcommands on tiny models."""
+"""The command line: subcommands on tiny models, their output folders (bad inputs: ``test_bad_inputs.py``)."""
 
 import inspect
 import subprocess
@@ -10,32 +10,6 @@ import pytest
 from gradflow import models
 from gradflow._cli import main
 from gradflow._io import load_result
-
-
-def _error(capsys, argv) -> str:
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    assert exc.value.code == 2
-    return capsys.readouterr().err
-
-
-@pytest.mark.parametrize(
-    "argv, message",
-    [
-        (["flow", "--alpha", "2"], "alpha must lie in (0, 1)"),
-        (["flow", "--alpha", "abc"], "expected a number"),
-        (["flow", "--log-alpha", "3"], "finite and negative"),
-        (["flow", "--alpha", "0.1", "--log-alpha", "-3"], "not allowed with argument"),
-        (["compare", "--model", "nope"], "invalid choice"),
-        (["greedy", "--dim", "0"], "positive integer"),
-        (["flow", "--tau-max", "-1"], "positive number"),
-        (["demo", "--bogus"], "unrecognized arguments"),
-        ([], "required"),
-    ],
-)
-def test_argparse_errors(capsys, argv, message):
-    err = _error(capsys, argv)
-    assert message in err and "Traceback" not in err
 
 
 def test_option_not_for_model_is_one_line_error(capsys):
@@ -89,6 +63,14 @@ def test_flow_command(tmp_path, capsys):
     results = [load_result(p) for p in sorted((tmp_path / "results").glob("flow_alpha=*.npz"))]
     np.testing.assert_allclose(sorted(float(r.log_alpha) for r in results), np.log([1e-6, 1e-2]), rtol=1e-15)
     assert all(r.log_w.shape == (50, 3) and np.all(r.result == "successful") for r in results)
+    # another run into the same folder is refused before it computes, and leaves every file as it was
+    files = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")}
+    assert main([a.replace("1e-6", "1e-8") for a in argv]) == 2
+    assert "holds the output of another run (gradflow flow;" in capsys.readouterr().err
+    assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")} == files
+    # the same run again, or another one with --overwrite, writes over it
+    assert main(argv) == 0 and main([a.replace("1e-6", "1e-8") for a in argv] + ["--overwrite"]) == 0
+    assert (tmp_path / "results" / "flow_alpha=1e-8.npz").exists()
 
 
 @pytest.mark.slow

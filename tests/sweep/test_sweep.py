@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import gradflow
+from gradflow._cli import main
 from gradflow._comparison import default_times
 from gradflow._io import config_hash
 from gradflow._sweep import SweepConfig, _run, _summary
@@ -111,9 +112,9 @@ def test_toml_is_parsed_into_the_grid(tmp_path):
     assert len(points) == (2 + 1) * 2 * 3 and len({p.hash for p in points}) == len(points)
     assert [p.hash for p in grid(SweepConfig.from_toml(_config(tmp_path)))] == [p.hash for p in points]
     pairs = SweepConfig.from_mapping(
-        dict(alphas=[0.1], model=[dict(name="diagonal_attention", dim=2, teacher_nonzero=[[1, 1], [2, "dense"]])])
+        dict(alphas=[0.1], model=[dict(name="diagonal_attention", dim=2, teacher_nonzero=[[1, 1], [2, "dense"], 2])])
     )
-    assert dict(pairs.models[0].options)["teacher_nonzero"] == ((1, 1), (2, None))
+    assert dict(pairs.models[0].options)["teacher_nonzero"] == ((1, 1), (2, None), (2, 2))  # one value: both parts
 
 
 def test_share_splits_by_task():
@@ -149,7 +150,7 @@ def test_share_splits_by_task():
         ),
         (
             "alphas = [0.1]\n[[model]]\nname = 'diagonal_linear'\np = 3\nnonzero = [2, 5]",
-            "model[0] (diagonal_linear, p=3, nonzero=5): the teacher's number of nonzero entries must lie in [0, 3]",
+            "model[0] (diagonal_linear, p=3, nonzero=5): nonzero: the teacher's number of nonzero entries must lie in [0, 3]",
         ),
         ("alphas = [0.1]\n[[model]]\nname = 'diagonal_linear'\nseed = 1", "use the top-level key seeds"),
         ("alphas = [2.0]\n[[model]]\nname = 'diagonal_linear'", "alphas = [2.0]; expected a list of numbers in (0, 1)"),
@@ -177,8 +178,6 @@ def test_bad_toml_names_the_key_and_the_fix(tmp_path, text, message):
 
 
 def test_cli_reports_a_bad_config_on_one_line(tmp_path, capsys):
-    from gradflow._cli import main
-
     path = _config(tmp_path, "alphas = [0.1]\n[[model]]\nname = 'diagonal_linear'\ndim = 3")
     assert main(["sweep", str(path), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip()
@@ -254,6 +253,37 @@ def test_resume_skips_finished_points(reference, tmp_path, monkeypatch):
 
 
 _LINEAR = TOML.split('[[model]]\nname = "diagonal_attention"')[0]
+
+
+def test_another_sweep_into_the_folder_is_refused_unless_overwrite(reference, tmp_path, capsys):
+    """A different sweep into a sweep's folder is refused before it computes; with ``overwrite`` the earlier table
+    and figures go, and the points the two sweeps share are reused."""
+    result, out = reference
+    out = Path(shutil.copytree(out, tmp_path / "out"))
+    files = {p: p.stat().st_mtime_ns for p in out.rglob("*")}
+    linear = SweepConfig.from_toml(_config(tmp_path, _LINEAR))  # the linear points of the reference sweep
+    with pytest.raises(ValueError, match="holds the output of another run .gradflow sweep; .* pass --overwrite"):
+        gradflow.sweep(linear, out=out, progress=False)
+    assert main(["sweep", str(_config(tmp_path, _LINEAR)), "--out", str(out)]) == 2
+    assert "pass --overwrite (overwrite=True) to replace it" in capsys.readouterr().err
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("*")} == files
+    merged = gradflow.sweep(linear, out=out, merge_only=True, overwrite=True, table_format="csv", figures=False)
+    assert merged.missing == 0 and len(merged.rows) == len(_rows(out, linear))
+    assert not list((out / "figures").glob("*.png"))  # the other sweep's figures are gone
+    with open(out / "sweep.csv") as fh:
+        assert [r["point"] for r in csv.DictReader(fh)] == [r["point"] for r in merged.rows]
+
+
+def test_merge_with_points_missing_writes_no_table(reference, tmp_path, capsys):
+    """``--merge`` before every point is done: exit status 1, a message saying how many are missing, no table."""
+    result, out = reference
+    out = Path(shutil.copytree(out, tmp_path / "out"))
+    (out / "sweep.csv").unlink()
+    (out / "points" / f"{result.rows[0]['point']}.json").unlink()
+    assert main(["sweep", str(_config(tmp_path)), "--out", str(out), "--merge", "--format", "csv"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("gradflow: error: 1 point of the grid has no rows in ") and "no table is written" in err
+    assert not (out / "sweep.csv").exists()
 
 
 def test_greedy_only_sweep(reference, tmp_path):

@@ -1,0 +1,170 @@
+"""Bad command-line, sweep and model inputs, one row each: exit status 2 and one line ``gradflow: error: ...`` that names
+the argument (or, from Python, a ``ValueError`` naming it), never a traceback, and nothing computed first."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gradflow import models
+from gradflow._cli import _commands, build_parser, main
+from gradflow._sweep import ModelGrid, SweepConfig, _run
+
+_LINEAR = (ModelGrid.from_mapping(dict(name="diagonal_linear", p=2)),)
+SWEEP = "alphas = [0.1]\nmax_stages = 1\n[[model]]\nname = 'diagonal_linear'\nn = 8\np = 2\n"
+
+
+@pytest.fixture
+def tmp(tmp_path, monkeypatch):
+    """A folder with a file, a folder holding another run's output, a run whose ``figures`` is a file, and sweep
+    configs; and every computation replaced by an error, so that a check that comes too late fails the test."""
+    (tmp_path / "file").write_text("not a folder")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "gradflow.json").write_text(json.dumps({"command": "greedy", "model": "diagonal_linear"}))
+    (tmp_path / "figures_file" / "figures").parent.mkdir()
+    (tmp_path / "figures_file" / "figures").write_text("")
+    (tmp_path / "sweep.toml").write_text(SWEEP)
+    (tmp_path / "bad.toml").write_text(SWEEP + "dim = 3\n")
+
+    def computed(*args, **kwargs):
+        raise AssertionError("computed before the input was checked")
+
+    for name in ("simulate_flow", "greedy_limit", "run_demo", "run_rank_demo"):
+        monkeypatch.setattr(_commands, name, computed)
+    for family, pipeline in _commands.PIPELINES.items():
+        monkeypatch.setitem(_commands.PIPELINES, family, dataclasses.replace(pipeline, run=computed))
+    monkeypatch.setattr(_run, "_run", computed)
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    "argv, names",
+    [
+        # numbers
+        ("flow --alpha 2", "argument --alpha: alpha must lie in (0, 1)"),
+        ("flow --alpha abc", "argument --alpha: expected a number"),
+        ("flow --alpha 0.1 --log-alpha -3", "argument --log-alpha: not allowed with argument --alpha"),
+        ("flow --log-alpha 3", "argument --log-alpha: log alpha must be finite and negative"),
+        ("compare --log-alpha -inf", "argument --log-alpha: log alpha must be finite and negative"),
+        ("flow --tau-max -1e3", "argument --tau-max: expected a positive number"),
+        ("flow --num-times 1", "argument --num-times: expected at least 2 recorded times"),
+        ("compare --num-times 0", "argument --num-times: expected at least 2 recorded times"),
+        ("flow --atol -1E-8", "argument --atol: expected a positive number"),
+        ("flow --rtol -.5", "argument --rtol: expected a non-negative number"),
+        ("greedy --seed -1", "argument --seed: the value must be a non-negative integer"),
+        ("greedy --dim 0", "argument --dim: the value must be a positive integer"),
+        ("greedy --max-stages 0", "argument --max-stages: the value must be a positive integer"),
+        ("sweep {tmp}/sweep.toml --process-id -1 --num-processes 2", "argument --process-id"),
+        # the task
+        ("compare --model nope", "argument --model: invalid choice: 'nope'"),
+        ("greedy --model diagonal_attention --p 3", "--p does not apply to diagonal_attention"),
+        ("greedy --model attention_full --singular-values 1", "--singular-values does not apply to attention_full"),
+        ("flow --model diagonal_linear --teacher-kq 1", "--teacher-kq does not apply to diagonal_linear"),
+        ("greedy --model matrix_factorization --singular-values 1 -2", "argument --singular-values: expected a posit"),
+        ("greedy --model matrix_factorization --m 3 --n 2 --singular-values 3 2 1", "singular_values must be 1 to"),
+        ("compare --model matrix_sensing --m 1 --singular-values 2 1", "singular_values must be 1 to min(m, n) = 1"),
+        ("flow --model attention_full --dim 2 --teacher-vo 3 2 1", "teacher_vo must be 1 to dim = 2"),
+        ("compare --model attention_full --perturb", "--perturb applies to the models with diagonal weights"),
+        # the output folder, before anything is computed
+        ("flow --out {tmp}/file", "argument --out: {tmp}/file is a file, not a folder"),
+        ("greedy --out {tmp}/file/sub", "argument --out: {tmp}/file is a file, so no folder"),
+        ("compare --out {tmp}/file", "argument --out: {tmp}/file is a file"),
+        ("demo --out {tmp}/file", "argument --out: {tmp}/file is a file"),
+        ("demo --full-weights --out {tmp}/figures_file", "argument --out: {tmp}/figures_file/figures is a file"),
+        ("sweep --example --out {tmp}/file", "argument --out: {tmp}/file is a file"),
+        ("flow --model diagonal_linear --out {tmp}/figures_file", "argument --out: {tmp}/figures_file/figures is a"),
+        ("flow --model diagonal_linear --out {tmp}/other", "{tmp}/other holds the output of another run"),
+        ("greedy --model diagonal_linear --out {tmp}/other", "(gradflow greedy; its settings are in"),
+        ("compare --model diagonal_linear --out {tmp}/other", "pass --overwrite to replace it"),
+        ("demo --out {tmp}/other", "pass --overwrite to replace it"),
+        ("sweep {tmp}/sweep.toml --out {tmp}/other", "pass --overwrite (overwrite=True) to replace it"),
+        # the sweep's options and config
+        ("sweep", "give a sweep config (a TOML file) or --example"),
+        ("sweep {tmp}/sweep.toml --process-id 1", "give --process-id and --num-processes together"),
+        ("sweep {tmp}/bad.toml", "model[0].dim: diagonal_linear has no option 'dim'"),
+        ("sweep {tmp}/sweep.toml --format xlsx", "argument --format: invalid choice"),
+        # the parser
+        ("demo --bogus", "unrecognized arguments: --bogus"),
+        ("", "the following arguments are required: COMMAND"),
+    ],
+)
+def test_bad_command_line(tmp, capsys, argv, names):
+    argv = [a.replace("{tmp}", str(tmp)) for a in argv.split()]
+    if "--out" not in argv and argv and argv[0] != "demo":
+        argv += ["--out", str(tmp / "out")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gradflow: error: ") and err.count("\n") == 1 and "Traceback" not in err, err
+    assert names.replace("{tmp}", str(tmp)) in err
+
+
+@pytest.mark.parametrize("command", ["demo", "flow", "greedy", "compare", "sweep --example"])
+def test_unwritable_out_is_refused(tmp, capsys, monkeypatch, command):
+    """A folder that cannot be written, or made, is refused at once (as root, where every folder is writable, the
+    folder is made to read as read-only)."""
+    folder = tmp / "read_only"
+    folder.mkdir(mode=0o555)
+    if os.access(folder, os.W_OK):
+        access = os.access
+        monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != folder and access(path, mode))
+    for out in (folder, folder / "new"):
+        assert main([*command.split(), "--out", str(out)]) == 2
+        assert f"argument --out: {folder} is not writable" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv, option, value",
+    [
+        ("flow --log-alpha -1e4 -1E+4 -.5 -3", "log_alpha", [-1e4, -1e4, -0.5, -3.0]),
+        ("compare --log-alpha=-1e4 --tau-max 2", "log_alpha", [-1e4]),
+        ("greedy --model matrix_factorization --singular-values 2 1e-1", "singular_values", [2.0, 0.1]),
+    ],
+)
+def test_negative_numbers_are_values(argv, option, value):
+    """Negative numbers in any notation are read as values, not as options (argparse reads ``-1e4`` as an option)."""
+    assert getattr(build_parser(networks=False).parse_args(argv.split()), option) == value
+
+
+@pytest.mark.parametrize(
+    "build, names",
+    [
+        (lambda: models.diagonal_attention(n=4, dim=3, teacher_nonzero=(1, 2, 3)), "teacher_nonzero must be a number"),
+        (lambda: models.diagonal_attention(n=4, dim=3, teacher_nonzero=(4, 1)), "teacher_nonzero[0]: the teacher's"),
+        (lambda: models.diagonal_attention(n=4, dim=3, teacher_nonzero=-1), "teacher_nonzero[0]: the teacher's"),
+        (lambda: models.diagonal_transformer(n=4, dim=2, teacher_nonzero=3), "teacher_nonzero: the teacher's"),
+        (lambda: models.diagonal_linear(n=4, p=3, nonzero=2.5), "nonzero: the teacher's number of nonzero entries"),
+        (lambda: models.diagonal_linear(n=4, p=3, seed=-1), "seed must be a non-negative integer"),
+        (lambda: models.attention_full(n=4, dim=3, d_head=0), "d_head must be an integer in [1, dim = 3]"),
+        (lambda: models.attention_full(n=4, dim=3, d_head=4), "d_head must be an integer in [1, dim = 3]"),
+        (lambda: models.attention_full(n=4, dim=3, teacher_kq=()), "teacher_kq must be 1 to dim = 3 positive"),
+        (lambda: models.matrix_factorization(singular_values=()), "singular_values must be 1 to min(m, n) = 5"),
+        (lambda: models.matrix_factorization(m=3, n=2, singular_values=(3, 2, 1)), "singular_values must be 1 to"),
+        (lambda: models.matrix_sensing(singular_values=(1.0, math.nan)), "singular_values must be 1 to"),
+        (lambda: models.matrix_sensing(singular_values="abc"), "singular_values must be 1 to"),
+        (lambda: models.matrix_factorization(width=0), "width must be an integer in [1, min(m, n) = 5]"),
+        (lambda: models.matrix_factorization_model(np.eye(3), width=2.5), "width must be an integer in [1, min(m, n)"),
+        (lambda: SweepConfig(models=_LINEAR, log_alphas=(-1.0, math.nan)), "log_alphas must be finite and negative"),
+        (lambda: SweepConfig(models=_LINEAR, log_alphas=(-1.0, -1.0)), "alphas (or log_alphas) repeats a value"),
+    ],
+)
+def test_bad_arguments_from_python(build, names):
+    with pytest.raises(ValueError) as err:
+        build()
+    assert names in str(err.value)
+
+
+def test_default_teachers_fit_the_sizes():
+    """A single number sets both parts of the diagonal head's teacher; the full-weight teachers' default singular
+    values are cut to the rank the sizes allow."""
+    task = models.diagonal_attention(n=4, dim=5, teacher_nonzero=3)
+    assert np.count_nonzero(task.teacher_beta[:5]) == np.count_nonzero(task.teacher_beta[5:]) == 3
+    (M,) = models.matrix_factorization(m=3, n=2).teacher_beta
+    np.testing.assert_allclose(np.linalg.svd(M, compute_uv=False), [3.0, 2.0], rtol=1e-12)
+    kq, vo = models.attention_full(n=4, dim=2).teacher_beta
+    np.testing.assert_allclose(np.linalg.svd(kq, compute_uv=False), [1.0, 0.6], rtol=1e-12)
