@@ -236,3 +236,52 @@ def write_csv(path: str | os.PathLike, records: list[dict[str, Any]]) -> Path:
         for rec in records:
             writer.writerow({k: (repr(float(v)) if isinstance(v, (float, np.floating)) else v) for k, v in rec.items()})
     return path
+
+
+RECORD = "gradflow.json"
+
+
+def claim_folder(out: Path, record: dict[str, Any], *, overwrite: bool, how: str) -> bool:
+    """Write ``record`` (what a run computes, JSON) to ``out/gradflow.json``, unless the folder holds another run's.
+
+    A folder with the same record is the same run's (a re-run resumes it); one with another record, or an
+    unreadable one, raises ``ValueError`` saying ``how`` to overwrite it, unless ``overwrite``. Returns whether
+    the folder held another run.
+    """
+    path = out / RECORD
+    record = json.loads(json.dumps(record))  # as it reads back
+    text = json.dumps(record, indent=1)
+    try:
+        earlier = json.loads(path.read_text())
+    except FileNotFoundError:
+        write_durably(path, text)
+        return False
+    except (OSError, ValueError):
+        earlier = None
+    if earlier == record:
+        return False
+    if not overwrite:
+        command = (
+            f"gradflow {earlier['command']}" if isinstance(earlier, dict) and "command" in earlier else "unreadable"
+        )
+        raise ValueError(
+            f"{out} holds the output of another run ({command}; its settings are in {path}); {how} to replace it, "
+            "or give another output folder."
+        )
+    write_durably(path, text)
+    return True
+
+
+def write_durably(path: Path, text: str) -> None:
+    """Write ``text`` atomically and durably (``fsync``): a crash leaves the file whole or absent."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)

@@ -11,10 +11,9 @@ import numpy as np
 from .. import models
 from .._api import greedy_limit, simulate_flow
 from .._demo import PIPELINES, QUICK, QUICK_FULL, DemoConfig, RankDemoConfig, run_demo, run_rank_demo
-from .._io import save_result
+from .._io import claim_folder, save_result
 from .._registry import family_of
 from .._report import format_alpha, markdown_table
-from .._sweep._io import claim_folder
 from ._options import CLIError, build_task, log_alphas, model_options
 
 

@@ -1,5 +1,4 @@
-"""A sweep's files: its TOML config, one rows file per finished point, and the merged table; and the record that says
-which run an output folder belongs to.
+"""A sweep's files: its TOML config, one rows file per finished point, and the merged table.
 
 Layout of a sweep's output folder::
 
@@ -18,12 +17,11 @@ import importlib.util
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from .._io import write_csv
+from .._io import write_csv, write_durably
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -48,55 +46,6 @@ def example_config() -> Path:
     return Path(__file__).parents[1] / "data" / "sweep_example.toml"
 
 
-RECORD = "gradflow.json"
-
-
-def claim_folder(out: Path, record: dict[str, Any], *, overwrite: bool, how: str) -> bool:
-    """Write ``record`` (what a run computes, JSON) to ``out/gradflow.json``, unless the folder holds another run's.
-
-    A folder with the same record is the same run's (a re-run resumes it); one with another record, or an
-    unreadable one, raises ``ValueError`` saying ``how`` to overwrite it, unless ``overwrite``. Returns whether
-    the folder held another run.
-    """
-    path = out / RECORD
-    record = json.loads(json.dumps(record))  # as it reads back
-    text = json.dumps(record, indent=1)
-    try:
-        earlier = json.loads(path.read_text())
-    except FileNotFoundError:
-        _write_durably(path, text)
-        return False
-    except (OSError, ValueError):
-        earlier = None
-    if earlier == record:
-        return False
-    if not overwrite:
-        command = (
-            f"gradflow {earlier['command']}" if isinstance(earlier, dict) and "command" in earlier else "unreadable"
-        )
-        raise ValueError(
-            f"{out} holds the output of another run ({command}; its settings are in {path}); {how} to replace it, "
-            "or give another output folder."
-        )
-    _write_durably(path, text)
-    return True
-
-
-def _write_durably(path: Path, text: str) -> None:
-    """Write ``text`` atomically and durably (``fsync``): a crash leaves the file whole or absent."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-
-
 def point_file(out: Path, point: str) -> Path:
     return out / "points" / f"{point}.json"
 
@@ -104,7 +53,7 @@ def point_file(out: Path, point: str) -> Path:
 def write_point(out: Path, point: str, rows: list[dict[str, Any]]) -> Path:
     """Write the rows of one point atomically and durably: a crash leaves the file whole or absent."""
     path = point_file(out, point)
-    _write_durably(path, json.dumps({"point": point, "rows": rows}))
+    write_durably(path, json.dumps({"point": point, "rows": rows}))
     return path
 
 

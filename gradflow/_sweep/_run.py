@@ -49,12 +49,12 @@ from .._api import compare_limits, greedy_limit, simulate_flow
 from .._assumptions import AssumptionWarning
 from .._comparison import default_times
 from .._config import cores_for
-from .._io import ResultStore, config_hash
+from .._io import ResultStore, claim_folder, config_hash
 from .._registry import family_of
 from .._solver import vmap_batches
 from ._config import SweepConfig
 from ._grid import SweepPoint, SweepTask, greedy_key, grid, point_rows, share
-from ._io import TABLES, claim_folder, read_point, wait_for_points, write_point, write_table
+from ._io import TABLES, read_point, wait_for_points, write_point, write_table
 from ._plots import FIGURES, summary_figures
 from ._summary import summarise
 
