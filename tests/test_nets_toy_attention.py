@@ -7,10 +7,10 @@ import jax
 import numpy as np
 import pytest
 
+from gradflow.nets._cli import add_subcommands
 from gradflow.nets._toy_attention import (
     AttentionHead,
     ToyAttentionConfig,
-    add_subcommand,
     toy_attention_data,
     train_toy_attention,
 )
@@ -90,7 +90,7 @@ def test_bad_input():
 
 def test_cli(tmp_path):
     parser = argparse.ArgumentParser()
-    add_subcommand(parser.add_subparsers())
+    add_subcommands(parser.add_subparsers())
     args = parser.parse_args(
         [
             "toy-attention",

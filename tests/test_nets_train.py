@@ -26,7 +26,7 @@ from gradflow.nets import (
     vit_config,
 )
 from gradflow.nets._cli import add_subcommands
-from gradflow.nets._loop import _decay_mask
+from gradflow.nets._optim import _decay_mask
 
 DIGITS = load_images(None, seed=0)
 VIT_CFG = dataclasses.replace(vit_config("tiny"), n_classes=DIGITS.num_classes)
@@ -88,7 +88,7 @@ def test_resume_reproduces_uninterrupted_run(tmp_path):
 
 def test_non_finite_loss_stops_with_message(tmp_path):
     recipe = dataclasses.replace(RECIPE, lr=1e30, warmup=0)
-    with pytest.raises(NonFiniteLossError, match=r"at step \d+ .*lower learning rate"):
+    with pytest.raises(NonFiniteLossError, match=r"(at|after) step \d+.*lower learning rate"):
         train(_vit(), recipe, DIGITS, seed=0, out=tmp_path, progress=False)
     for record in read_metrics(tmp_path / "metrics.jsonl") if (tmp_path / "metrics.jsonl").exists() else []:
         assert all(math.isfinite(v) for v in record.values())
