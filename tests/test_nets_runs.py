@@ -1,7 +1,6 @@
 """Run folders of the networks' commands: an earlier run is never overwritten without --overwrite, --resume may
 lengthen a run, Ctrl-C stops within seconds keeping what has finished, and bad input ends in one line (status 2)."""
 
-import dataclasses
 import json
 import os
 import re
@@ -13,6 +12,7 @@ import time
 import jax
 import numpy as np
 import pytest
+from nets_common import DIGITS, tiny_recipe, vit
 
 from gradflow._cli import main
 from gradflow.nets import (
@@ -26,7 +26,6 @@ from gradflow.nets import (
     load_text,
     read_metrics,
     train,
-    train_config,
     train_toy_attention,
     vit_config,
 )
@@ -87,17 +86,14 @@ def test_every_command_refuses_an_earlier_run_before_training(tmp_path, capsys, 
 
 def test_resume_may_lengthen_a_run(tmp_path):
     """Issue 20: `vit --resume` refused more --steps (the recipe's length was part of the run's description)."""
-    data = load_images(None, seed=0)
-    cfg = dataclasses.replace(vit_config("tiny"), n_classes=data.num_classes)
-    short, long = (train_config("tiny").with_duration(n, "steps") for n in (4, 6))
     kw = dict(seed=0, out=tmp_path, progress=False)
-    train(ViT(cfg, key=jax.random.key(0)), short, data, **kw)
+    train(vit(), tiny_recipe(4), DIGITS, **kw)
     kept = read_metrics(tmp_path / "metrics.jsonl")
-    resumed = train(ViT(cfg, key=jax.random.key(0)), long, data, resume=True, **kw)
+    resumed = train(vit(), tiny_recipe(6), DIGITS, resume=True, **kw)
     assert resumed.steps == 6 and resumed.metrics[: len(kept)] == kept
     assert json.loads((tmp_path / "checkpoint" / "meta.json").read_text())["step"] == 6
     with pytest.raises(ValueError, match=r"at step 6, past the 4 steps of this run; ask for 6 steps or more"):
-        train(ViT(cfg, key=jax.random.key(0)), short, data, resume=True, **kw)
+        train(vit(), tiny_recipe(4), DIGITS, resume=True, **kw)
 
 
 def test_ctrl_c_stops_after_the_step_with_a_checkpoint_and_resumes_exactly(tmp_path, monkeypatch):

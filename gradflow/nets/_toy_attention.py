@@ -202,6 +202,8 @@ def train_toy_attention(
         log_every=None,
         n_spectra=0,
     )
+    if overwrite and out is not None:
+        (pathlib.Path(out) / "result.npz").unlink(missing_ok=True)  # the earlier run's; this one writes its own
     full = np.arange(config.n, dtype=np.int32)[None]
     task = _loop.Task(
         loss=_batch_loss,
