@@ -20,6 +20,8 @@ import pytest
 
 from gradflow.nets import read_metrics
 
+pytestmark = pytest.mark.usefixtures("unoptimised_xla")  # conftest.py: compile fast
+
 # float32 on the CPU: the sums over a batch split in 4 differ from the 1-device sums by rounding only
 # (measured: at most 1.0e-7 relative in the losses, 7e-7 in the parameters after 8 AdamW steps, 2e-9 in InRank's
 # explained ratios)
@@ -29,9 +31,8 @@ RTOL = 1e-6
 def _subprocess(args, devices: int):
     """``python <this file> args`` (or ``python -m gradflow args[1:]`` if ``args[0] == "-m"``) on ``devices`` CPUs."""
     env = dict(os.environ)
-    flags = f"--xla_force_host_platform_device_count={devices} --xla_backend_optimization_level=0"
-    env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {flags}".strip()
-    env["JAX_PLATFORMS"] = "cpu"
+    env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}".strip()
+    env["JAX_PLATFORMS"], env["JAX_DISABLE_MOST_OPTIMIZATIONS"] = "cpu", "1"  # as conftest.unoptimised_xla
     command = ["-m", "gradflow", *args[1:]] if args[0] == "-m" else [__file__, *args]
     return subprocess.Popen(
         [sys.executable, *map(str, command)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT

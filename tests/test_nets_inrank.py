@@ -31,6 +31,8 @@ from gradflow.nets._inrank import (
 )
 from gradflow.nets._inrank_train import compare_inrank
 
+pytestmark = pytest.mark.usefixtures("unoptimised_xla")  # conftest.py: compile fast
+
 _apply = eqx.filter_jit(lambda model, tokens: model(tokens))
 
 TINY = GPTConfig(vocab_size=257, context=16, d_emb=16, n_layers=2, n_heads=2, d_head=8, d_mlp=32)

@@ -32,6 +32,8 @@ from gradflow.nets import (
 from gradflow.nets._step import StepLog
 from gradflow.nets._stop import StopRequest
 
+pytestmark = pytest.mark.usefixtures("unoptimised_xla")  # conftest.py: compile fast
+
 SMALL = ToyAttentionConfig(n=20, tokens=3, dim=4, teacher_kq=(1.0,), teacher_vo=(1.0,))
 TOY = dict(init_scale=0.1, lr=0.05, record_every=10, seed=2)
 TOY_ARGV = ["toy-attention", "--init-scale", "0.1", "--lr", "0.05", "--n", "20", "--tokens", "3", "--dim", "4"]
@@ -94,6 +96,8 @@ def test_resume_may_lengthen_a_run(tmp_path):
     assert json.loads((tmp_path / "checkpoint" / "meta.json").read_text())["step"] == 6
     with pytest.raises(ValueError, match=r"at step 6, past the 4 steps of this run; ask for 6 steps or more"):
         train(vit(), tiny_recipe(4), DIGITS, resume=True, **kw)
+    with pytest.raises(ValueError, match="resume=True continues .* overwrite=True starts it again: choose one"):
+        train(vit(), tiny_recipe(6), DIGITS, resume=True, overwrite=True, **kw)
 
 
 def test_ctrl_c_stops_after_the_step_with_a_checkpoint_and_resumes_exactly(tmp_path, monkeypatch):
@@ -139,7 +143,8 @@ def test_sigint_to_a_command_stops_it_within_seconds_keeping_its_runs(tmp_path, 
     re-run without --resume refuses and changes nothing."""
     out, run = tmp_path / "out", tmp_path / "out" / "alpha_0.1"
     argv = [*TOY_ARGV, "--steps", "100000000", "--record-every", "20", "--out", str(out)]
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": os.pathsep.join(sys.path)}
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "JAX_DISABLE_MOST_OPTIMIZATIONS": "1"}
+    env["PYTHONPATH"] = os.pathsep.join(sys.path)
     proc = subprocess.Popen([sys.executable, "-m", "gradflow", *argv], env=env, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120

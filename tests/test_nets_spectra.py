@@ -21,6 +21,8 @@ from gradflow.nets import (
     weight_spectra,
 )
 
+pytestmark = pytest.mark.usefixtures("unoptimised_xla")  # conftest.py: compile fast
+
 
 def _dense_sv(m):
     return np.linalg.svd(np.asarray(m, np.float64), compute_uv=False)

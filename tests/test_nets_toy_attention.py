@@ -15,6 +15,8 @@ from gradflow.nets._toy_attention import (
     train_toy_attention,
 )
 
+pytestmark = pytest.mark.usefixtures("unoptimised_xla")  # conftest.py: compile fast
+
 SMALL = ToyAttentionConfig(n=100, tokens=5, dim=6, teacher_kq=(1.0, 0.5), teacher_vo=(1.0, 0.5))
 
 

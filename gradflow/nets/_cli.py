@@ -110,12 +110,7 @@ def _add_training_options(p: argparse.ArgumentParser, *, recipe_help: str, data_
     p.add_argument("--data-dir", default=None, help=data_help)
     p.add_argument("--batch-size", type=int, default=None, help="override the recipe's global batch size")
     p.add_argument("--lr", type=float, default=None, help="override the recipe's peak learning rate")
-    p.add_argument(
-        "--checkpoint-every",
-        type=int,
-        default=None,
-        help="steps between checkpoints (default: the recipe's; always one at the end)",
-    )
+    p.add_argument("--checkpoint-every", type=int, help="steps between checkpoints (default: the recipe's)")
     p.add_argument(
         "--compute-dtype",
         choices=("auto", "float32", "bfloat16"),
@@ -178,12 +173,7 @@ def add_subcommands(subparsers) -> None:
         length = p.add_mutually_exclusive_group()
         length.add_argument("--steps", type=int, default=None, help="train for this many optimiser steps")
         length.add_argument("--epochs", type=int, default=None, help="train for this many epochs")
-        p.add_argument(
-            "--micro-batch",
-            type=int,
-            default=None,
-            help="micro-batch for gradient accumulation (default: the recipe's, if it divides the batch)",
-        )
+        p.add_argument("--micro-batch", type=int, help="micro-batch of gradient accumulation (default: the recipe's)")
         p.add_argument("--no-progress", action="store_true", help="no progress bar")
         _add_run_options(p, f"{name}_output")
         add_device_options(p)

@@ -252,7 +252,8 @@ class _Session:
         fields = self.task.evaluate(self.current(), self.eval_arrays, self.layout, step)
         bad = [k for k, v in fields.items() if isinstance(v, (float, list)) and not np.all(np.isfinite(v))]
         if bad:
-            raise non_finite(f"the evaluation after step {step} is not finite ({', '.join(bad)})", self.schedule(step))
+            lr = self.schedule(max(step - 1, 0))
+            raise non_finite(f"the evaluation after step {step} is not finite ({', '.join(bad)})", lr)
         self.record({"step": step, **fields})
 
     def checkpoint(self, step: int) -> None:
@@ -403,6 +404,8 @@ def run(
     reparam = reparam or Reparametrisation()
     if resume and out is None:
         raise ValueError("resume=True needs the run folder `out`")
+    if resume and overwrite:
+        raise ValueError("resume=True continues the run in `out`, overwrite=True starts it again: choose one")
     _, total, _, last = step_counts(config, task.n_train, stop_after)
     layout.batch(task.batch(0))  # a batch the devices do not divide: the error now, not after the setup
     folder = None

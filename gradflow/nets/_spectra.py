@@ -40,12 +40,14 @@ def product_singular_values(a: jax.Array, b: jax.Array) -> jax.Array:
     return jnp.linalg.svd(ra @ jnp.swapaxes(rb, -1, -2), compute_uv=False)
 
 
+@jax.jit
 def stable_rank(s: jax.Array) -> jax.Array:
     """‖M‖_F² / ‖M‖_2² from singular values ``s`` (last axis); 0 for the zero matrix."""
     ratio = normalised(s)  # normalise before squaring: no float32 underflow
     return jnp.sum(jnp.square(ratio), axis=-1)
 
 
+@jax.jit
 def normalised(s: jax.Array) -> jax.Array:
     """Singular values divided by the largest (zeros stay zero)."""
     s = jnp.asarray(s, jnp.float32)
