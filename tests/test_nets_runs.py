@@ -44,8 +44,8 @@ def _files(folder):
     return {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def _one_line_error(capsys) -> str:
-    err = capsys.readouterr().err.strip()
+def _one_line_error(capfd) -> str:
+    err = capfd.readouterr().err.strip()
     assert len(err.splitlines()) == 1, err
     return err
 
@@ -72,18 +72,18 @@ def test_a_rerun_refuses_to_overwrite_and_overwrite_starts_again(tmp_path):
     ],
     ids=["vit", "gpt", "toy-attention", "inrank"],
 )
-def test_every_command_refuses_an_earlier_run_before_training(tmp_path, capsys, argv, run):
+def test_every_command_refuses_an_earlier_run_before_training(tmp_path, capfd, argv, run):
     (tmp_path / run / "checkpoint").mkdir(parents=True)
     (tmp_path / run / "checkpoint" / "meta.json").write_text(json.dumps({"step": 7, "total_steps": 10}))
     (tmp_path / run / "metrics.jsonl").write_text(json.dumps({"step": 5, "loss": 1.0}) + "\n")
     before = _files(tmp_path)
     assert main([*argv, "--out", str(tmp_path)]) == 2
-    err = _one_line_error(capsys)
+    err = _one_line_error(capfd)
     assert f"{run} holds a run at step 7 of 10: pass --resume" in err and "--overwrite" in err
     assert _files(tmp_path) == before
     with pytest.raises(SystemExit):
         main([*argv, "--out", str(tmp_path), "--resume", "--overwrite"])
-    assert "not allowed with argument" in capsys.readouterr().err
+    assert "not allowed with argument" in capfd.readouterr().err
 
 
 def test_resume_may_lengthen_a_run(tmp_path):
@@ -137,7 +137,7 @@ def test_a_second_ctrl_c_stops_at_once_but_not_inside_a_write():
             time.sleep(1)
 
 
-def test_sigint_to_a_command_stops_it_within_seconds_keeping_its_runs(tmp_path, capsys):
+def test_sigint_to_a_command_stops_it_within_seconds_keeping_its_runs(tmp_path, capfd):
     """`gradflow toy-attention` in a subprocess, interrupted once it has written records: it exits (130) within
     seconds, with the checkpoint of the step it stopped at, its records intact and a line that says to resume; a
     re-run without --resume refuses and changes nothing."""
@@ -162,18 +162,18 @@ def test_sigint_to_a_command_stops_it_within_seconds_keeping_its_runs(tmp_path, 
     steps = [r["step"] for r in read_metrics(run / "metrics.jsonl")]
     assert steps == list(range(0, meta["step"] + 1, 20)) and len(steps) >= 3
     before = _files(out)
-    assert main(argv) == 2 and "pass --resume" in _one_line_error(capsys)
+    assert main(argv) == 2 and "pass --resume" in _one_line_error(capfd)
     assert _files(out) == before
 
 
 @pytest.mark.parametrize("command", ["vit", "gpt", "toy-attention"])
 @pytest.mark.parametrize("scale", ["0", "-1", "nan", "inf"])
-def test_init_scale_is_checked_alike_by_every_command(capsys, command, scale):
+def test_init_scale_is_checked_alike_by_every_command(capfd, command, scale):
     """Issue 20: vit and gpt accepted --init-scale 0 or -1; toy-attention rejected them."""
     with pytest.raises(SystemExit) as exit_:
         main([command, f"--init-scale={scale}"])
     assert exit_.value.code == 2
-    assert "argument --init-scale: init_scale must" in capsys.readouterr().err
+    assert "argument --init-scale: init_scale must" in capfd.readouterr().err
 
 
 def test_init_scale_is_checked_by_the_models_and_the_toy():
@@ -194,11 +194,11 @@ def test_init_scale_is_checked_by_the_models_and_the_toy():
     ],
     ids=["toy-attention", "vit"],
 )
-def test_a_non_finite_loss_ends_in_one_line_keeping_the_finished_part(tmp_path, capsys, argv):
+def test_a_non_finite_loss_ends_in_one_line_keeping_the_finished_part(tmp_path, capfd, argv):
     """Issue 20: a non-finite loss in vit or toy-attention exited 1 with a traceback. Records, measurements and
     checkpoints are made only of finite parameters (the loss of a step is that of the parameters before it)."""
     assert main([*argv, "--out", str(tmp_path)]) == 2
-    err = _one_line_error(capsys)
+    err = _one_line_error(capfd)
     assert "lower learning rate" in err and "--overwrite" in err
     step = int(re.match(r"gradflow: error: (loss is \S+ at|the [ \w]+ after) step (\d+)", err).group(2))
     (run,) = tmp_path.iterdir()
@@ -210,12 +210,12 @@ def test_a_non_finite_loss_ends_in_one_line_keeping_the_finished_part(tmp_path, 
         assert all(np.all(np.isfinite(a)) for a in np.load(measured).values())
 
 
-def test_a_file_as_data_dir_is_named_a_file(tmp_path, capsys):
+def test_a_file_as_data_dir_is_named_a_file(tmp_path, capfd):
     """Issue 20: `vit --data-dir` given a file said the folder "does not exist"."""
     file = tmp_path / "cifar.tar.gz"
     file.write_bytes(b"not a folder")
     assert main(["vit", "--data-dir", str(file), "--out", str(tmp_path / "out")]) == 2
-    err = _one_line_error(capsys)
+    err = _one_line_error(capfd)
     assert f"{file} is a file, not a folder" in err and "cifar-10-batches-py/" in err
     with pytest.raises(NotADirectoryError, match="is a file, not a folder; give .*wikitext-103-raw/"):
         load_text(file)

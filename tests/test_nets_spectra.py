@@ -77,6 +77,15 @@ def test_product_singular_values(n, k):
         np.testing.assert_allclose(got[i], s[: min(n, k)], rtol=1e-4, atol=1e-5 * s[0])
 
 
+def test_an_overflowing_product_gives_nan_without_lapack_messages(capfd):
+    """A diverged run (weights near 1e30): the product overflows float32; its singular values are NaN (for the
+    finiteness check of the training loop) and LAPACK prints nothing (it printed 'SLASCL ... illegal value')."""
+    a, b = np.random.default_rng(0).standard_normal((2, 2, 4, 32, 16)).astype(np.float32)
+    s = product_singular_values(jnp.asarray(1e30 * a), jnp.asarray(1e30 * b))
+    assert s.shape == (2, 4, 16) and bool(jnp.all(jnp.isnan(s)))
+    assert capfd.readouterr().err == ""
+
+
 def test_spectra_float32_under_x64():
     model0, model = _models()
     with jax.enable_x64(True):
