@@ -93,13 +93,13 @@ def start_processes(args) -> None:
 def _add_run_options(p: argparse.ArgumentParser, out: str) -> None:
     """``--out``, ``--seed`` and what to do with an earlier run in ``--out``: ``--resume`` or ``--overwrite``."""
     p.add_argument("--out", default=out, help=f"output folder (default {out})")
-    p.add_argument("--seed", type=int, default=0, help="initialisation, data split and data order (default 0)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the data, its order and the initialisation (default 0)")
     earlier = p.add_mutually_exclusive_group()
     earlier.add_argument(
         "--resume",
         action="store_true",
-        help="continue the runs found in --out from their checkpoints (finished runs are reloaded; more --steps "
-        "or --epochs lengthen them)",
+        help="continue the runs found in --out from their checkpoints (finished runs are reloaded; a longer run "
+        "length lengthens them)",
     )
     earlier.add_argument("--overwrite", action="store_true", help="start the runs found in --out again, from step 0")
 
@@ -319,12 +319,12 @@ def _add_toy_attention(subparsers) -> None:
         default=[1e-2, 1e-4],
         help="one or several α in (0, 1)",
     )
-    p.add_argument("--steps", type=int, default=20000)
-    p.add_argument("--lr", type=float, default=2e-3)
-    p.add_argument("--record-every", type=int, default=50)
-    p.add_argument("--n", type=int, default=1000)
-    p.add_argument("--tokens", type=int, default=10)
-    p.add_argument("--dim", type=int, default=50)
+    p.add_argument("--steps", type=int, default=20000, help="gradient-descent steps (default 20000)")
+    p.add_argument("--lr", type=float, default=2e-3, help="step size (default 2e-3)")
+    p.add_argument("--record-every", type=int, default=50, help="steps between records (default 50)")
+    p.add_argument("--n", type=int, default=1000, help="samples (default 1000)")
+    p.add_argument("--tokens", type=int, default=10, help="tokens per sample (default 10)")
+    p.add_argument("--dim", type=int, default=50, help="token dimension (default 50)")
     _add_run_options(p, "toy_attention_output")
     p.set_defaults(func=_command(_run_toy_attention))
 
