@@ -15,7 +15,7 @@ GELU and the optimiser are not counted, nor is the recomputation of ``remat`` (t
 MFU = FLOPs per step / seconds per step / the device's dense bf16 peak (``PEAK_BF16``; none for CPUs).
 
 Timing: ``--warmup`` untimed steps (compilation), then ``--steps`` steps queued back to back and one wait at the
-end, for JAX and PyTorch alike. The JAX rows time gradflow's training step (``_loop.make_step``: the step of
+end, for JAX and PyTorch alike. The JAX rows time gradflow's training step (``_step.make_step``: the step of
 ``nets.train`` and ``nets.train_inrank``) on synthetic data already on the device; its memory is XLA's for the
 compiled step (arguments + temporaries + outputs not aliased to donated arguments). The PyTorch rows run bf16
 autocast with float32 master weights (gradflow's mixed precision), ``torch.compile`` where it works (the row says
@@ -161,11 +161,12 @@ def bench_jax(
     n_steps: int,
     n_warmup: int,
 ) -> dict:
-    """Time gradflow's training step (``_loop.make_step`` with ``config``'s optimiser) on ``model``'s
+    """Time gradflow's training step (``_step.make_step`` with ``config``'s optimiser) on ``model``'s
     ``trainable`` leaves, a batch of ``config.batch_size`` examples of ``arrays`` (as ``nets.train`` holds them),
     on one device."""
     from gradflow.nets._distributed import make_layout
-    from gradflow.nets._loop import compiled_step, make_optimizer, optimizer_key, split_model
+    from gradflow.nets._optim import make_optimizer, optimizer_key
+    from gradflow.nets._step import compiled_step, split_model
     from gradflow.nets._train import MeanLoss
 
     layout = make_layout(1)

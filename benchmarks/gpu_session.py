@@ -63,34 +63,10 @@ def commands(part: str, work: pathlib.Path, smoke: bool) -> list[list[str]]:
         )
         return [[py, str(script), *size, "--json", str(work / f"{part}.json"), "--record", str(work / f"{part}.md")]]
     size = (
-        [
-            "--config",
-            "gpt2-tiny",
-            "--steps",
-            "6",
-            "--batch-size",
-            "8",
-            "--buffer",
-            "4",
-            "--check-every",
-            "2",
-            "--efficient-after",
-            "4",
-        ]
+        "--config gpt2-tiny --steps 6 --batch-size 8 --buffer 4 --check-every 2 --efficient-after 4"
         if smoke
-        else [
-            "--config",
-            "gpt2-small",
-            "--steps",
-            "1000",
-            "--batch-size",
-            "16",
-            "--efficient-after",
-            "250",
-            "--checkpoint-every",
-            "250",
-        ]
-    )
+        else "--config gpt2-small --steps 1000 --batch-size 16 --efficient-after 250 --checkpoint-every 250"
+    ).split()
     return [gradflow + ["inrank", *size, "--modes", "full", "inrank-efficient", "--out", str(work / part), "--resume"]]
 
 

@@ -108,10 +108,7 @@ from ._layers import (
 from ._layers import (
     attention_weights as attention_weights,
 )
-from ._loop import (
-    NonFiniteLossError as NonFiniteLossError,
-)
-from ._loop import (
+from ._optim import (
     learning_rate_schedule as learning_rate_schedule,
 )
 from ._plots import (
@@ -132,6 +129,7 @@ from ._plots import (
 from ._plots import (
     plot_stable_rank_through_training as plot_stable_rank_through_training,
 )
+from ._runs import RunExistsError as RunExistsError
 from ._runs import SpectraHistory as SpectraHistory
 from ._runs import load_spectra as load_spectra
 from ._runs import read_metrics as read_metrics
@@ -153,6 +151,10 @@ from ._spectra import (
 from ._spectra import (
     weight_spectra as weight_spectra,
 )
+from ._step import (
+    NonFiniteLossError as NonFiniteLossError,
+)
+from ._stop import RunInterrupted as RunInterrupted
 from ._tokenizer import ByteTokenizer as ByteTokenizer
 from ._toy_attention import (
     AttentionHead as AttentionHead,
@@ -244,6 +246,8 @@ __all__ = [
     "toy_attention_data",
     "train_toy_attention",
     "NonFiniteLossError",
+    "RunExistsError",
+    "RunInterrupted",
     "TrainResult",
     "default_compute_dtype",
     "learning_rate_schedule",

@@ -1,13 +1,20 @@
-"""``gradflow vit`` and ``gradflow gpt``: train at one or several initialisation scales, record the attention
-spectra, draw the paper's figures and write a short report; ``gradflow inrank``: full rank against InRank
-(``_inrank_train.compare_inrank``). All three train on one or several devices and processes (the device options)."""
+"""The networks' commands: ``gradflow vit`` and ``gradflow gpt`` train at one or several initialisation scales,
+record the attention spectra, draw the paper's figures and write a short report; ``gradflow toy-attention`` runs
+the attention head with full weights; ``gradflow inrank`` trains full rank against InRank
+(``_inrank_train.compare_inrank``). vit, gpt and inrank train on one or several devices and processes.
+
+Every command writes one run folder per scale (or mode) and never overwrites an earlier run's: with such a folder in
+``--out`` it needs ``--resume`` (continue) or ``--overwrite`` (start again). A non-finite loss ends it with a one-line
+error (exit status 2), Ctrl-C with a line that says how to resume (130); what has finished stays on disk."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import pathlib
+import sys
 import time
 
 import jax
@@ -15,8 +22,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _plots, _runs
-from ._configs import GPT_CONFIGS, TRAIN_CONFIGS, VIT_CONFIGS, gpt_config, train_config, vit_config
+from ._configs import GPT_CONFIGS, TRAIN_CONFIGS, VIT_CONFIGS, check_init_scale, gpt_config, train_config, vit_config
 from ._distributed import SHARDINGS, is_writer
+from ._step import NonFiniteLossError
+from ._toy_attention import ToyAttentionConfig, plot_toy_attention, train_toy_attention
 from ._train import default_compute_dtype, train
 
 _DEFAULT_RECIPE = {
@@ -28,6 +37,21 @@ _DEFAULT_RECIPE = {
     "gpt2-large": "gpt2-wikitext103",
     "gpt2-tiny": "tiny",
 }
+
+
+# ----------------------------------------------------------------------------- options shared by the commands
+
+
+def init_scale_type(*, below_one: bool = False):
+    """The argparse ``type`` of ``--init-scale``: a number that ``_configs.check_init_scale`` accepts."""
+
+    def parse(text: str) -> float:
+        try:
+            return check_init_scale(float(text), below_one=below_one)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+
+    return parse
 
 
 def add_device_options(p: argparse.ArgumentParser) -> None:
@@ -66,87 +90,116 @@ def start_processes(args) -> None:
         )
 
 
+def _add_run_options(p: argparse.ArgumentParser, out: str) -> None:
+    """``--out``, ``--seed`` and what to do with an earlier run in ``--out``: ``--resume`` or ``--overwrite``."""
+    p.add_argument("--out", default=out, help=f"output folder (default {out})")
+    p.add_argument("--seed", type=int, default=0, help="seed of the data, its order and the initialisation (default 0)")
+    earlier = p.add_mutually_exclusive_group()
+    earlier.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the runs found in --out from their checkpoints (finished runs are reloaded; a longer run "
+        "length lengthens them)",
+    )
+    earlier.add_argument("--overwrite", action="store_true", help="start the runs found in --out again, from step 0")
+
+
+def _add_training_options(p: argparse.ArgumentParser, *, recipe_help: str, data_help: str) -> None:
+    """The recipe and data options of ``vit``, ``gpt`` and ``inrank``."""
+    p.add_argument("--train-config", default=None, help=f"recipe: one of {', '.join(TRAIN_CONFIGS)} ({recipe_help})")
+    p.add_argument("--data-dir", default=None, help=data_help)
+    p.add_argument("--batch-size", type=int, default=None, help="override the recipe's global batch size")
+    p.add_argument("--lr", type=float, default=None, help="override the recipe's peak learning rate")
+    p.add_argument("--checkpoint-every", type=int, help="steps between checkpoints (default: the recipe's)")
+    p.add_argument(
+        "--compute-dtype",
+        choices=("auto", "float32", "bfloat16"),
+        default="auto",
+        help="forward/backward dtype (auto: bfloat16 on GPU, float32 on CPU)",
+    )
+    p.add_argument(
+        "--remat",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="recompute the block activations in the backward pass, to save memory (default: the config's: on "
+        "for gpt2-small/medium/large)",
+    )
+
+
+def _command(run):
+    """A networks command that ends a non-finite loss with a one-line error (exit status 2) and Ctrl-C with a line
+    that says how to resume (130)."""
+
+    @functools.wraps(run)
+    def command(args) -> int:
+        try:
+            run(args)
+        except NonFiniteLossError as err:
+            print(f"gradflow: error: {err}; start again with --overwrite (or another --out)", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt as err:
+            message = str(err) or "interrupted; the checkpoints written so far are kept: continue with --resume"
+            print(f"gradflow: {message}", file=sys.stderr)
+            return 130
+        return 0
+
+    return command
+
+
+def _refuse_overwrites(args, folders) -> None:
+    """Refuse at once, before any training, if a run folder holds an earlier run (``_runs.refuse_overwrite``)."""
+    for folder in folders:
+        _runs.refuse_overwrite(folder, resume=args.resume, overwrite=args.overwrite)
+
+
 def add_subcommands(subparsers) -> None:
     """Register ``vit``, ``gpt``, ``toy-attention`` and ``inrank`` on an ``argparse`` sub-parsers object."""
-    from . import _toy_attention
-
-    for name, configs, default, help_ in (
-        ("vit", VIT_CONFIGS, "tiny", "train a ViT and track the spectra of its attention perturbations"),
-        ("gpt", GPT_CONFIGS, "gpt2-tiny", "train a GPT-2 and track the spectra of its attention perturbations"),
+    for name, configs, default, data, help_ in (
+        ("vit", VIT_CONFIGS, "tiny", "CIFAR-10/100 or image-folder root", "train a ViT"),
+        ("gpt", GPT_CONFIGS, "gpt2-tiny", "WikiText folder", "train a GPT-2"),
     ):
-        p = subparsers.add_parser(name, help=help_)
+        p = subparsers.add_parser(name, help=f"{help_} and track the spectra of its attention perturbations")
         p.add_argument("--config", default=default, help=f"model: one of {', '.join(configs)} (default {default})")
-        p.add_argument(
-            "--train-config",
-            default=None,
-            help=f"recipe: one of {', '.join(TRAIN_CONFIGS)} (default: the model's paper recipe)",
+        _add_training_options(
+            p, recipe_help="default: the model's paper recipe", data_help=f"{data}; absent: the embedded default data"
         )
         p.add_argument(
             "--init-scale",
-            type=float,
+            type=init_scale_type(),
             nargs="+",
             default=[1.0],
-            help="one or several initialisation scales; several draw the comparison figures",
+            help="one or several initialisation scales (positive); several draw the comparison figures",
         )
-        p.add_argument(
-            "--data-dir",
-            default=None,
-            help="CIFAR-10/100 or image-folder root (vit), WikiText folder (gpt); absent: the embedded default data",
-        )
-        p.add_argument("--out", default=f"{name}_output", help="output folder")
         length = p.add_mutually_exclusive_group()
         length.add_argument("--steps", type=int, default=None, help="train for this many optimiser steps")
         length.add_argument("--epochs", type=int, default=None, help="train for this many epochs")
-        p.add_argument("--batch-size", type=int, default=None, help="override the recipe's global batch size")
-        p.add_argument(
-            "--micro-batch",
-            type=int,
-            default=None,
-            help="micro-batch for gradient accumulation (default: the recipe's, if it divides the batch)",
-        )
-        p.add_argument("--lr", type=float, default=None, help="override the recipe's peak learning rate")
-        p.add_argument(
-            "--checkpoint-every",
-            type=int,
-            default=None,
-            help="steps between checkpoints (default: the recipe's; always one at the end)",
-        )
-        p.add_argument(
-            "--compute-dtype",
-            choices=("auto", "float32", "bfloat16"),
-            default="auto",
-            help="forward/backward dtype (auto: bfloat16 on GPU, float32 on CPU)",
-        )
-        p.add_argument(
-            "--remat",
-            action=argparse.BooleanOptionalAction,
-            default=None,
-            help="recompute the block activations in the backward pass, to save memory (default: the "
-            "config's: on for gpt2-small/medium/large)",
-        )
-        p.add_argument("--resume", action="store_true", help="continue the runs found in --out")
-        p.add_argument("--seed", type=int, default=0, help="initialisation, data split and data order")
+        p.add_argument("--micro-batch", type=int, help="micro-batch of gradient accumulation (default: the recipe's)")
         p.add_argument("--no-progress", action="store_true", help="no progress bar")
+        _add_run_options(p, f"{name}_output")
         add_device_options(p)
-        p.set_defaults(func=_run_cli, model_kind=name)
-    _toy_attention.add_subcommand(subparsers)
+        p.set_defaults(func=_command(_run_networks), model_kind=name)
+    _add_toy_attention(subparsers)
     _add_inrank(subparsers)
+
+
+# ----------------------------------------------------------------------------- vit and gpt
 
 
 def _recipe(args):
     recipe = train_config(args.train_config or _DEFAULT_RECIPE.get(args.config, "tiny"))
     return recipe.with_overrides(
         batch_size=args.batch_size,
-        micro_batch=args.micro_batch,
+        micro_batch=getattr(args, "micro_batch", None),
         lr=args.lr,
         checkpoint_every=args.checkpoint_every,
         steps=args.steps,
-        epochs=args.epochs,
+        epochs=getattr(args, "epochs", None),
         sharding=args.sharding,
     )
 
 
 def _model_and_data(args):
+    """``(model config, data, build)``: the config fitted to the data, ``build(scale)`` the model at that scale."""
     from . import _data
     from ._gpt import GPT
     from ._vit import ViT
@@ -166,15 +219,15 @@ def _model_and_data(args):
     return cfg, data, lambda scale: GPT(cfg, key=jax.random.key(args.seed), init_scale=scale)
 
 
-def _run_cli(args) -> None:
+def _run_networks(args) -> None:
     start_processes(args)
     out = pathlib.Path(args.out)
+    runs = {scale: out / f"scale_{scale:g}" for scale in args.init_scale}
+    _refuse_overwrites(args, runs.values())
     model_cfg, data, build = _model_and_data(args)
     recipe = _recipe(args)
-    dtype = _compute_dtype(args)
     results, histories, seconds = {}, {}, {}
-    for scale in args.init_scale:
-        run = out / f"scale_{scale:g}"
+    for scale, run in runs.items():
         print(f"init scale {scale:g} → {run}")
         t0 = time.perf_counter()
         results[scale] = train(
@@ -184,7 +237,8 @@ def _run_cli(args) -> None:
             seed=args.seed,
             out=run,
             resume=args.resume,
-            compute_dtype=dtype,
+            overwrite=args.overwrite,
+            compute_dtype=_compute_dtype(args),
             progress=not args.no_progress and is_writer(),
             devices=args.devices,
         )
@@ -250,21 +304,65 @@ def _report(args, model_cfg, recipe, data, results, histories, seconds) -> str:
     return "\n".join(lines)
 
 
+# ----------------------------------------------------------------------------- toy-attention
+
+
+def _add_toy_attention(subparsers) -> None:
+    """Register ``toy-attention``: the attention head with full weights, GD from small initialisation."""
+    p = subparsers.add_parser(
+        "toy-attention", help="one attention head with full weights from small init (paper Fig. 2 d-f)"
+    )
+    p.add_argument(
+        "--init-scale",
+        type=init_scale_type(below_one=True),
+        nargs="+",
+        default=[1e-2, 1e-4],
+        help="one or several α in (0, 1)",
+    )
+    p.add_argument("--steps", type=int, default=20000, help="gradient-descent steps (default 20000)")
+    p.add_argument("--lr", type=float, default=2e-3, help="step size (default 2e-3)")
+    p.add_argument("--record-every", type=int, default=50, help="steps between records (default 50)")
+    p.add_argument("--n", type=int, default=1000, help="samples (default 1000)")
+    p.add_argument("--tokens", type=int, default=10, help="tokens per sample (default 10)")
+    p.add_argument("--dim", type=int, default=50, help="token dimension (default 50)")
+    _add_run_options(p, "toy_attention_output")
+    p.set_defaults(func=_command(_run_toy_attention))
+
+
+def _run_toy_attention(args) -> None:
+    config = ToyAttentionConfig(n=args.n, tokens=args.tokens, dim=args.dim)
+    out = pathlib.Path(args.out)
+    runs = {alpha: out / f"alpha_{alpha:g}" for alpha in args.init_scale}
+    _refuse_overwrites(args, runs.values())
+    results = []
+    for alpha, run in runs.items():
+        options = dict(seed=args.seed, record_every=args.record_every, resume=args.resume, overwrite=args.overwrite)
+        r = train_toy_attention(config, init_scale=alpha, steps=args.steps, lr=args.lr, out=run, **options)
+        print(
+            f"α={alpha:g}: final loss {r.loss[-1]:.4g}; top singular values "
+            f"VO {np.round(r.sv_vo[-1, :4], 3).tolist()}, KQ {np.round(r.sv_kq[-1, :4], 3).tolist()}"
+        )
+        results.append(r)
+    plot_toy_attention(results, out / "toy_attention.png")
+    print(f"figure: {out / 'toy_attention.png'}")
+
+
+# ----------------------------------------------------------------------------- inrank
+
+
 def _add_inrank(subparsers) -> None:
     """Register ``inrank``: train a GPT in full rank, InRank and/or InRank-Efficient and compare."""
     from ._inrank_train import MODES
 
     p = subparsers.add_parser("inrank", help="InRank / InRank-Efficient vs full-rank GPT-2 training (paper 004)")
     p.add_argument("--config", default="gpt2-tiny", help="GPT config (gpt2-tiny, gpt2-small, ...)")
-    p.add_argument("--train-config", default=None, help="recipe (default: tiny for gpt2-tiny, else gpt2-wikitext103)")
-    p.add_argument("--data-dir", default=None, help="WikiText-103/2 raw folder (absent: the embedded English corpus)")
+    _add_training_options(
+        p,
+        recipe_help="default: tiny for gpt2-tiny, else gpt2-wikitext103",
+        data_help="WikiText-103/2 raw folder (absent: the embedded English corpus)",
+    )
     p.add_argument("--modes", nargs="+", choices=MODES, default=["full", "inrank-efficient"])
     p.add_argument("--steps", type=int, default=None, help="train for this many optimiser steps")
-    p.add_argument("--batch-size", type=int, default=None)
-    p.add_argument("--lr", type=float, default=None)
-    p.add_argument(
-        "--checkpoint-every", type=int, default=None, help="steps between checkpoints (default: the recipe's)"
-    )
     p.add_argument("--init-rank", type=int, default=2)
     p.add_argument("--buffer", type=int, default=100)
     p.add_argument("--threshold", type=float, default=0.9)
@@ -274,63 +372,32 @@ def _add_inrank(subparsers) -> None:
     p.add_argument(
         "--efficient-after", type=int, default=None, help="InRank steps before fixing the rank (default 1 epoch)"
     )
-    p.add_argument("--compute-dtype", choices=("auto", "float32", "bfloat16"), default="auto")
-    p.add_argument(
-        "--remat",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="recompute the block activations in the backward pass (default: on for the paper-scale "
-        "configs, off for gpt2-tiny)",
-    )
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default="inrank_output")
-    p.add_argument("--resume", action="store_true", help="continue the runs found in --out")
+    _add_run_options(p, "inrank_output")
     add_device_options(p)
-    p.set_defaults(func=_run_inrank)
+    p.set_defaults(func=_command(_run_inrank), model_kind="gpt")
 
 
 def _run_inrank(args) -> None:
-    from ._data import load_text
-    from ._gpt import GPT
     from ._inrank import InRankConfig
     from ._inrank_train import compare_inrank, comparison_table
 
     start_processes(args)
-
-    data = load_text(args.data_dir)
-    cfg = dataclasses.replace(gpt_config(args.config), vocab_size=data.vocab_size)
-    if args.remat is not None:
-        cfg = dataclasses.replace(cfg, remat=args.remat)
-    recipe = train_config(args.train_config or ("tiny" if args.config == "gpt2-tiny" else "gpt2-wikitext103"))
-    recipe = recipe.with_overrides(
-        batch_size=args.batch_size,
-        lr=args.lr,
-        checkpoint_every=args.checkpoint_every,
-        steps=args.steps,
-        sharding=args.sharding,
-    )
-    inrank = InRankConfig(
-        init_rank=args.init_rank,
-        buffer=args.buffer,
-        threshold=args.threshold,
-        check_every=args.check_every,
-        eps=args.eps,
-        max_rank=args.max_rank,
-        efficient_after=args.efficient_after,
-    )
-    dtype = None if args.compute_dtype == "auto" else jnp.dtype(args.compute_dtype)
     out = pathlib.Path(args.out)
+    _refuse_overwrites(args, [out / mode for mode in args.modes])
+    _, data, build = _model_and_data(args)
+    fields = ("init_rank", "buffer", "threshold", "check_every", "eps", "max_rank", "efficient_after")
+    inrank = InRankConfig(**{f: getattr(args, f) for f in fields})
+    options = dict(seed=args.seed, resume=args.resume, overwrite=args.overwrite, devices=args.devices)
+    recipe, dtype = _recipe(args), _compute_dtype(args)
     rows = compare_inrank(
-        lambda: GPT(cfg, key=jax.random.PRNGKey(args.seed)),
+        lambda: build(1.0),
         recipe,
         data,
         modes=tuple(args.modes),
         inrank=inrank,
-        seed=args.seed,
         out=out,
-        resume=args.resume,
         compute_dtype=dtype,
-        devices=args.devices,
+        **options,
     )
     if not is_writer():
         return
@@ -338,10 +405,8 @@ def _run_inrank(args) -> None:
     for mode in rows:
         records = out / mode / "ranks.jsonl"
         if records.exists() and records.stat().st_size:
+            title = f"{mode}, {args.config}"
             figure = _plots.plot_inrank_ranks(
-                records,
-                out / "figures" / f"ranks_{mode}.png",
-                until=rows[mode]["steps"],
-                title=f"{mode}, {args.config}",
+                records, out / "figures" / f"ranks_{mode}.png", until=rows[mode]["steps"], title=title
             )
             print(f"ranks through training: {figure}")

@@ -244,6 +244,19 @@ def _load_digits(image_size: int | None, seed: int) -> ImageDataset:
 # ----------------------------------------------------------------------------- entry points
 
 
+_IMAGE_LAYOUTS = f"{_CIFAR10_LAYOUT}; {_CIFAR100_LAYOUT}; {_FOLDER_LAYOUT}"
+
+
+def _data_folder(root, layouts: str) -> Path:
+    """``root`` as a ``Path`` if it is a folder; else an error that says what it is and what it should hold."""
+    root = Path(root)
+    if root.is_file():
+        raise NotADirectoryError(f"{root} is a file, not a folder; give the folder that holds one of: {layouts}")
+    if not root.is_dir():
+        raise FileNotFoundError(f"data folder {root} does not exist; expected one of: {layouts}")
+    return root
+
+
 def _detect(root: Path) -> str:
     if root.name == "cifar-10-batches-py" or (root / "cifar-10-batches-py").is_dir():
         return "cifar10"
@@ -251,9 +264,7 @@ def _detect(root: Path) -> str:
         return "cifar100"
     if (root / "train").is_dir():
         return "folder"
-    raise FileNotFoundError(
-        f"cannot recognise the data in {root}; expected one of: {_CIFAR10_LAYOUT}; {_CIFAR100_LAYOUT}; {_FOLDER_LAYOUT}"
-    )
+    raise FileNotFoundError(f"cannot recognise the data in {root}; expected one of: {_IMAGE_LAYOUTS}")
 
 
 def load_images(
@@ -283,9 +294,7 @@ def load_images(
         if root is not None:
             raise ValueError("kind='digits' is the embedded data set and takes no root folder")
         return _load_digits(image_size, seed)
-    root = Path(root)
-    if not root.is_dir():
-        raise FileNotFoundError(f"data folder {root} does not exist")
+    root = _data_folder(root, _IMAGE_LAYOUTS)
     kind = _detect(root) if kind == "auto" else kind
     if kind in ("cifar10", "cifar100") and image_size not in (None, 32):
         raise ValueError(f"{kind} images are 32x32; got image_size={image_size}")
@@ -322,9 +331,7 @@ def load_text(
         ids = tokenizer.encode_documents(_default_documents())
         a, b = int(0.9 * len(ids)), int(0.95 * len(ids))
         return TextDataset(ids[:a], ids[a:b], ids[b:], tokenizer.vocab_size, tokenizer.name, "default-english")
-    root = Path(root)
-    if not root.is_dir():
-        raise FileNotFoundError(f"data folder {root} does not exist; expected layout: {_WIKITEXT_LAYOUT}")
+    root = _data_folder(root, _WIKITEXT_LAYOUT)
     folder, name = root, root.name
     for sub in ("wikitext-103-raw", "wikitext-2-raw"):
         if (root / sub).is_dir():

@@ -8,7 +8,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ._configs import GPTConfig
+from ._configs import GPTConfig, check_init_scale
 from ._layers import INIT_STD, Block, LayerNorm, apply_stacked, numpy_rng, stacked_blocks, to_device, trunc_normal
 
 
@@ -33,22 +33,11 @@ class GPT(eqx.Module):
 
     def __init__(self, config: GPTConfig, *, key, init_scale: float = 1.0):
         c, rng = config, numpy_rng(key)
+        check_init_scale(init_scale)
         self.wte = to_device(trunc_normal(rng, (c.vocab_size, c.d_emb)))
         self.wpe = to_device(trunc_normal(rng, (c.context, c.d_emb), 0.01))
-        self.blocks = to_device(
-            stacked_blocks(
-                c.n_layers,
-                rng=rng,
-                d_emb=c.d_emb,
-                n_heads=c.n_heads,
-                d_head=c.d_head,
-                d_mlp=c.d_mlp,
-                causal=True,
-                scale=init_scale,
-                out_std=INIT_STD / math.sqrt(2 * c.n_layers),
-                ln_eps=1e-5,
-            )
-        )
+        out_std = INIT_STD / math.sqrt(2 * c.n_layers)
+        self.blocks = to_device(stacked_blocks(c, rng=rng, causal=True, scale=init_scale, out_std=out_std, ln_eps=1e-5))
         self.ln_f = to_device(LayerNorm(c.d_emb, eps=1e-5))
         self.config = c
 

@@ -19,12 +19,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _inrank, _loop, _runs
+from . import _inrank, _loop
 from ._configs import TrainConfig
 from ._data import TextDataset
 from ._distributed import is_writer, make_layout
 from ._inrank import InRankConfig
-from ._train import check_model_and_data, data_description, data_task, default_compute_dtype, last_evaluation
+from ._optim import step_counts
+from ._train import data_run, last_evaluation
 
 MODES = ("full", "inrank", "inrank-efficient")
 _MLP = ("fc_in", "fc_out")
@@ -129,6 +130,7 @@ def train_inrank(
     seed: int = 0,
     out=None,
     resume: bool = False,
+    overwrite: bool = False,
     compute_dtype=None,
     stop_after: int | None = None,
     devices: int | Sequence[jax.Device] | None = None,
@@ -148,41 +150,22 @@ def train_inrank(
     the step (also the data position: step ``k`` trains on ``batch_indices(..., seed=seed, step=k - 1)``), the
     phase (``full``, ``inrank``, or ``fixed-rank`` after the switch), the ranks and the loss window.
     ``resume=True`` continues from that checkpoint and reproduces the uninterrupted run (parameters, ranks,
-    metrics; the timings cover the steps actually run). ``stop_after`` ends the run after that many steps in
-    total, with a checkpoint, as an interruption would (the schedule, logging and evaluation still follow the
-    full recipe). ``devices`` and ``config.sharding``: as in ``train``.
+    metrics; the timings cover the steps actually run); without it, an ``out`` holding an earlier run is refused
+    unless ``overwrite=True``. ``stop_after`` ends the run after that many steps in total, with a checkpoint, as
+    an interruption (Ctrl-C) would (the schedule, logging and evaluation still follow the full recipe).
+    ``devices`` and ``config.sharding``: as in ``train``.
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     if not isinstance(data, TextDataset):
         raise TypeError(f"InRank trains a GPT on a TextDataset, got {type(data).__name__}")
-    check_model_and_data(model, data)
-    compute_dtype = default_compute_dtype() if compute_dtype is None else jnp.dtype(compute_dtype)
-    task = data_task(model, data, config, seed=seed, compute_dtype=compute_dtype)
-    per_epoch = _loop.step_counts(config, task.n_train, None)[0]
+    fields = dict(mode=mode, inrank=None if mode == "full" else inrank)
+    task, description = data_run(model, config, data, seed=seed, compute_dtype=compute_dtype, **fields)
+    per_epoch = step_counts(config, task.n_train, None)[0]
     switch = (inrank.efficient_after or per_epoch) if mode == "inrank-efficient" else None
-    description = _runs.describe(
-        mode=mode,
-        seed=seed,
-        config=_loop.recipe_description(config),
-        model=model.config,
-        data=data_description(data),
-        compute_dtype=compute_dtype,
-        inrank=None if mode == "full" else inrank,
-        init_weights=_runs.fingerprint(model),
-    )
-    run = _loop.run(
-        model,
-        config,
-        task,
-        layout=make_layout(devices, config.sharding),
-        description=description,
-        reparam=InRank(mode, inrank, switch=switch, seed=seed),
-        out=out,
-        resume=resume,
-        stop_after=stop_after,
-        desc=mode,
-    )
+    reparam, layout = InRank(mode, inrank, switch=switch, seed=seed), make_layout(devices, config.sharding)
+    options = dict(out=out, resume=resume, overwrite=overwrite, stop_after=stop_after, desc=mode)
+    run = _loop.run(model, config, task, layout=layout, description=description, reparam=reparam, **options)
     checks = run.timing["checks"]
     return InRankResult(
         model=run.model,
@@ -207,38 +190,17 @@ def _mean_rank(model) -> float:
 
 
 def compare_inrank(
-    build,
-    config: TrainConfig,
-    data: TextDataset,
-    *,
-    modes=("full", "inrank-efficient"),
-    inrank: InRankConfig = InRankConfig(),
-    seed: int = 0,
-    out=None,
-    resume: bool = False,
-    compute_dtype=None,
-    stop_after: int | None = None,
-    devices: int | Sequence[jax.Device] | None = None,
+    build, config: TrainConfig, data: TextDataset, *, modes=("full", "inrank-efficient"), out=None, **options
 ) -> dict:
     """Train ``build()`` (a fresh GPT) in each of ``modes`` and tabulate perplexity, mean MLP rank, parameters,
     time per step and memory. Returns ``{mode: row}``; with ``out`` also writes ``comparison.json`` and
     ``comparison.md`` (and each run's logs and checkpoint in ``out/<mode>``, which ``resume=True`` continues;
-    finished runs are only reloaded)."""
+    finished runs are only reloaded). ``options``: those of :func:`train_inrank` (``inrank``, ``seed``,
+    ``resume``, ``overwrite``, ``compute_dtype``, ``stop_after``, ``devices``)."""
     rows = {}
     for mode in modes:
-        r = train_inrank(
-            build(),
-            config,
-            data,
-            mode=mode,
-            inrank=inrank,
-            seed=seed,
-            compute_dtype=compute_dtype,
-            out=None if out is None else pathlib.Path(out) / mode,
-            resume=resume,
-            stop_after=stop_after,
-            devices=devices,
-        )
+        folder = None if out is None else pathlib.Path(out) / mode
+        r = train_inrank(build(), config, data, mode=mode, out=folder, **options)
         rows[mode] = {
             "eval_perplexity": r.evaluation.get("eval_perplexity"),
             "eval_loss": r.evaluation.get("eval_loss"),

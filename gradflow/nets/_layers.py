@@ -188,10 +188,12 @@ class Block(eqx.Module):
         return x + self.mlp(self.ln2(x))
 
 
-def stacked_blocks(n_layers: int, *, rng: np.random.Generator, **kwargs) -> Block:
-    """``n_layers`` blocks (initialised in order from ``rng``) as one ``Block`` whose arrays carry a leading
-    layer axis."""
-    blocks = [Block(rng=rng, **kwargs) for _ in range(n_layers)]
+def stacked_blocks(config, *, rng: np.random.Generator, **kwargs) -> Block:
+    """The ``config.n_layers`` blocks of a ViT or GPT ``config`` (its ``d_emb, n_heads, d_head, d_mlp``; the other
+    ``Block`` arguments in ``kwargs``), initialised in order from ``rng``, as one ``Block`` whose arrays carry a
+    leading layer axis."""
+    c = config
+    blocks = [Block(c.d_emb, c.n_heads, c.d_head, c.d_mlp, rng=rng, **kwargs) for _ in range(c.n_layers)]
     return jax.tree_util.tree_map(lambda *a: np.stack(a), *blocks)
 
 

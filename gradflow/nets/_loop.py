@@ -1,9 +1,10 @@
 """The one training loop of ``gradflow.nets`` (``train``, ``train_inrank`` and ``train_toy_attention`` run it).
 
-One jitted step (gradient accumulation, clipping, Adam/AdamW/SGD, the learning rate as an argument) with the
-parameters and optimiser state donated; losses and gradient norms stay on the device until the next sync point
+One jitted step (``_step``: gradient accumulation, clipping, Adam/AdamW/SGD, the learning rate as an argument) with
+the parameters and optimiser state donated; losses and gradient norms stay on the device until the next sync point
 (log, evaluation, checkpoint, measurement, reparametrisation check), where they are fetched at once and checked
-for finiteness; deterministic data order (the data position is the step count); checkpoints with exact resume.
+for finiteness; deterministic data order (the data position is the step count); checkpoints with exact resume
+(``_runs.RunFolder``); Ctrl-C stops after the step in flight, with a checkpoint (``_stop``).
 
 What differs between the runs comes in as small pieces: a :class:`Task` (loss, data, evaluation), a
 :class:`Reparametrisation` (how the trained arrays parametrise the model: InRank supplies its start, its rule at
@@ -25,209 +26,30 @@ A run folder::
 
 from __future__ import annotations
 
-import dataclasses
-import functools
-import math
 import pathlib
-import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from tqdm.auto import tqdm
 
-from . import _runs
 from ._configs import TrainConfig
 from ._distributed import Layout, is_writer, to_host
-
-
-class NonFiniteLossError(FloatingPointError):
-    """The training loss became NaN or infinite."""
-
-
-class TrainState(eqx.Module):
-    """What a checkpoint holds: the model (trained and frozen arrays alike) and the optimiser state."""
-
-    model: eqx.Module
-    opt_state: optax.OptState
-
-
-# ----------------------------------------------------------------------------- optimiser and schedule
-
-
-def _decay_mask(params):
-    """AdamW decays weight matrices, embeddings and InRank's low-rank factors ``u, v``; not biases,
-    LayerNorm parameters or the class token."""
-
-    def decay(path, leaf):
-        names = [getattr(p, "name", "") for p in path]
-        if any(n in ("ln1", "ln2", "ln_f", "cls_token") for n in names):
-            return False
-        return names[-1] in ("weight", "wq", "wk", "wv", "wo", "wte", "wpe", "pos_embed", "u", "v")
-
-    return jax.tree_util.tree_map_with_path(decay, params)
-
-
-_OPTIMIZER_FIELDS = ("optimizer", "b1", "b2", "eps", "weight_decay", "grad_clip")
-
-
-def optimizer_key(config: TrainConfig) -> tuple:
-    """The fields of ``config`` that :func:`make_optimizer` reads (hashable: a key of the compiled steps)."""
-    return tuple((f, getattr(config, f)) for f in _OPTIMIZER_FIELDS)
-
-
-def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
-    """Clip (optional) → Adam moments (not for ``"sgd"``) → decoupled weight decay (AdamW). The learning rate is
-    applied by the step (``update × −lr``), so one compiled step serves every schedule and run length."""
-    parts = [] if config.grad_clip is None else [optax.clip_by_global_norm(config.grad_clip)]
-    if config.optimizer != "sgd":
-        parts.append(optax.scale_by_adam(b1=config.b1, b2=config.b2, eps=config.eps))
-    if config.optimizer == "adamw":
-        parts.append(optax.add_decayed_weights(config.weight_decay, mask=_decay_mask))
-    return optax.chain(*parts) if parts else optax.identity()
-
-
-def step_counts(config: TrainConfig, n_train: int, stop_after: int | None) -> tuple[int, int, int, int]:
-    """``(steps per epoch, total steps, warm-up steps, last step to run)`` for ``n_train`` training examples."""
-    if config.batch_size > n_train:
-        raise ValueError(f"batch_size {config.batch_size} exceeds the {n_train} training examples")
-    per_epoch = n_train // config.batch_size
-    scale = per_epoch if config.unit == "epochs" else 1
-    total, warmup = config.total * scale, config.warmup * scale
-    return per_epoch, total, warmup, total if stop_after is None else min(stop_after, total)
-
-
-def learning_rate_schedule(config: TrainConfig, total_steps: int, warmup_steps: int):
-    """``lr(step)``: linear warm-up from 0 to ``config.lr`` over ``warmup_steps``, then cosine decay to 0 at
-    ``total_steps`` (``config.schedule="constant"``: ``config.lr``); ``step`` counts the updates already done."""
-    decay = max(total_steps - warmup_steps, 1)
-
-    def lr(step: int) -> float:
-        if step < warmup_steps:
-            return config.lr * step / warmup_steps
-        if config.schedule == "constant":
-            return config.lr
-        return config.lr * 0.5 * (1.0 + math.cos(math.pi * min(step - warmup_steps, decay) / decay))
-
-    return lr
-
-
-# ----------------------------------------------------------------------------- the step
-
-
-def split_model(model, trainable=eqx.is_inexact_array):
-    """``(params, frozen, static)`` with ``eqx.combine(params, frozen, static)`` the model: the arrays selected by
-    ``trainable`` (a filter or a filter spec), the other arrays (used but not trained, e.g. InRank's ``W_0``) and
-    the non-array rest (hashable: a static argument of the step)."""
-    params, rest = eqx.partition(model, trainable)
-    frozen, static = eqx.partition(rest, eqx.is_array)
-    return params, frozen, static
-
-
-def make_step(optimizer: optax.GradientTransformation, loss_fn, traces: list | None = None):
-    """The jitted optimiser step, on a model split by :func:`split_model`::
-
-        step(params, opt_state, frozen, static, layout, arrays, idx, lr) -> (params, opt_state, loss, grad_norm)
-
-    ``idx`` holds one micro-batch per row: the loss ``L`` and gradient ``g`` are the means over the rows of
-    ``loss_fn(model, arrays, idx[i])`` and its gradient in ``params`` (accumulated by ``lax.scan``), then
-    ``params ← params − lr · optimizer.update(g)``. ``params`` and ``opt_state`` are donated (updated in place);
-    ``L`` and ``‖g‖₂`` stay on the device, so that the host never waits for a step before queueing the next.
-    ``layout`` (static) says where the arrays live: with ``idx`` split over its devices each computes its share of
-    every micro-batch; the gradient, parameters and optimiser state are kept in the layout's placement (XLA
-    inserts the all-reduce, or the gathers and reduce-scatters of FSDP). ``traces[0]``, if given, counts the
-    compilations.
-    """
-
-    def step(params, opt_state, frozen, static, layout: Layout, arrays, idx, lr):
-        if traces is not None:
-            traces[0] += 1  # runs only while tracing
-
-        def micro(carry, micro_idx):
-            value = jax.value_and_grad(lambda p: loss_fn(eqx.combine(p, frozen, static), arrays, micro_idx))(params)
-            return jax.tree_util.tree_map(jnp.add, carry, value), None
-
-        zeros = (jnp.float32(0), jax.tree_util.tree_map(jnp.zeros_like, params))
-        (loss, grads), _ = jax.lax.scan(micro, zeros, idx)
-        n = jnp.float32(idx.shape[0])
-        loss, grads = loss / n, layout.constrain(jax.tree_util.tree_map(lambda g: g / n, grads))
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        params = optax.apply_updates(params, jax.tree_util.tree_map(lambda u: -lr * u, updates))
-        return layout.constrain(params), layout.constrain(opt_state), loss, optax.tree.norm(grads)
-
-    # plain jax.jit: eqx.filter_jit waits for every call to finish
-    return jax.jit(step, donate_argnums=(0, 1), static_argnums=(3, 4))
-
-
-class CompiledStep(NamedTuple):
-    step: Callable
-    traces: list
-
-
-@functools.lru_cache(maxsize=16)
-def compiled_step(loss_fn: Hashable, optimizer: tuple) -> CompiledStep:
-    """The jitted step (:func:`make_step`) of ``loss_fn`` with the optimiser of :func:`optimizer_key`'s fields,
-    shared by all runs with the same loss and optimiser settings (several init scales, run lengths, learning rates,
-    the modes of an InRank comparison, device layouts); ``traces[0]`` counts its compilations."""
-    traces = [0]
-    return CompiledStep(make_step(make_optimizer(TrainConfig(**dict(optimizer))), loss_fn, traces), traces)
-
-
-class StepLog:
-    """Losses and gradient norms of the steps run since the last sync point, still on the device, and the wall
-    time of the steps alone.
-
-    ``add`` queues a step's results; ``sync`` waits for the device, fetches the queued results in one transfer,
-    books the time since the last ``restart`` to the queued steps (``timed=False``: to none, e.g. for a compiling
-    step) and returns them as ``(step, loss, grad_norm)`` floats, raising ``NonFiniteLossError`` at the first
-    non-finite loss. Work between ``sync`` and ``restart`` (evaluation, checkpoints, spectra, rank checks) is not
-    timed; ``take_timing`` returns and resets ``(seconds, steps)``.
-    """
-
-    def __init__(self, schedule):
-        self._schedule = schedule
-        self._pending: list = []
-        self._seconds, self._steps, self._t0 = 0.0, 0, time.perf_counter()
-
-    def add(self, step: int, loss, grad_norm) -> None:
-        self._pending.append((step, loss, grad_norm))
-
-    def sync(self, timed: bool = True) -> list[tuple[int, float, float]]:
-        values = jax.device_get([(loss, g) for _, loss, g in self._pending])
-        if timed:
-            self._seconds += time.perf_counter() - self._t0
-            self._steps += len(self._pending)
-        done = [(step, float(loss), float(g)) for (step, _, _), (loss, g) in zip(self._pending, values)]
-        self._pending = []
-        for step, loss, _ in done:
-            if not math.isfinite(loss):
-                raise NonFiniteLossError(
-                    f"loss is {loss} at step {step} (learning rate {self._schedule(step - 1):.3g}); stopping. "
-                    "Try a lower learning rate (TrainConfig.lr) or gradient clipping (TrainConfig.grad_clip)."
-                )
-        return done
-
-    def restart(self) -> None:
-        self._t0 = time.perf_counter()
-
-    def take_timing(self) -> tuple[float, int]:
-        timing, (self._seconds, self._steps) = (self._seconds, self._steps), (0.0, 0)
-        return timing
-
-
-# ----------------------------------------------------------------------------- the pieces of a run
+from ._optim import learning_rate_schedule, make_optimizer, optimizer_key, step_counts
+from ._runs import RunFolder
+from ._step import StepLog, TrainState, all_finite, compiled_step, non_finite, split_model
+from ._stop import RunInterrupted, StopRequest
 
 
 class Task(NamedTuple):
     """What is learned: ``loss(model, arrays, idx)`` the mean loss of the examples ``idx`` (hashable: it keys the
     compiled step), ``arrays`` the training data, ``n_train`` its number of examples, ``batch(k)`` the example
     indices of step ``k + 1`` (shape ``(n_micro, micro_batch)``), ``evaluate(model, eval_arrays, layout, step)``
-    the fields of the evaluation record after ``step`` steps, and the throughput of the training-loss records: ``examples_per_step`` counted
-    in ``rate_key`` (e.g. ``"tok_per_s"``; None: no throughput)."""
+    the fields of the evaluation record after ``step`` steps, and the throughput of the training-loss records:
+    ``examples_per_step`` counted in ``rate_key`` (e.g. ``"tok_per_s"``; None: no throughput)."""
 
     loss: Callable
     arrays: Any
@@ -317,6 +139,18 @@ class LoopResult(NamedTuple):
     state_bytes: int
 
 
+class _Due(NamedTuple):
+    """What a step's end calls for; any of them makes it a sync point."""
+
+    compiled: bool
+    sync: bool
+    log: bool
+    evaluate: bool
+    checkpoint: bool
+    probe: bool
+    stop: bool
+
+
 @eqx.filter_jit
 def _gradient(loss_fn, model, arrays, idx):
     return eqx.filter_grad(lambda m: loss_fn(m, arrays, idx))(model)
@@ -331,11 +165,205 @@ def _nbytes(tree) -> int:
     return int(sum(a.nbytes for a in jax.tree_util.tree_leaves(tree) if eqx.is_array(a)))
 
 
-def _records_until(path: pathlib.Path, step: int) -> list[dict]:
-    return [r for r in _runs.read_metrics(path) if r["step"] <= step] if path.exists() else []
+class _Session:
+    """One call of :func:`run`: the training state (split model, optimiser state, loss window, timings, records)
+    and what the loop does at a step's end."""
 
+    def __init__(self, config: TrainConfig, task: Task, layout: Layout, reparam, probe, folder, description, total):
+        self.config, self.task, self.layout, self.reparam, self.probe = config, task, layout, reparam, probe
+        self.folder, self.description, self.total = folder, description, total
+        self.optimizer = make_optimizer(config)
+        self.schedule = learning_rate_schedule(config, total, step_counts(config, task.n_train, None)[2])
+        self.step_fn, self.traces = compiled_step(task.loss, optimizer_key(config))
+        self.traces_before = self.traces[0]
+        self.arrays, self.eval_arrays = layout.replicate(task.arrays), layout.replicate(task.eval_arrays)
+        self.metrics, self.records, self.window, self.grad_norm = [], [], [], None
+        self.timing = {"seconds": 0.0, "steps": 0, "checks": []}
+        self.rate_time = [0.0, 0]  # seconds and steps timed since the last training-loss record
+        self.start, self.stop = 0, StopRequest()
 
-# ----------------------------------------------------------------------------- the loop
+    # ------------------------------------------------------------------------- the state
+
+    def begin(self, model) -> None:
+        """A fresh run from ``model``."""
+        self.init_model = model
+        if self.folder is not None:
+            self.folder.start(to_host(model), self._meta(0))
+            if self.probe is not None:
+                self.probe.start(model)
+        first = self.layout.batch(self.task.batch(0)[0])
+        gradient = lambda m: _gradient(self.task.loss, m, self.arrays, first)
+        self._place(self.reparam.start(self.layout.place(_copy(model)), gradient))
+
+    def restore(self, model, meta: dict) -> None:
+        """The run checkpointed with ``meta``, built like ``model``."""
+        self.init_model = self.folder.load_init(model)
+        reparam = self.reparam
+
+        def like():
+            m = reparam.like(self.init_model, meta)
+            return TrainState(m, self.optimizer.init(eqx.filter(m, reparam.trainable(m))))
+
+        state = self.folder.load(eqx.filter_eval_shape(like))
+        self.start, self.window, self.grad_norm, self.timing = (
+            meta[k] for k in ("step", "log_window", "grad_norm", "timing")
+        )
+        logs = self.folder.resume(self.start)
+        self.metrics, self.records = logs["metrics"], logs.get(reparam.log_name, [])
+        if self.probe is not None:
+            self.probe.resume(self.start)
+        self._place(state.model, state.opt_state)
+
+    def _place(self, model, opt_state=None) -> None:
+        """Split ``model`` into trained, frozen and static parts, on the layout, with ``opt_state`` (None: new)."""
+        params, frozen, self.static = split_model(model, self.reparam.trainable(model))
+        self.params, self.frozen = self.layout.place((params, frozen))
+        self.opt_state = self.layout.place(self.optimizer.init(self.params) if opt_state is None else opt_state)
+        self.shape_model = self.current()
+
+    def current(self):
+        return eqx.combine(self.params, self.frozen, self.static)
+
+    def _meta(self, step: int) -> dict:
+        return {
+            **self.description,
+            **(self.reparam.state(self.current()) if step else {}),
+            "step": step,
+            "total_steps": self.total,
+            "log_window": self.window,
+            "grad_norm": self.grad_norm,
+            "timing": self.timing,
+            "devices": self.layout.n_devices,
+            "sharding": self.layout.sharding,
+        }
+
+    # ------------------------------------------------------------------------- records and checkpoints
+
+    def record(self, rec: dict, log: str = "metrics") -> None:
+        """Keep ``rec`` in the run's ``metrics`` or the reparametrisation's records (``log``), and write it."""
+        rec = {k: (float(v) if isinstance(v, (np.floating, float)) else v) for k, v in rec.items()}
+        (self.metrics if log == "metrics" else self.records).append(rec)
+        if self.folder is not None:
+            with self.stop.deferred():
+                self.folder.append(log, rec)
+
+    def evaluate(self, step: int) -> None:
+        """The task's evaluation record after ``step`` steps; a non-finite number in it stops the run."""
+        fields = self.task.evaluate(self.current(), self.eval_arrays, self.layout, step)
+        bad = [k for k, v in fields.items() if isinstance(v, (float, list)) and not np.all(np.isfinite(v))]
+        if bad:
+            lr = self.schedule(max(step - 1, 0))
+            raise non_finite(f"the evaluation after step {step} is not finite ({', '.join(bad)})", lr)
+        self.record({"step": step, **fields})
+
+    def checkpoint(self, step: int) -> None:
+        host = to_host(TrainState(self.current(), self.opt_state))  # every process: the gather may be collective
+        with self.stop.deferred():
+            self.folder.save(host, self._meta(step))
+
+    # ------------------------------------------------------------------------- the loop
+
+    def train(self, last: int, *, progress: bool, desc: str) -> None:
+        """Steps ``start + 1 .. last``; Ctrl-C stops after the step in flight, with a checkpoint."""
+        steps, placed_init = StepLog(self.schedule), None
+        if self.probe is not None and self.folder is not None:
+            placed_init = self.layout.place(self.init_model)
+        batch, placed = None, None
+        bar = tqdm(total=self.total, initial=self.start, disable=not progress, desc=desc, dynamic_ncols=True)
+        with self.stop, bar:
+            steps.restart()
+            for step in range(self.start + 1, last + 1):
+                traced, idx = self.traces[0], self.task.batch(step - 1)
+                if idx is not batch:  # a task with one batch (full-batch GD) places it once
+                    batch, placed = idx, self.layout.batch(idx)
+                lr = np.float32(self.schedule(step - 1))
+                self.params, self.opt_state, loss, gnorm = self.step_fn(
+                    self.params, self.opt_state, self.frozen, self.static, self.layout, self.arrays, placed, lr
+                )
+                steps.add(step, loss, gnorm)
+                bar.update(1)
+                due = self._due(step, last, compiled=self.traces[0] != traced)
+                if any(due):
+                    self._sync_point(step, due, steps, bar, placed_init)
+                    steps.restart()
+                if due.stop:
+                    raise RunInterrupted(self._interrupted(step))
+
+    def _due(self, step: int, last: int, *, compiled: bool) -> _Due:
+        config, stop = self.config, self.stop.requested
+        return _Due(
+            compiled=compiled,
+            sync=self.reparam.sync_at(step, self.shape_model),
+            log=config.log_every is not None and (step % config.log_every == 0 or step == self.total),
+            evaluate=step % config.eval_every == 0 or step == self.total,
+            checkpoint=self.folder is not None and (step % config.checkpoint_every == 0 or step == last or stop),
+            probe=self.probe is not None and self.folder is not None and step in self.probe.steps,
+            stop=stop,
+        )
+
+    def _sync_point(self, step: int, due: _Due, steps: StepLog, bar, placed_init) -> None:
+        """Fetch the queued losses (checked), check the parameters before anything is measured or saved, then do
+        whatever ``due`` asks for, in order."""
+        done = steps.sync(timed=not due.compiled)  # a compiling step is not timed
+        seconds, n = steps.take_timing()
+        self.timing["seconds"], self.timing["steps"] = self.timing["seconds"] + seconds, self.timing["steps"] + n
+        self.rate_time = [self.rate_time[0] + seconds, self.rate_time[1] + n]
+        if self.config.log_every is not None:
+            self.window += [loss for _, loss, _ in done]
+        self.grad_norm = done[-1][2]
+        if (due.probe or due.evaluate or due.checkpoint) and not all_finite(self.params):
+            raise non_finite(f"the parameters after step {step} are not finite", self.schedule(step - 1))
+        if due.sync:
+            self._reparametrise(step)
+        if due.log:
+            self._log(step, bar)
+        if due.probe:
+            self.probe.measure(step, self.current(), placed_init)
+        if due.evaluate:
+            self.evaluate(step)
+        if due.checkpoint:
+            self.checkpoint(step)
+
+    def _reparametrise(self, step: int) -> None:
+        outcome = self.reparam.on_sync(self.current(), step)
+        self._place(outcome.model, None if outcome.reset else self.opt_state)
+        if outcome.seconds is not None:
+            self.timing["checks"].append(outcome.seconds)
+        for rec in outcome.records:
+            self.record(rec, self.reparam.log_name)
+
+    def _log(self, step: int, bar) -> None:
+        """The training-loss record: the mean loss since the last one, the throughput, the reparametrisation's
+        fields."""
+        seconds, n = self.rate_time
+        task = self.task
+        rate = {task.rate_key: task.examples_per_step * n / seconds} if task.rate_key and n else {}
+        mean = float(np.mean(self.window))
+        fields = {"step": step, "loss": mean, "grad_norm": self.grad_norm, "lr": self.schedule(step - 1), **rate}
+        self.record({**fields, **self.reparam.record_fields(self.shape_model)})
+        bar.set_postfix(loss=f"{mean:.4f}", **{k: f"{v:.0f}" for k, v in rate.items()})
+        self.window, self.rate_time = [], [0.0, 0]
+
+    def _interrupted(self, step: int) -> str:
+        where = f"interrupted after step {step} of {self.total}"
+        if self.folder is None:
+            return f"{where}; nothing is saved (no run folder)"
+        return (
+            f"{where}; its checkpoint and the records up to it are in {self.folder.path}: continue with --resume "
+            "(resume=True)"
+        )
+
+    def result(self, last: int) -> LoopResult:
+        return LoopResult(
+            model=self.current(),
+            init_model=self.init_model,
+            metrics=self.metrics,
+            records=self.records,
+            steps=max(last, self.start),
+            timing=self.timing,
+            n_traces=self.traces[0] - self.traces_before,
+            state_bytes=_nbytes((self.params, self.opt_state)),
+        )
 
 
 def run(
@@ -349,6 +377,7 @@ def run(
     probe: Probe | None = None,
     out: str | pathlib.Path | None = None,
     resume: bool = False,
+    overwrite: bool = False,
     stop_after: int | None = None,
     evaluate_at_start: bool = False,
     progress: bool = False,
@@ -361,163 +390,34 @@ def run(
     compiled) and the reparametrisation's fields; every ``config.eval_every`` steps and at the end the task's
     evaluation (also at step 0 with ``evaluate_at_start``). With ``out`` they are appended to ``metrics.jsonl``
     as produced, and a checkpoint is written every ``config.checkpoint_every`` steps and after the last step run.
-    ``resume=True`` continues from that checkpoint, bit for bit as the uninterrupted run on the same devices (to
-    rounding on others), and refuses a checkpoint whose ``description`` differs, naming the fields.
+
+    An ``out`` that holds an earlier run is refused (``_runs.RunExistsError``) unless ``resume=True``, which
+    continues from its checkpoint, bit for bit as the uninterrupted run on the same devices (to rounding on
+    others), or ``overwrite=True``, which starts it again. A resume refuses a checkpoint whose ``description``
+    differs, naming the fields; it may lengthen the recipe (the steps still to run follow the new schedule).
     ``stop_after`` ends after that many steps in total, as an interruption would (the schedule still spans the
-    recipe). In a multi-process run every process runs this; process 0 alone writes the run folder, which must be
-    one file system for all processes to resume.
+    recipe). Ctrl-C (SIGINT) stops after the step in flight, with a checkpoint there, and raises
+    ``_stop.RunInterrupted`` (a ``KeyboardInterrupt``); a second Ctrl-C stops at once. In a multi-process run every
+    process runs this; process 0 alone writes the run folder, which must be one file system for all processes to
+    resume.
     """
     reparam = reparam or Reparametrisation()
     if resume and out is None:
         raise ValueError("resume=True needs the run folder `out`")
-    _, total, warmup, last = step_counts(config, task.n_train, stop_after)
-    optimizer, schedule = make_optimizer(config), learning_rate_schedule(config, total, warmup)
-    step_fn, traces = compiled_step(task.loss, optimizer_key(config))
-    traces_before, writer = traces[0], is_writer()
-    arrays, eval_arrays = layout.replicate(task.arrays), layout.replicate(task.eval_arrays)
+    if resume and overwrite:
+        raise ValueError("resume=True continues the run in `out`, overwrite=True starts it again: choose one")
+    _, total, _, last = step_counts(config, task.n_train, stop_after)
     layout.batch(task.batch(0))  # a batch the devices do not divide: the error now, not after the setup
-    out = pathlib.Path(out) if out is not None else None
-    ckpt = None if out is None else out / "checkpoint"
-    logs = {} if out is None else {"metrics": _runs.MetricsLog(out / "metrics.jsonl")}
-    if out is not None and reparam.log_name:
-        logs["records"] = _runs.MetricsLog(out / f"{reparam.log_name}.jsonl")
-    metrics, records, window, grad_norm = [], [], [], None
-    timing = {"seconds": 0.0, "steps": 0, "checks": []}
-    start, init_model = 0, model
-
-    if resume and _runs.has_checkpoint(ckpt):
-        meta = _runs.checkpoint_meta(ckpt)
-        _runs.check_resumable(ckpt, meta, description)
-        init_model = _runs.load_tree(ckpt / "init.eqx", model)
-
-        def like():
-            m = reparam.like(init_model, meta)
-            return TrainState(m, optimizer.init(eqx.filter(m, reparam.trainable(m))))
-
-        state = _runs.load_checkpoint(ckpt, eqx.filter_eval_shape(like))
-        model, opt_state = state.model, state.opt_state
-        start, window, grad_norm, timing = meta["step"], meta["log_window"], meta["grad_norm"], meta["timing"]
-        metrics = _records_until(logs["metrics"].path, start)
-        records = _records_until(logs["records"].path, start) if "records" in logs else []
-        if writer:
-            for log in logs.values():
-                log.truncate_after(start)
-        if probe is not None:
-            probe.resume(start)
+    folder = None
+    if out is not None:
+        folder = RunFolder(out, ["metrics", *filter(None, [reparam.log_name])], writer=is_writer())
+    meta = None if folder is None else folder.resumable(description, total, resume=resume, overwrite=overwrite)
+    session = _Session(config, task, layout, reparam, probe, folder, description, total)
+    if meta is None:
+        session.begin(model)
+        if evaluate_at_start:
+            session.evaluate(0)
     else:
-        if out is not None and writer:
-            out.mkdir(parents=True, exist_ok=True)
-            _runs.clear_checkpoint(ckpt)
-            ckpt.mkdir(parents=True, exist_ok=True)
-            for log in logs.values():
-                log.path.unlink(missing_ok=True)
-            _runs.save_tree(ckpt / "init.eqx", to_host(model))
-        if out is not None and probe is not None:
-            probe.start(model)
-        first = layout.batch(task.batch(0)[0])
-        model = reparam.start(layout.place(_copy(model)), lambda m: _gradient(task.loss, m, arrays, first))
-        opt_state = None
-    params, frozen, static = split_model(model, reparam.trainable(model))
-    params, frozen = layout.place((params, frozen))
-    opt_state = layout.place(optimizer.init(params) if opt_state is None else opt_state)
-    placed_init = layout.place(init_model) if probe is not None else None
-
-    def current():
-        return eqx.combine(params, frozen, static)
-
-    def record(rec: dict, log: str = "metrics") -> None:
-        rec = {k: (float(v) if isinstance(v, (np.floating, float)) else v) for k, v in rec.items()}
-        (metrics if log == "metrics" else records).append(rec)
-        if log in logs and writer:
-            logs[log].append(rec)
-
-    def evaluate(step: int) -> None:
-        record({"step": step, **task.evaluate(current(), eval_arrays, layout, step)})
-
-    def checkpoint(step: int) -> None:
-        host = to_host(TrainState(current(), opt_state))  # every process: the gather may be collective
-        if writer:
-            meta = {
-                **description,
-                **reparam.state(current()),
-                "step": step,
-                "total_steps": total,
-                "log_window": window,
-                "grad_norm": grad_norm,
-                "timing": timing,
-                "devices": layout.n_devices,
-                "sharding": layout.sharding,
-            }
-            _runs.save_checkpoint(ckpt, host, meta)
-
-    if start == 0 and evaluate_at_start:
-        evaluate(0)
-    steps, shape_model = StepLog(schedule), current()
-    rate_time = [0.0, 0]  # seconds and steps timed since the last training-loss record
-    bar = tqdm(total=total, initial=start, disable=not progress, desc=desc, dynamic_ncols=True)
-    steps.restart()
-    for step in range(start + 1, last + 1):
-        traced = traces[0]
-        idx = layout.batch(task.batch(step - 1))
-        lr = jnp.float32(schedule(step - 1))
-        params, opt_state, loss, gnorm = step_fn(params, opt_state, frozen, static, layout, arrays, idx, lr)
-        steps.add(step, loss, gnorm)
-        bar.update(1)
-        compiled = traces[0] != traced
-        is_sync = reparam.sync_at(step, shape_model)
-        is_log = config.log_every is not None and (step % config.log_every == 0 or step == total)
-        is_eval = step % config.eval_every == 0 or step == total
-        is_ckpt = ckpt is not None and (step % config.checkpoint_every == 0 or step == last)
-        is_probe = probe is not None and out is not None and step in probe.steps
-        if not (compiled or is_sync or is_log or is_eval or is_ckpt or is_probe):
-            continue
-        done = steps.sync(timed=not compiled)  # a compiling step is not timed
-        seconds, n = steps.take_timing()
-        timing["seconds"], timing["steps"] = timing["seconds"] + seconds, timing["steps"] + n
-        rate_time = [rate_time[0] + seconds, rate_time[1] + n]
-        if config.log_every is not None:
-            window += [loss for _, loss, _ in done]
-        grad_norm = done[-1][2]
-        if is_sync:
-            outcome = reparam.on_sync(current(), step)
-            params, frozen, static = split_model(outcome.model, reparam.trainable(outcome.model))
-            params, frozen = layout.place((params, frozen))
-            if outcome.reset:
-                opt_state = layout.place(optimizer.init(params))
-            if outcome.seconds is not None:
-                timing["checks"].append(outcome.seconds)
-            for rec in outcome.records:
-                record(rec, "records")
-            shape_model = current()
-        if is_log:
-            seconds, n = rate_time
-            rate = {task.rate_key: task.examples_per_step * n / seconds} if task.rate_key and n else {}
-            mean = float(np.mean(window))
-            fields = {"step": step, "loss": mean, "grad_norm": grad_norm, "lr": schedule(step - 1), **rate}
-            record({**fields, **reparam.record_fields(shape_model)})
-            bar.set_postfix(loss=f"{mean:.4f}", **{k: f"{v:.0f}" for k, v in rate.items()})
-            window, rate_time = [], [0.0, 0]
-        if is_probe:
-            probe.measure(step, current(), placed_init)
-        if is_eval:
-            evaluate(step)
-        if is_ckpt:
-            checkpoint(step)
-        steps.restart()
-    bar.close()
-    return LoopResult(
-        model=current(),
-        init_model=init_model,
-        metrics=metrics,
-        records=records,
-        steps=max(last, start),
-        timing=timing,
-        n_traces=traces[0] - traces_before,
-        state_bytes=_nbytes((params, opt_state)),
-    )
-
-
-def recipe_description(config: TrainConfig) -> dict:
-    """The recipe in a run description: every field but ``checkpoint_every`` and ``sharding``, which a resumed run
-    may change."""
-    return {k: v for k, v in dataclasses.asdict(config).items() if k not in ("checkpoint_every", "sharding")}
+        session.restore(model, meta)
+    session.train(last, progress=progress, desc=desc)
+    return session.result(last)

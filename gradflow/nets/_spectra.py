@@ -32,20 +32,28 @@ class HeadSpectra(eqx.Module):
 
 
 def product_singular_values(a: jax.Array, b: jax.Array) -> jax.Array:
-    """Singular values of ``a @ bᵀ`` for ``a, b`` of shape (..., n, k), via QR of both factors."""
+    """Singular values of ``a @ bᵀ`` for ``a, b`` of shape (..., n, k), via QR of both factors. The small product
+    is divided by a power of two near its largest entry before the SVD and the singular values multiplied back
+    (exact in float32's normal range), so that LAPACK never sees an overflow: a product that is not finite (a
+    diverged run) gives NaN, without LAPACK's messages on stderr."""
     a = a.astype(jnp.float32)
     b = b.astype(jnp.float32)
     _, ra = jnp.linalg.qr(a)
     _, rb = jnp.linalg.qr(b)
-    return jnp.linalg.svd(ra @ jnp.swapaxes(rb, -1, -2), compute_uv=False)
+    m = ra @ jnp.swapaxes(rb, -1, -2)
+    top = jnp.max(jnp.abs(m), axis=(-2, -1), keepdims=True)
+    scale = jnp.exp2(jnp.ceil(jnp.log2(jnp.where(top > 0, top, jnp.float32(1)))))
+    return jnp.linalg.svd(m / scale, compute_uv=False) * scale[..., 0]
 
 
+@jax.jit
 def stable_rank(s: jax.Array) -> jax.Array:
     """‖M‖_F² / ‖M‖_2² from singular values ``s`` (last axis); 0 for the zero matrix."""
     ratio = normalised(s)  # normalise before squaring: no float32 underflow
     return jnp.sum(jnp.square(ratio), axis=-1)
 
 
+@jax.jit
 def normalised(s: jax.Array) -> jax.Array:
     """Singular values divided by the largest (zeros stay zero)."""
     s = jnp.asarray(s, jnp.float32)

@@ -17,7 +17,6 @@ Everything runs in float32 with explicit dtypes; the spectra use the QR trick of
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import functools
 import math
@@ -29,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _loop
-from ._configs import TrainConfig
+from ._configs import TrainConfig, check_init_scale
 from ._distributed import Layout, make_layout
 from ._runs import describe
 from ._spectra import product_singular_values
@@ -41,7 +40,6 @@ __all__ = [
     "toy_attention_data",
     "train_toy_attention",
     "plot_toy_attention",
-    "add_subcommand",
 ]
 
 F32 = jnp.float32
@@ -99,6 +97,10 @@ class ToyAttentionResult(eqx.Module):
     lr: float = eqx.field(static=True)
     teacher_kq: tuple = eqx.field(static=True)
     teacher_vo: tuple = eqx.field(static=True)
+
+
+_RECORDED = ("step", "time", "rescaled_time", "loss", "sv_kq", "sv_vo")
+"""The array fields of ``ToyAttentionResult``: one entry per record."""
 
 
 def _orthonormal(key, d: int, r: int) -> jax.Array:
@@ -170,6 +172,7 @@ def train_toy_attention(
     record_every: int = 10,
     out: str | pathlib.Path | None = None,
     resume: bool = False,
+    overwrite: bool = False,
 ) -> ToyAttentionResult:
     """Full-batch GD on the toy task from ``init_scale``·N(0, 1) weights for ``steps`` steps, through the training
     loop of the networks (``_loop.run``: recipe ``optimizer="sgd"``, constant learning rate, one device).
@@ -177,11 +180,12 @@ def train_toy_attention(
     Records at step 0, at the multiples of ``record_every`` and at the last step. With ``out``, each record is
     appended to ``out/metrics.jsonl`` as it is made and the weights are checkpointed in ``out/checkpoint`` at each
     record; ``resume=True`` continues from that checkpoint, bit for bit as the uninterrupted run (``steps`` may
-    grow), and refuses one written with other settings. The result is also saved as ``out/result.npz``. Raises
+    grow: the learning rate is constant), and refuses one written with other settings; without it, an ``out``
+    holding an earlier run is refused unless ``overwrite=True``. Ctrl-C stops after the step in flight, with a
+    checkpoint there (``_stop.RunInterrupted``). The result is also saved as ``out/result.npz``. Raises
     ``NonFiniteLossError`` (a ``FloatingPointError``) at the first step whose loss is not finite.
     """
-    if not 0 < init_scale < 1:
-        raise ValueError(f"init_scale must lie in (0, 1), got {init_scale}")
+    check_init_scale(init_scale, below_one=True)
     if steps < 1 or record_every < 1 or lr <= 0:
         raise ValueError(f"need steps >= 1, record_every >= 1, lr > 0; got {steps}, {record_every}, {lr}")
     x, y, _ = toy_attention_data(config, seed=seed)
@@ -198,6 +202,8 @@ def train_toy_attention(
         log_every=None,
         n_spectra=0,
     )
+    if overwrite and out is not None:
+        (pathlib.Path(out) / "result.npz").unlink(missing_ok=True)  # the earlier run's; this one writes its own
     full = np.arange(config.n, dtype=np.int32)[None]
     task = _loop.Task(
         loss=_batch_loss,
@@ -215,34 +221,14 @@ def train_toy_attention(
         description=describe(init_scale=init_scale, lr=lr, seed=seed, record_every=record_every, config=config),
         out=out,
         resume=resume,
+        overwrite=overwrite,
         evaluate_at_start=True,
     )
-    records = run.metrics
-    result = ToyAttentionResult(
-        step=np.array([r["step"] for r in records]),
-        time=np.array([r["time"] for r in records]),
-        rescaled_time=np.array([r["rescaled_time"] for r in records]),
-        loss=np.array([r["loss"] for r in records]),
-        sv_kq=np.array([r["sv_kq"] for r in records]),
-        sv_vo=np.array([r["sv_vo"] for r in records]),
-        init_scale=init_scale,
-        lr=lr,
-        teacher_kq=tuple(config.teacher_kq),
-        teacher_vo=tuple(config.teacher_vo),
-    )
+    arrays = {k: np.array([r[k] for r in run.metrics]) for k in _RECORDED}
     if out is not None:
-        np.savez(
-            pathlib.Path(out) / "result.npz",
-            step=result.step,
-            time=result.time,
-            rescaled_time=result.rescaled_time,
-            loss=result.loss,
-            sv_kq=result.sv_kq,
-            sv_vo=result.sv_vo,
-            init_scale=init_scale,
-            lr=lr,
-        )
-    return result
+        np.savez(pathlib.Path(out) / "result.npz", **arrays, init_scale=init_scale, lr=lr)
+    teachers = dict(teacher_kq=tuple(config.teacher_kq), teacher_vo=tuple(config.teacher_vo))
+    return ToyAttentionResult(**arrays, init_scale=init_scale, lr=lr, **teachers)
 
 
 def plot_toy_attention(results: list[ToyAttentionResult], path) -> None:
@@ -270,46 +256,3 @@ def plot_toy_attention(results: list[ToyAttentionResult], path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
-
-
-def add_subcommand(subparsers) -> argparse.ArgumentParser:
-    """Register ``toy-attention`` on an ``argparse`` sub-parsers object."""
-    p = subparsers.add_parser(
-        "toy-attention", help="one attention head with full weights from small init (paper Fig. 2 d-f)"
-    )
-    p.add_argument("--init-scale", type=float, nargs="+", default=[1e-2, 1e-4], help="one or several α")
-    p.add_argument("--steps", type=int, default=20000)
-    p.add_argument("--lr", type=float, default=2e-3)
-    p.add_argument("--record-every", type=int, default=50)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--n", type=int, default=1000)
-    p.add_argument("--tokens", type=int, default=10)
-    p.add_argument("--dim", type=int, default=50)
-    p.add_argument("--out", default="toy_attention_output")
-    p.add_argument("--resume", action="store_true", help="continue the runs found in --out")
-    p.set_defaults(func=_run_cli)
-    return p
-
-
-def _run_cli(args) -> None:
-    config = ToyAttentionConfig(n=args.n, tokens=args.tokens, dim=args.dim)
-    out = pathlib.Path(args.out)
-    results = []
-    for alpha in args.init_scale:
-        r = train_toy_attention(
-            config,
-            init_scale=alpha,
-            steps=args.steps,
-            lr=args.lr,
-            seed=args.seed,
-            record_every=args.record_every,
-            out=out / f"alpha_{alpha:g}",
-            resume=args.resume,
-        )
-        print(
-            f"α={alpha:g}: final loss {r.loss[-1]:.4g}; top singular values "
-            f"VO {np.round(r.sv_vo[-1, :4], 3).tolist()}, KQ {np.round(r.sv_kq[-1, :4], 3).tolist()}"
-        )
-        results.append(r)
-    plot_toy_attention(results, out / "toy_attention.png")
-    print(f"figure: {out / 'toy_attention.png'}")

@@ -25,7 +25,9 @@ from ._configs import TrainConfig, ViTConfig
 from ._data import ImageDataset, TextDataset, batch_indices
 from ._distributed import Layout, is_writer, make_layout, to_host
 from ._layers import cast_floating
+from ._optim import recipe_description, step_counts
 from ._spectra import perturbation_spectra, weight_spectra
+from ._step import non_finite
 
 
 class TrainResult(eqx.Module):
@@ -179,7 +181,10 @@ def data_task(model, data: ImageDataset | TextDataset, config: TrainConfig, *, s
     )
 
 
-def check_model_and_data(model, data) -> None:
+def data_run(model, config: TrainConfig, data, *, seed: int, compute_dtype, **fields) -> tuple[_loop.Task, dict]:
+    """The task of training ``model`` (a ViT on an ``ImageDataset`` or a GPT on a ``TextDataset``) on ``data``
+    (:func:`data_task`, ``compute_dtype`` None: the default) and the run's description: ``fields``, the seed, the
+    recipe, the model, the data, the compute dtype and the initial weights."""
     if isinstance(data, ImageDataset) != isinstance(getattr(model, "config", None), ViTConfig) or not isinstance(
         data, (ImageDataset, TextDataset)
     ):
@@ -187,6 +192,18 @@ def check_model_and_data(model, data) -> None:
             f"train a ViT on an ImageDataset or a GPT on a TextDataset; got "
             f"{type(model).__name__} and {type(data).__name__}"
         )
+    compute_dtype = default_compute_dtype() if compute_dtype is None else jnp.dtype(compute_dtype)
+    task = data_task(model, data, config, seed=seed, compute_dtype=compute_dtype)
+    description = _runs.describe(
+        **fields,
+        seed=seed,
+        config=recipe_description(config),
+        model=model.config,
+        data=data_description(data),
+        compute_dtype=compute_dtype,
+        init_weights=_runs.fingerprint(model),
+    )
+    return task, description
 
 
 # ----------------------------------------------------------------------------- spectra
@@ -219,6 +236,8 @@ class SpectraProbe:
 
     def measure(self, step: int, model, init_model) -> None:
         spectra = to_host(perturbation_spectra(model, init_model))
+        if not all(np.all(np.isfinite(a)) for a in vars(spectra).values()):
+            raise non_finite(f"the attention spectra after step {step} are not finite")
         if is_writer():
             _runs.save_spectra(self.folder, _runs.spectra_name(step), spectra, step)
 
@@ -234,6 +253,7 @@ def train(
     seed: int = 0,
     out: str | pathlib.Path | None = None,
     resume: bool = False,
+    overwrite: bool = False,
     compute_dtype=None,
     progress: bool = True,
     stop_after: int | None = None,
@@ -248,10 +268,13 @@ def train(
     initialisation is fixed by the key the model was built with. With ``out``, metrics go to
     ``out/metrics.jsonl`` as produced, checkpoints to ``out/checkpoint`` every ``config.checkpoint_every``
     steps and at the end, and the attention spectra (``config.n_spectra`` log-spaced steps) to ``out/spectra``.
-    ``resume=True`` continues from the checkpoint in ``out`` and reproduces the uninterrupted run bit for bit;
-    it refuses a checkpoint of a different run (recipe, seed, model, data, compute dtype, initial weights:
-    ``_runs.check_resumable``). ``stop_after`` ends the run after that many optimiser steps in total, with a
-    checkpoint, as an interruption would (the schedule still spans the full recipe). Training-loss records are
+    An ``out`` holding an earlier run is refused (``_runs.RunExistsError``) unless ``resume=True`` or
+    ``overwrite=True`` (start it again). ``resume=True`` continues from the checkpoint in ``out`` and reproduces
+    the uninterrupted run bit for bit; it refuses a checkpoint of a different run (recipe, seed, model, data,
+    compute dtype, initial weights: ``_runs.check_resumable``) but allows a longer recipe (more steps or epochs:
+    the steps still to run follow the new schedule). ``stop_after`` ends the run after that many optimiser steps
+    in total, with a checkpoint, as an interruption would (the schedule still spans the full recipe); so does
+    Ctrl-C, after the step in flight (``_stop.RunInterrupted``, a ``KeyboardInterrupt``). Training-loss records are
     means over windows ending at multiples of ``config.log_every``, with the throughput of the steps alone
     (``img_per_s`` / ``tok_per_s``; not the steps that compiled). Losses stay on the device until
     the next log, evaluation, spectra or checkpoint step (no per-step host synchronisation); raises
@@ -264,32 +287,13 @@ def train(
     several processes (``jax.distributed.initialize()`` first), each calls ``train`` alike and process 0 writes
     ``out``.
     """
-    check_model_and_data(model, data)
-    compute_dtype = default_compute_dtype() if compute_dtype is None else jnp.dtype(compute_dtype)
-    task = data_task(model, data, config, seed=seed, compute_dtype=compute_dtype)
-    description = _runs.describe(
-        seed=seed,
-        config=_loop.recipe_description(config),
-        model=model.config,
-        data=data_description(data),
-        compute_dtype=compute_dtype,
-        init_weights=_runs.fingerprint(model),
-    )
+    task, description = data_run(model, config, data, seed=seed, compute_dtype=compute_dtype)
     out = pathlib.Path(out) if out is not None else None
-    total = _loop.step_counts(config, task.n_train, None)[1]
+    total = step_counts(config, task.n_train, None)[1]
     probe = None if out is None else SpectraProbe(out / "spectra", spectra_steps(total, config.n_spectra))
-    result = _loop.run(
-        model,
-        config,
-        task,
-        layout=make_layout(devices, config.sharding),
-        description=description,
-        probe=probe,
-        out=out,
-        resume=resume,
-        stop_after=stop_after,
-        progress=progress,
-    )
+    layout = make_layout(devices, config.sharding)
+    options = dict(out=out, resume=resume, overwrite=overwrite, stop_after=stop_after, progress=progress)
+    result = _loop.run(model, config, task, layout=layout, description=description, probe=probe, **options)
     return TrainResult(
         model=result.model,
         init_model=result.init_model,
@@ -308,16 +312,7 @@ def last_evaluation(metrics: list[dict]) -> dict:
 def data_description(data) -> dict:
     """What identifies a data set in a run description: its name and sizes."""
     if isinstance(data, ImageDataset):
-        return {
-            "name": data.name,
-            "train": int(data.train_x.shape[0]),
-            "test": int(data.test_x.shape[0]),
-            "image_shape": list(data.image_shape),
-            "classes": int(data.num_classes),
-        }
-    return {
-        "name": data.name,
-        "tokenizer": data.tokenizer_name,
-        "train_tokens": int(data.train.size),
-        "valid_tokens": int(data.valid.size),
-    }
+        sizes = {"train": data.train_x.shape[0], "test": data.test_x.shape[0], "classes": data.num_classes}
+        return {"name": data.name, **{k: int(v) for k, v in sizes.items()}, "image_shape": list(data.image_shape)}
+    sizes = {"train_tokens": data.train.size, "valid_tokens": data.valid.size}
+    return {"name": data.name, "tokenizer": data.tokenizer_name, **{k: int(v) for k, v in sizes.items()}}

@@ -6,7 +6,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ._configs import ViTConfig
+from ._configs import ViTConfig, check_init_scale
 from ._layers import Block, LayerNorm, Linear, apply_stacked, numpy_rng, stacked_blocks, to_device, trunc_normal
 
 
@@ -29,22 +29,12 @@ class ViT(eqx.Module):
 
     def __init__(self, config: ViTConfig, *, key, init_scale: float = 1.0):
         c, rng = config, numpy_rng(key)
+        check_init_scale(init_scale)
         n_tokens = c.n_patches + (c.pool == "cls")
         self.patch_embed = to_device(Linear(c.patch * c.patch * c.channels, c.d_emb, rng=rng))
         self.cls_token = to_device(trunc_normal(rng, (c.d_emb,)))
         self.pos_embed = to_device(trunc_normal(rng, (n_tokens, c.d_emb)))
-        self.blocks = to_device(
-            stacked_blocks(
-                c.n_layers,
-                rng=rng,
-                d_emb=c.d_emb,
-                n_heads=c.n_heads,
-                d_head=c.d_head,
-                d_mlp=c.d_mlp,
-                causal=False,
-                scale=init_scale,
-            )
-        )
+        self.blocks = to_device(stacked_blocks(c, rng=rng, causal=False, scale=init_scale))
         self.ln_f = to_device(LayerNorm(c.d_emb))
         self.head = to_device(Linear(c.d_emb, c.n_classes, rng=rng, scale=init_scale))
         self.config = c

@@ -20,6 +20,8 @@ import pytest
 
 from gradflow.nets import read_metrics
 
+pytestmark = pytest.mark.usefixtures("unoptimised_xla")  # conftest.py: compile fast
+
 # float32 on the CPU: the sums over a batch split in 4 differ from the 1-device sums by rounding only
 # (measured: at most 1.0e-7 relative in the losses, 7e-7 in the parameters after 8 AdamW steps, 2e-9 in InRank's
 # explained ratios)
@@ -30,7 +32,7 @@ def _subprocess(args, devices: int):
     """``python <this file> args`` (or ``python -m gradflow args[1:]`` if ``args[0] == "-m"``) on ``devices`` CPUs."""
     env = dict(os.environ)
     env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}".strip()
-    env["JAX_PLATFORMS"] = "cpu"
+    env["JAX_PLATFORMS"], env["JAX_DISABLE_MOST_OPTIMIZATIONS"] = "cpu", "1"  # as conftest.unoptimised_xla
     command = ["-m", "gradflow", *args[1:]] if args[0] == "-m" else [__file__, *args]
     return subprocess.Popen(
         [sys.executable, *map(str, command)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
@@ -131,27 +133,15 @@ def test_two_processes_on_localhost(tmp_path):
 
 def _setup():
     import jax
+    from nets_common import text, tiny_recipe
 
-    from gradflow.nets import GPT, TrainConfig, gpt_config, load_text
+    from gradflow.nets import GPT, gpt_config
 
-    text = load_text(None)
-    data = dataclasses.replace(text, valid=text.valid[:3000])
-    cfg = dataclasses.replace(gpt_config("gpt2-tiny"), vocab_size=text.vocab_size)
-    recipe = TrainConfig(
-        optimizer="adamw",
-        lr=3e-3,
-        weight_decay=0.1,
-        grad_clip=1.0,
-        total=8,
-        warmup=2,
-        unit="steps",
-        batch_size=8,
-        log_every=1,
-        eval_every=8,
-        checkpoint_every=4,
-        n_spectra=2,
-        eval_batch_size=32,
-    )
+    data = dataclasses.replace(text(), valid=text().valid[:3000])
+    cfg = dataclasses.replace(gpt_config("gpt2-tiny"), vocab_size=data.vocab_size)
+    adamw = dict(optimizer="adamw", weight_decay=0.1, grad_clip=1.0)
+    recipe = tiny_recipe(8, warmup=2, batch_size=8, log_every=1, checkpoint_every=4, n_spectra=2, eval_batch_size=32)
+    recipe = dataclasses.replace(recipe, eval_every=8, **adamw)
     return (lambda: GPT(cfg, key=jax.random.key(0))), recipe, data
 
 

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from nets_common import params_equal, text, tiny_recipe, without_timing
 
 from gradflow.nets._cli import add_subcommands
-from gradflow.nets._configs import GPTConfig, TrainConfig
-from gradflow.nets._data import load_text
+from gradflow.nets._configs import GPTConfig
 from gradflow.nets._gpt import GPT
 from gradflow.nets._inrank import (
     InRankConfig,
@@ -30,6 +30,8 @@ from gradflow.nets._inrank import (
     update_ranks,
 )
 from gradflow.nets._inrank_train import compare_inrank
+
+pytestmark = pytest.mark.usefixtures("unoptimised_xla")  # conftest.py: compile fast
 
 _apply = eqx.filter_jit(lambda model, tokens: model(tokens))
 
@@ -164,23 +166,12 @@ def test_config_validation():
 
 @pytest.mark.slow
 def test_tiny_run_end_to_end(tmp_path):
-    data = load_text()
-    recipe = TrainConfig(
-        optimizer="adam",
-        lr=3e-3,
-        total=24,
-        warmup=2,
-        unit="steps",
-        batch_size=8,
-        eval_every=24,
-        log_every=4,
-        eval_batch_size=64,
-    )
+    recipe = tiny_recipe(24, batch_size=8, eval_every=24, log_every=4, eval_batch_size=64)
     inrank = InRankConfig(init_rank=2, buffer=3, check_every=4, efficient_after=12)
     rows = compare_inrank(
         lambda: GPT(TINY, key=jax.random.PRNGKey(0)),
         recipe,
-        data,
+        text(),
         modes=("full", "inrank-efficient"),
         inrank=inrank,
         out=tmp_path,
@@ -200,39 +191,18 @@ def test_tiny_run_end_to_end(tmp_path):
     assert "not comparable" in table and "inrank-efficient" in table
 
 
-def _params_equal(a, b):
-    la, lb = (jax.tree_util.tree_leaves(eqx.filter(m, eqx.is_array)) for m in (a, b))
-    return len(la) == len(lb) and all(np.array_equal(x, y) for x, y in zip(la, lb))
-
-
-def _without_timing(metrics):
-    return [{k: v for k, v in m.items() if not k.endswith("_per_s")} for m in metrics]
-
-
 def test_resume_reproduces_uninterrupted_run(tmp_path, monkeypatch):
     """A run killed in the InRank phase, resumed, stopped after the switch to fixed rank and resumed again ends
     exactly as the uninterrupted run: parameters, ranks, metrics and logs."""
     from gradflow.nets import _inrank, _inrank_train, read_metrics
 
-    data = load_text()
-    recipe = TrainConfig(
-        optimizer="adamw",
-        lr=3e-3,
-        weight_decay=0.1,
-        total=16,
-        warmup=2,
-        unit="steps",
-        batch_size=8,
-        log_every=2,
-        eval_every=4,
-        checkpoint_every=4,
-        eval_batch_size=64,
-    )
+    adamw = dict(optimizer="adamw", weight_decay=0.1)
+    recipe = tiny_recipe(16, batch_size=8, eval_batch_size=64, log_every=2, eval_every=4, checkpoint_every=4, **adamw)
     inrank = InRankConfig(init_rank=2, buffer=3, check_every=2, efficient_after=8)
 
     def run(folder, **kw):
         return _inrank_train.train_inrank(
-            GPT(TINY, key=jax.random.PRNGKey(0)), recipe, data, inrank=inrank, seed=1, out=tmp_path / folder, **kw
+            GPT(TINY, key=jax.random.PRNGKey(0)), recipe, text(), inrank=inrank, seed=1, out=tmp_path / folder, **kw
         )
 
     full = run("full")
@@ -257,24 +227,24 @@ def test_resume_reproduces_uninterrupted_run(tmp_path, monkeypatch):
     assert (part.steps, meta["step"], meta["phase"]) == (11, 11, "fixed-rank") and meta["log_window"]
     assert meta["ranks"] == mlp_ranks(part.model) and part.evaluation["step"] == 8
     resumed = run("split", resume=True)
-    assert _params_equal(full.model, resumed.model)
+    assert params_equal(full.model, resumed.model)
     assert mlp_ranks(resumed.model) == mlp_ranks(full.model)
     assert resumed.ranks == full.ranks and resumed.steps == 16
-    assert _without_timing(resumed.metrics) == _without_timing(full.metrics)
+    assert without_timing(resumed.metrics) == without_timing(full.metrics)
     for name in ("metrics.jsonl", "ranks.jsonl"):
-        split, whole = (_without_timing(read_metrics(tmp_path / f / name)) for f in ("split", "full"))
+        split, whole = (without_timing(read_metrics(tmp_path / f / name)) for f in ("split", "full"))
         assert split == whole
     assert [r["phase"] for r in resumed.ranks] == ["inrank"] * 4 + ["fixed-rank"]
     # a finished run resumes to itself; a different run refuses the checkpoint
     again = run("split", resume=True)
-    assert _params_equal(again.model, full.model) and again.n_traces == 0
-    assert _without_timing(again.metrics) == _without_timing(full.metrics)
+    assert params_equal(again.model, full.model) and again.n_traces == 0
+    assert without_timing(again.metrics) == without_timing(full.metrics)
     with pytest.raises(
         ValueError, match="cannot resume .*: mode is 'inrank-efficient' in the checkpoint, 'inrank' in this run"
     ):
         run("split", resume=True, mode="inrank")
     with pytest.raises(ValueError, match="needs the run folder"):
-        _inrank_train.train_inrank(GPT(TINY, key=jax.random.PRNGKey(0)), recipe, data, resume=True)
+        _inrank_train.train_inrank(GPT(TINY, key=jax.random.PRNGKey(0)), recipe, text(), resume=True)
 
 
 def _rank_records(n_layers=3):
@@ -328,25 +298,8 @@ def test_cli_inrank_resume_and_rank_figure(tmp_path):
     finished runs instead of retraining them."""
     parser = argparse.ArgumentParser()
     add_subcommands(parser.add_subparsers())
-    argv = [
-        "inrank",
-        "--modes",
-        "full",
-        "inrank-efficient",
-        "--steps",
-        "6",
-        "--batch-size",
-        "8",
-        "--buffer",
-        "4",
-        "--check-every",
-        "2",
-        "--efficient-after",
-        "4",
-        "--remat",
-        "--out",
-        str(tmp_path),
-    ]
+    size = "--steps 6 --batch-size 8 --buffer 4 --check-every 2 --efficient-after 4"
+    argv = f"inrank --modes full inrank-efficient {size} --remat --out {tmp_path}".split()
     args = parser.parse_args(argv)
     args.func(args)
     assert (tmp_path / "figures" / "ranks_inrank-efficient.png").exists()

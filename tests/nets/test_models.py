@@ -12,6 +12,8 @@ import pytest
 from gradflow.nets import GPT, ViT, attention_weights, gpt_config, train_config, vit_config
 from gradflow.nets._layers import Linear, apply_stacked, cast_floating
 
+pytestmark = pytest.mark.usefixtures("unoptimised_xla")  # conftest.py: compile fast
+
 KEY = jax.random.key(0)
 
 

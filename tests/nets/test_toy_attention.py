@@ -7,13 +7,15 @@ import jax
 import numpy as np
 import pytest
 
+from gradflow.nets._cli import add_subcommands
 from gradflow.nets._toy_attention import (
     AttentionHead,
     ToyAttentionConfig,
-    add_subcommand,
     toy_attention_data,
     train_toy_attention,
 )
+
+pytestmark = pytest.mark.usefixtures("unoptimised_xla")  # conftest.py: compile fast
 
 SMALL = ToyAttentionConfig(n=100, tokens=5, dim=6, teacher_kq=(1.0, 0.5), teacher_vo=(1.0, 0.5))
 
@@ -90,7 +92,7 @@ def test_bad_input():
 
 def test_cli(tmp_path):
     parser = argparse.ArgumentParser()
-    add_subcommand(parser.add_subparsers())
+    add_subcommands(parser.add_subparsers())
     args = parser.parse_args(
         [
             "toy-attention",
