@@ -13,7 +13,7 @@ import numpy as np
 import optax
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _load(name):

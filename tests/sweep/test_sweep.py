@@ -24,7 +24,7 @@ from gradflow._sweep import SweepConfig, _run, _summary
 from gradflow._sweep._grid import greedy_key, grid, point_rows, share
 from gradflow._sweep._io import example_config, read_point, write_table
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # Tiny tasks: diagonal linear regression (p = 3, two teachers) and a diagonal attention head (p = 4),
 # two seeds each, three scales: 18 points, 2 flow shapes (12 and 6 runs; 6 is padded on 4 devices).
