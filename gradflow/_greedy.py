@@ -193,6 +193,22 @@ class AbstractGreedyPath(eqx.Module):
         return self.b[k] - elapsed * self.speeds[k]
 
 
+def check_path_of(model, path, cls: type, shapes: str, model_shapes: str) -> None:
+    """``path`` is a ``cls`` whose ``shapes`` (in words) are the model's, ``model_shapes``: else the error, with
+    how to compute the model's own path."""
+    own = "compute it with greedy_limit(model, u0=u0, v0=v0), or leave path=None"
+    if not isinstance(path, cls):
+        raise TypeError(
+            f"path must be the greedy limit of this {type(model).__name__}, a {cls.__name__}; got a "
+            f"{type(path).__name__}: {own}."
+        )
+    if shapes != model_shapes:
+        raise ValueError(
+            f"path is the greedy limit of a model with {shapes}, but this {type(model).__name__} has "
+            f"{model_shapes}: {own}."
+        )
+
+
 class Choice(eqx.Module):
     """The winner of paper eq. (9) and the runner-up that Assumption 4.2 compares it with."""
 
@@ -321,6 +337,79 @@ def limit_checks(
     return discrepancy <= tol.epsilon_agreement and not spread > tol.spread, messages
 
 
+class Stop(Exception):
+    """Raised while a family makes the record of stage ``k ≥ 1`` that the path cannot hold: :func:`run_stages` ends
+    the path before it, with ``result`` and the message."""
+
+    def __init__(self, result: RESULTS, message: str):
+        super().__init__(message)
+        self.result = result
+
+
+def _listed(names: Sequence[str], limit: int = 8) -> str:
+    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def check_finite(k: int, loss, gradients, names: Sequence[str], *, symbol: str) -> None:
+    """Stage ``k``'s loss and its gradients (one array per name: ``g_i`` per coordinate, ``G_j`` per weight matrix,
+    written ``symbol``) are finite; else a ``ValueError`` at stage 0 (the greedy limit cannot start) and
+    :class:`Stop` with ``RESULTS.non_finite`` after it, saying which are not."""
+    loss = float(loss)
+    bad = [name for name, g in zip(names, gradients) if not np.all(np.isfinite(g))]
+    if math.isfinite(loss) and not bad:
+        return
+    what = " and ".join(
+        ([f"the loss is {loss}"] if not math.isfinite(loss) else [])
+        + ([f"{symbol} = −∇L is NaN or infinite in {_listed(bad)}"] if bad else [])
+    )
+    if k:
+        raise Stop(
+            RESULTS.non_finite,
+            f"stage {k}: at θ^{k}, where phase (B) ended, {what}: h or the loss is not finite, or not differentiable, "
+            "there",
+        )
+    raise ValueError(
+        f"the greedy limit cannot start: at θ⁰ = 0 (zero weights), {what}. The model's h (or its loss) is not "
+        "differentiable at 0, e.g. jnp.linalg.norm, jnp.sqrt(jnp.abs(·)) or jnp.log of the weights. Algorithm 1 "
+        "starts from θ⁰ = 0 and needs the gradient there (paper eq. 8; h twice differentiable, Definition 3.1), so "
+        "it does not apply to this model; the exact flow starts at α (u0, v0) ≠ 0 and may still be computed with "
+        "simulate_flow. To use greedy_limit, make h smooth at 0, e.g. jnp.sqrt(jnp.sum(beta**2) + 1e-30) for a norm."
+    )
+
+
+RAY = (1.01, 2.0, 4.0, 8.0)
+"""The scales ``s`` of the weights at which :func:`check_minimiser` evaluates the loss along the ray ``s ↦ s·β``."""
+
+
+def check_minimiser(k: int, loss_along: Callable[[float], float], *, weights: str, support: str) -> None:
+    """:class:`Stop` with ``RESULTS.no_minimiser`` when the point of stage ``k`` (its ``weights``, ``β`` or ``W``, on
+    its ``support``) is no minimiser: the loss ``loss_along(s)`` at ``s·β`` falls at every ``s`` of :data:`RAY`.
+
+    A local minimiser ``β*`` on the support has ``L(sβ*) > L(β*)`` for ``s`` near 1, and a square loss, or a
+    cross-entropy on data the support does not separate, grows along every ray. A loss that falls at every
+    doubling tends to its infimum only as ``‖β‖ → ∞`` (cross-entropy on data the support separates): phase (B)
+    runs off to infinity, and its endpoint is only where its tolerances stopped it, at a gradient below them.
+    """
+    losses = [float(loss_along(1.0))] + [float(loss_along(s)) for s in RAY]
+    if losses[0] > losses[1] > losses[2] >= losses[3] >= losses[4]:
+        ray = ", ".join(f"{v + 0.0:.3g}" for v in losses)  # + 0.0: a loss that underflowed to −0 reads 0
+        raise Stop(
+            RESULTS.no_minimiser,
+            f"no minimiser at stage {k}: on the {support} the loss falls along the ray {weights} ↦ s·{weights} (L = "
+            f"{ray} at s = 1, {', '.join(f'{s:g}' for s in RAY)}) and tends to its infimum only as ‖{weights}‖ → ∞ "
+            "(e.g. cross-entropy on data that the support separates): phase (B) runs off to infinity, and the point "
+            "it stopped at is not a stationary point but where the gradient fell below its tolerances",
+        )
+
+
+def check_stage(k: int, loss, gradients, loss_along: Callable[[float], float], *, names, symbol, weights, support):
+    """The checks of the point of stage ``k`` before it is recorded: :func:`check_finite`, then (after stage 0)
+    :func:`check_minimiser`."""
+    check_finite(k, loss, gradients, names, symbol=symbol)
+    if k:
+        check_minimiser(k, loss_along, weights=weights, support=support)
+
+
 def emit(messages: Sequence[str]) -> None:
     """Emit ``messages`` as ``AssumptionWarning`` at the user's line."""
     for message in messages:
@@ -335,7 +424,8 @@ def run_stages(
     At stage ``k`` the times until each candidate activates are ``delta_of(stage)``; the path ends
     ``"successful"`` when none is finite, or ``"max_stages"`` after ``max_stages`` transitions (``words``: why none
     is finite, and what the transitions are, in the family's words); otherwise ``advance(stage, k, delta)`` returns an :class:`End` (phase (B)
-    failed) or ``(transition, next_stage, what)``, ``what`` the progress line's words for the transition.
+    failed) or ``(transition, next_stage, what)``, ``what`` the progress line's words for the transition, or raises
+    :class:`Stop` (the next stage fails :func:`check_stage`), which ends the path.
     Each record's warnings are emitted as it is made. Returns ``(stages, transitions, end)``.
     """
     done, unit = words
@@ -350,7 +440,10 @@ def run_stages(
         if max_stages is not None and k >= max_stages:
             message = f"stopped after max_stages = {max_stages} {unit} (final_delta holds the next Δ)"
             return stages, transitions, End(result=RESULTS.max_stages.value, message=message, final_delta=delta)
-        out = advance(stage, k, delta)
+        try:
+            out = advance(stage, k, delta)
+        except Stop as stop:
+            out = End(result=stop.result.value, message=str(stop), final_delta=delta, ok=(True, False))
         if isinstance(out, End):
             emit(out.warnings)
             return stages, transitions, out
