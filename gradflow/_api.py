@@ -248,14 +248,21 @@ def greedy_limit(
             part of the algorithm and always run.
         seed: seeds the perturbations of Assumption 4.4.
         progress: print one line per stage.
-        throw: as in diffrax: raise a ``RuntimeError`` if a phase (B) does not reach a stationary point.
-            With ``throw=False`` the path up to that stage comes back, with the failure in ``result``
-            and ``message``.
+        throw: as in diffrax: raise a ``RuntimeError`` if the path cannot go on: a phase (B) does not reach a
+            stationary point, runs off to infinity, or ends where the loss or ``g`` is not finite. With
+            ``throw=False`` the path up to that stage comes back, with the failure in ``result`` and ``message``.
 
     Returns:
         A :class:`GreedyPath`. Assumption failures are recorded in it and emitted as
-        :class:`AssumptionWarning`; only a phase (B) that cannot reach a stationary point ends the path
-        early (``result = "phase_b_failed"``).
+        :class:`AssumptionWarning`; only a stage that cannot be reached ends the path early: ``result`` is
+        ``"phase_b_failed"`` (phase (B) did not reach a stationary point), ``"no_minimiser"`` (the loss falls
+        along the ray ``s·β`` from phase (B)'s endpoint: it has no minimiser on the new support, e.g.
+        cross-entropy on separable data) or ``"non_finite"`` (the loss or ``g`` is NaN or infinite there).
+
+    Raises:
+        ValueError: bad arguments, a degenerate ``u0, v0``, or a loss or ``g`` that is NaN or infinite at
+            ``θ⁰ = 0``: ``h`` is not differentiable at zero weights, and the greedy limit does not apply.
+        RuntimeError: with ``throw=True``, the path could not go on (see ``Returns``).
 
     Ties in eq. (9) (Δ within ``tolerances.tie · T_{k+1}``) are broken towards the lowest coordinate
     index; the other tied coordinates land on ``b ∈ {0, 2}`` too and are activated at the next stages

@@ -148,8 +148,9 @@ def stage_index(times: np.ndarray, tau) -> np.ndarray:
 class AbstractGreedyPath(eqx.Module):
     """What every greedy path has: the stage times ``T_0 = 0 < T_1 ≤ … ≤ T_K`` (stage ``k`` holds on
     ``[T_k, T_{k+1})``, ``T_{K+1} = ∞``), the log scales and the loss of every stage, the checks of every stage and
-    transition, and why the path ended (``result``, a ``RESULTS`` value: ``"successful"``, ``"max_stages"`` or
-    ``"phase_b_failed"``; ``message``; ``warnings``). The families' paths document each field."""
+    transition, and why the path ended (``result``, a ``RESULTS`` value: ``"successful"``, ``"max_stages"``,
+    ``"phase_b_failed"``, ``"no_minimiser"`` or ``"non_finite"``; ``message``; ``warnings``). The families' paths
+    document each field."""
 
     times: np.ndarray
     b: np.ndarray
@@ -193,18 +194,21 @@ class AbstractGreedyPath(eqx.Module):
         return self.b[k] - elapsed * self.speeds[k]
 
 
-def check_path_of(model, path, cls: type, shapes: str, model_shapes: str) -> None:
-    """``path`` is a ``cls`` whose ``shapes`` (in words) are the model's, ``model_shapes``: else the error, with
-    how to compute the model's own path."""
+def check_path_of(model, path, cls: type, fields: Sequence[str], shapes: Callable, model_shapes: str) -> None:
+    """``path`` is a greedy path of ``model``'s family: a ``cls``, or (as for trajectories) any object with the
+    ``fields`` its comparison reads that is no other family's path; and ``shapes(path)``, its shapes in words, are
+    ``model_shapes``. Else the error, with how to compute the model's own path."""
     own = "compute it with greedy_limit(model, u0=u0, v0=v0), or leave path=None"
-    if not isinstance(path, cls):
+    missing = [f for f in fields if not hasattr(path, f)]
+    if missing or (isinstance(path, AbstractGreedyPath) and not isinstance(path, cls)):
+        lacks = f" without {', '.join(missing)}" if missing else ""
         raise TypeError(
-            f"path must be the greedy limit of this {type(model).__name__}, a {cls.__name__}; got a "
-            f"{type(path).__name__}: {own}."
+            f"path must be the greedy limit of this {type(model).__name__}, a {cls.__name__} (or an object with "
+            f"{', '.join(fields)}); got a {type(path).__name__}{lacks}: {own}."
         )
-    if shapes != model_shapes:
+    if shapes(path) != model_shapes:
         raise ValueError(
-            f"path is the greedy limit of a model with {shapes}, but this {type(model).__name__} has "
+            f"path is the greedy limit of a model with {shapes(path)}, but this {type(model).__name__} has "
             f"{model_shapes}: {own}."
         )
 

@@ -33,8 +33,11 @@ class DiagonalFamily(ModelFamily):
         return check_init(u0, v0, model.p, model.names)
 
     def check_path(self, model, path):
-        p = np.shape(path.beta)[-1] if isinstance(path, GreedyPath) else None
-        check_path_of(model, path, GreedyPath, f"p = {p} coordinates", f"p = {model.p} coordinates")
+        def shapes(path):
+            return f"p = {np.shape(path.beta)[-1]} coordinates"
+
+        fields = ("times", "beta", "b", "loss", "b_at")
+        check_path_of(model, path, GreedyPath, fields, shapes, f"p = {model.p} coordinates")
 
     flow = staticmethod(flow)
     gd = staticmethod(gd)

@@ -33,9 +33,11 @@ class FactorizedFamily(ModelFamily):
         return check_factors(u0, v0, model)
 
     def check_path(self, model, path):
-        ok = isinstance(path, FactorizedGreedyPath)
-        shapes = tuple(tuple(np.shape(w)[1:]) for w in path.W) if ok else None
-        check_path_of(model, path, FactorizedGreedyPath, f"weight matrices {shapes}", f"weight matrices {model.shapes}")
+        def shapes(path):
+            return f"weight matrices {tuple(tuple(np.shape(w)[1:]) for w in path.W)}"
+
+        fields = ("times", "W", "ranks", "factor", "loss", "stage_at", "b_at")
+        check_path_of(model, path, FactorizedGreedyPath, fields, shapes, f"weight matrices {model.shapes}")
 
     flow = staticmethod(flow)
     gd = staticmethod(gd)
