@@ -343,7 +343,8 @@ def limit_checks(
 
 class Stop(Exception):
     """Raised while a family makes the record of stage ``k ≥ 1`` that the path cannot hold: :func:`run_stages` ends
-    the path before it, with ``result`` and the message."""
+    the path before it, with ``result`` and the message (the transition into it reads Assumption 4.4 failed: its
+    phase (B) has no endpoint the path can hold)."""
 
     def __init__(self, result: RESULTS, message: str):
         super().__init__(message)
@@ -373,8 +374,8 @@ def check_finite(k: int, loss, gradients, names: Sequence[str], *, symbol: str) 
             "there",
         )
     raise ValueError(
-        f"the greedy limit cannot start: at θ⁰ = 0 (zero weights), {what}. The model's h (or its loss) is not "
-        "differentiable at 0, e.g. jnp.linalg.norm, jnp.sqrt(jnp.abs(·)) or jnp.log of the weights. Algorithm 1 "
+        f"the greedy limit cannot start: at θ⁰ = 0 (zero weights), {what}. The model's h (or its loss) is not finite "
+        "or not differentiable at 0, e.g. jnp.linalg.norm, jnp.sqrt(jnp.abs(·)) or jnp.log of the weights. Algorithm 1 "
         "starts from θ⁰ = 0 and needs the gradient there (paper eq. 8; h twice differentiable, Definition 3.1), so "
         "it does not apply to this model; the exact flow starts at α (u0, v0) ≠ 0 and may still be computed with "
         "simulate_flow. To use greedy_limit, make h smooth at 0, e.g. jnp.sqrt(jnp.sum(beta**2) + 1e-30) for a norm."
@@ -385,16 +386,18 @@ RAY = (1.01, 2.0, 4.0, 8.0)
 """The scales ``s`` of the weights at which :func:`check_minimiser` evaluates the loss along the ray ``s ↦ s·β``."""
 
 
-def check_minimiser(k: int, loss_along: Callable[[float], float], *, weights: str, support: str) -> None:
+def check_minimiser(k: int, loss: float, loss_along: Callable[[float], float], *, weights: str, support: str) -> None:
     """:class:`Stop` with ``RESULTS.no_minimiser`` when the point of stage ``k`` (its ``weights``, ``β`` or ``W``, on
-    its ``support``) is no minimiser: the loss ``loss_along(s)`` at ``s·β`` falls at every ``s`` of :data:`RAY`.
+    its ``support``, with ``loss``) is no minimiser: the loss ``loss_along(s)`` at ``s·β`` falls from ``s = 1`` through
+    every ``s`` of :data:`RAY` (strictly up to ``s = 2``; a loss that underflows to 0 stays there).
 
     A local minimiser ``β*`` on the support has ``L(sβ*) > L(β*)`` for ``s`` near 1, and a square loss, or a
-    cross-entropy on data the support does not separate, grows along every ray. A loss that falls at every
-    doubling tends to its infimum only as ``‖β‖ → ∞`` (cross-entropy on data the support separates): phase (B)
-    runs off to infinity, and its endpoint is only where its tolerances stopped it, at a gradient below them.
+    cross-entropy on data the support does not separate, grows along every ray. A loss that falls at ``s = 1.01``
+    and at every doubling tends to its infimum only as ``‖β‖ → ∞`` (cross-entropy on data the support separates):
+    phase (B) runs off to infinity, and its endpoint is only where its tolerances stopped it, at a gradient below
+    them.
     """
-    losses = [float(loss_along(1.0))] + [float(loss_along(s)) for s in RAY]
+    losses = [float(loss)] + [float(loss_along(s)) for s in RAY]
     if losses[0] > losses[1] > losses[2] >= losses[3] >= losses[4]:
         ray = ", ".join(f"{v + 0.0:.3g}" for v in losses)  # + 0.0: a loss that underflowed to −0 reads 0
         raise Stop(
@@ -411,7 +414,7 @@ def check_stage(k: int, loss, gradients, loss_along: Callable[[float], float], *
     :func:`check_minimiser`."""
     check_finite(k, loss, gradients, names, symbol=symbol)
     if k:
-        check_minimiser(k, loss_along, weights=weights, support=support)
+        check_minimiser(k, loss, loss_along, weights=weights, support=support)
 
 
 def emit(messages: Sequence[str]) -> None:
