@@ -365,6 +365,8 @@ def compare_limits(
         delta = default_delta(times) if delta is None else float(delta)
         ts = default_times(times, delta=delta) if ts is None else check_times(ts)
         check_windows(times, delta, ts)
+        if gd is not None:
+            _check_gd_times(gd, log_alphas, times, delta, float(ts[-1]))
         if flows is None:
             options = dict(dict(throw=throw), **(flow_options or {}))
             flows = simulate_flow(model, u0=u0, v0=v0, ts=ts, log_alpha=log_alphas, **options)
@@ -388,14 +390,33 @@ def run_gd(model, *, log_alphas, u0, v0, horizon: float, options, throw: bool = 
     """
     if isinstance(options, Sequence) and not isinstance(options, (str, bytes)):
         return list(options)
+    plans = gd_plans(options, log_alphas, horizon)
+    return [
+        simulate_gd(model, log_alpha=float(la), u0=u0, v0=v0, **dict(dict(throw=throw), **opts))
+        for la, opts in zip(log_alphas, plans)
+    ]
+
+
+def gd_plans(options, log_alphas, horizon: float) -> list[dict]:
+    """The ``simulate_gd`` options of :func:`run_gd` per ``log α`` (``steps`` and ``record_every`` filled in)."""
     if not isinstance(options, Mapping) or "lr" not in options:
         raise TypeError("gd must be a mapping of simulate_gd options with at least 'lr', or a sequence of GDResult.")
     lr = float(options["lr"])
-    out = []
+    plans = []
     for la in log_alphas:
-        opts = dict(dict(throw=throw), **options)
+        opts = dict(options)
         steps = opts.pop("steps", None) or int(math.ceil(horizon * -la / lr))
         every = opts.setdefault("record_every", max(1, steps // 1000))
-        steps = every * int(math.ceil(steps / every))
-        out.append(simulate_gd(model, log_alpha=float(la), u0=u0, v0=v0, steps=steps, **opts))
-    return out
+        plans.append(dict(opts, steps=every * int(math.ceil(steps / every))))
+    return plans
+
+
+def _check_gd_times(gd, log_alphas, stage_times, delta: float, horizon: float) -> None:
+    """Before any run: the times that gradient descent with the options ``gd`` (a mapping) records reach past
+    ``T_1`` and into some window, at every α."""
+    if isinstance(gd, Sequence) and not isinstance(gd, (str, bytes)):
+        return
+    for la, opts in zip(log_alphas, gd_plans(gd, log_alphas, horizon)):
+        times = np.arange(0, opts["steps"] + 1, opts["record_every"]) * float(opts["lr"]) / -la
+        what = f"gd's times (steps = {opts['steps']}, lr = {float(opts['lr']):g} at log α = {la:.6g})"
+        check_windows(stage_times, delta, times, what=what, fix="Give gd more steps, or none (they then reach ts[-1]).")

@@ -282,16 +282,19 @@ def check_distinct(log_alphas: np.ndarray, name: str) -> None:
         )
 
 
-def check_windows(stage_times, delta: float, ts: np.ndarray, *, what: str = "ts") -> None:
+def check_windows(stage_times, delta: float, ts: np.ndarray, *, what: str = "ts", fix: str | None = None) -> None:
     """Check that the recorded times ``ts`` (``what``: the argument, or whose times they are) reach past the first stage
-    time and leave a recorded time in some window ``[T_k + δ, T_{k+1} − δ]`` (see :func:`windows`)."""
+    time (else the error says ``fix``, by default to record past ``T_K``) and leave a recorded time in some window
+    ``[T_k + δ, T_{k+1} − δ]`` (see :func:`windows`)."""
     stage_times = np.asarray(stage_times, dtype=np.float64)
-    last, horizon = float(stage_times[-1]), default_horizon(stage_times)
     if stage_times.size > 1 and ts[-1] < stage_times[1]:
+        fix = fix or (
+            f"Record up to past the last stage time T_K = {stage_times[-1]:.4g} (ts=None records up to 1.25·T_K = "
+            f"{default_horizon(stage_times):.4g})."
+        )
         raise ValueError(
             f"{what} end at τ = {ts[-1]:.4g}, before the first stage time T_1 = {stage_times[1]:.4g}: no stage could be "
-            f"detected. Record up to past the last stage time T_K = {last:.4g} (ts=None records up to "
-            f"1.25·T_K = {horizon:.4g})."
+            f"detected. {fix}"
         )
     starts, ends = windows(stage_times, delta, float(ts[-1]))
     if next(window_masks(ts, starts, ends), None) is None:

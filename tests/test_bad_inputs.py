@@ -170,6 +170,11 @@ RAISES = {
         ValueError,
         r"^ts end at τ = 0\.5, before the first stage time T_1 = 1\.085.*\(ts=None records up to 1\.25·T_K",
     ),
+    "compare_limits, gd steps that end before T_1": (
+        lambda t: _compare(t, alphas=[1e-3, 1e-6], path=t.path, gd=dict(lr=0.01, steps=10)),
+        ValueError,
+        r"^gd's times \(steps = 10, lr = 0\.01 at log α = -6\.9\d+\) end at τ = 0\.01\d+, before .* more steps",
+    ),
     "compare_limits, a factorised path": (
         lambda t: _compare(t, alphas=[1e-3, 1e-6], path=t.path_mf),
         TypeError,

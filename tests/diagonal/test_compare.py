@@ -119,7 +119,7 @@ def test_near_degenerate_initialisation_warns_once(task, path):
     u0 = task.u0.copy()
     u0[1] = task.v0[1] * (1 - 1e-8)
     with pytest.warns(AssumptionWarning, match="near-degenerate") as record:
-        compare_limits(task.model, alphas=ALPHAS, u0=u0, v0=task.v0, path=path, ts=TTS, gd=dict(lr=0.05, steps=20))
+        compare_limits(task.model, alphas=ALPHAS, u0=u0, v0=task.v0, path=path, ts=TTS, gd=dict(lr=0.05))
     assert len([w for w in record if "near-degenerate" in str(w.message)]) == 1
     assert record[0].filename == __file__
 
