@@ -346,7 +346,8 @@ def compare_limits(
 
     Raises:
         ValueError: before any run, for what cannot work: scales given twice, a ``path`` of another model's shapes,
-            ``ts`` that end before ``T_1``, a ``delta`` that leaves no recorded time in any window.
+            ``ts`` (or ``gd``'s ``steps``) that end before ``T_1``, a ``delta`` that leaves no recorded time in any
+            window.
         TypeError: a ``path`` of another family.
         RuntimeError: with ``throw=True``, a run failed.
     """
