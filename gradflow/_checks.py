@@ -94,11 +94,13 @@ def check_scales(alpha, log_alpha, *, names: tuple[str, str] = ("alpha", "log_al
         log_a = arr
     close = log_a > LOG_ALPHA_MAX
     if np.any(close):
+        got = repr(float(arr[close].ravel()[0]))
+        if log_alpha is None:
+            got += f", log α = {float(log_a[close].ravel()[0]):.3g}"
         raise ValueError(
-            f"{name} is too close to {'1' if log_alpha is None else '0'}: got {float(arr[close].ravel()[0])!r}, "
-            f"log α = {float(log_a[close].ravel()[0]):.3g}. The rescaled time τ = t / log(1/α) cannot be resolved in "
-            f"float64 for |log α| < {-LOG_ALPHA_MAX:.3g}; gradflow takes log α ≤ {LOG_ALPHA_MAX:.3g} "
-            f"(α ≤ 1 − {-LOG_ALPHA_MAX:.3g}) (docs/floating-point.md, Scales close to 1)."
+            f"{name} is too close to {'1' if log_alpha is None else '0'}: got {got}. The rescaled time τ = t / log(1/α) "
+            f"cannot be resolved in float64 for |log α| < {-LOG_ALPHA_MAX:.3g}; gradflow takes log α ≤ "
+            f"{LOG_ALPHA_MAX:.3g} (α ≤ 1 − {-LOG_ALPHA_MAX:.3g}) (docs/floating-point.md, Scales close to 1)."
         )
     return log_a, arr.ndim == 1
 
