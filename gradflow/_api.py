@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._checks import check_int, check_scales, check_times, init_checked
-from ._comparison import check_options, default_delta, default_times
+from ._comparison import check_distinct, check_options, check_windows, default_delta, default_times
 from ._config import float64
 from ._greedy import GreedyTolerances
 from ._registry import FAMILIES, family_of
@@ -156,6 +156,7 @@ def simulate_gd(
     batch_size: int | None = None,
     seed: int = 0,
     record_every: int = 1,
+    throw: bool = True,
 ):
     """Train ``θ = (u, v)`` from ``θ(0) = α (u0, v0)`` with ``steps`` optimizer steps, in float64.
 
@@ -175,6 +176,10 @@ def simulate_gd(
         seed: seeds the minibatches.
         record_every: record ``θ`` and the loss every this many steps (memory stays
             ``O(steps / record_every)``).
+        throw: as for [`simulate_flow`][gradflow.simulate_flow]: raise a ``RuntimeError`` if a run diverges (its
+            gradient, weights or loss become NaN or infinite; the message gives the step). With ``throw=False`` the
+            result comes back with ``result == "non_finite"`` for that run, the step in ``message``, and its records
+            after that step NaN.
 
     Returns:
         A [`GDResult`][gradflow.GDResult]; for a [`FactorizedModel`][gradflow.FactorizedModel] (``u0, v0``
@@ -193,7 +198,7 @@ def simulate_gd(
     steps, record_every = check_int(steps, "steps"), check_int(record_every, "record_every")
     if steps % record_every:
         raise ValueError(f"steps ({steps}) must be a multiple of record_every ({record_every}).")
-    return family.gd(
+    result = family.gd(
         model,
         u0=u0,
         v0=v0,
@@ -207,6 +212,7 @@ def simulate_gd(
         batch_size=batch_size,
         seed=seed,
     )
+    return finish(result, throw=throw, prefix="simulate_gd: ", hint=". Pass throw=False to get the records.")
 
 
 @float64
@@ -242,14 +248,21 @@ def greedy_limit(
             part of the algorithm and always run.
         seed: seeds the perturbations of Assumption 4.4.
         progress: print one line per stage.
-        throw: as in diffrax: raise a ``RuntimeError`` if a phase (B) does not reach a stationary point.
-            With ``throw=False`` the path up to that stage comes back, with the failure in ``result``
-            and ``message``.
+        throw: as in diffrax: raise a ``RuntimeError`` if the path cannot go on: a phase (B) does not reach a
+            stationary point, runs off to infinity, or ends where the loss or ``g`` is not finite. With
+            ``throw=False`` the path up to that stage comes back, with the failure in ``result`` and ``message``.
 
     Returns:
         A :class:`GreedyPath`. Assumption failures are recorded in it and emitted as
-        :class:`AssumptionWarning`; only a phase (B) that cannot reach a stationary point ends the path
-        early (``result = "phase_b_failed"``).
+        :class:`AssumptionWarning`; only a stage that cannot be reached ends the path early: ``result`` is
+        ``"phase_b_failed"`` (phase (B) did not reach a stationary point), ``"no_minimiser"`` (the loss falls
+        along the ray ``s·β`` from phase (B)'s endpoint: it has no minimiser on the new support, e.g.
+        cross-entropy on separable data) or ``"non_finite"`` (the loss or ``g`` is NaN or infinite there).
+
+    Raises:
+        ValueError: bad arguments, a degenerate ``u0, v0``, or a loss or ``g`` that is NaN or infinite at
+            ``θ⁰ = 0``: ``h`` is not differentiable at zero weights, and the greedy limit does not apply.
+        RuntimeError: with ``throw=True``, the path could not go on (see ``Returns``).
 
     Ties in eq. (9) (Δ within ``tolerances.tie · T_{k+1}``) are broken towards the lowest coordinate
     index; the other tied coordinates land on ``b ∈ {0, 2}`` too and are activated at the next stages
@@ -292,6 +305,7 @@ def compare_limits(
     threshold: float = 0.5,
     flows=None,
     flow_options: Mapping[str, Any] | None = None,
+    throw: bool = True,
 ):
     """Run the flow at every α (one batched call) and compare it with the greedy limit (docs/math.md, *What the
     comparison measures*).
@@ -300,14 +314,16 @@ def compare_limits(
         model: a ``DiagonalModel``, or a [`FactorizedModel`][gradflow.FactorizedModel]: then the comparison
             is a [`RankComparison`][gradflow.RankComparison] with the greedy low-rank limit (docs/math.md, *Full
             weights: comparing the limits*).
-        alphas / log_alphas: the initialisation scales (give one of them).
+        alphas / log_alphas: the initialisation scales (give one of them), distinct.
         u0, v0: the initialisation direction, ``θ(0) = α (u0, v0)``, checked once for every run as in
             [`simulate_flow`][gradflow.simulate_flow]; for a ``FactorizedModel`` tuples of initial factors
             (``U_j(0) = α u0[j]``, ``V_j(0) = α v0[j]``).
-        path: the greedy limit (``greedy_limit(model, u0=u0, v0=v0)`` if None; a ``FactorizedGreedyPath`` for a
-            ``FactorizedModel``).
-        delta: window margin in rescaled time (default :func:`default_delta`).
-        ts: rescaled times to record (default :func:`default_times`: 1000 points up to ``1.25 T_K``).
+        path: the greedy limit of ``model`` (``greedy_limit(model, u0=u0, v0=v0)`` if None; a
+            ``FactorizedGreedyPath`` for a ``FactorizedModel``), checked against the model's family and shapes.
+        delta: window margin in rescaled time (default :func:`default_delta`); it must leave a recorded time in
+            some window.
+        ts: rescaled times to record (default :func:`default_times`: 1000 points up to ``1.25 T_K``), past the
+            first stage time ``T_1``.
         gd: gradient-descent runs to compare as well: a mapping of ``simulate_gd`` options (``lr``
             required; ``steps`` defaults to reaching the last time of ``ts``; ``record_every``
             to about 1000 records), or a sequence of [`Trajectory`][gradflow.Trajectory] (e.g.
@@ -317,44 +333,91 @@ def compare_limits(
             per α, e.g. ``FlowResult``), to use instead of running the flow; for a ``FactorizedModel`` one
             batched ``FactorizedFlowResult`` or one per α (anything with ``ts``, ``W``, ``log_singular_values``,
             ``loss``, ``log_alpha``).
-        flow_options: more ``simulate_flow`` options (``atol``, ``rtol``, ``max_steps``, ...).
+        flow_options: more ``simulate_flow`` options (``atol``, ``rtol``, ``max_steps``, ``throw``, ...).
+        throw: as for [`simulate_flow`][gradflow.simulate_flow]: raise a ``RuntimeError`` if a run fails (the flows
+            and the gradient descents run with this ``throw`` unless ``flow_options`` or ``gd`` say otherwise).
+            With ``throw=False`` the comparison comes back with ``result == "run_failed"`` and a ``message`` that
+            says which runs are not finite from when (``comparison.gd`` has its own).
+
+    Returns:
+        A [`Comparison`][gradflow.Comparison] (a [`RankComparison`][gradflow.RankComparison] for a
+        ``FactorizedModel``) with a ``result``: ``"successful"``, ``"run_failed"``, or ``"single_scale"`` (one α:
+        the distances, but no rates).
+
+    Raises:
+        ValueError: before any run, for what cannot work: scales given twice, a ``path`` of another model's shapes,
+            ``ts`` (or ``gd``'s ``steps``) that end before ``T_1``, a ``delta`` that leaves no recorded time in any
+            window.
+        TypeError: a ``path`` of another family.
+        RuntimeError: with ``throw=True``, a run failed.
     """
     family = family_of(model)
-    log_alphas = np.atleast_1d(check_scales(alphas, log_alphas, names=("alphas", "log_alphas"))[0])
+    names = ("alphas", "log_alphas")
+    log_alphas = np.atleast_1d(check_scales(alphas, log_alphas, names=names)[0])
+    check_distinct(log_alphas, names[alphas is None])
     check_options(delta, threshold)
     u0, v0 = family.check_init(model, u0, v0)
+    if path is not None:
+        family.check_path(model, path)
     with init_checked():
         if path is None:
             path = greedy_limit(model, u0=u0, v0=v0)
         times = np.asarray(path.times, dtype=np.float64)
         delta = default_delta(times) if delta is None else float(delta)
-        ts = default_times(times, delta=delta) if ts is None else np.asarray(ts, dtype=np.float64)
+        ts = default_times(times, delta=delta) if ts is None else check_times(ts)
+        check_windows(times, delta, ts)
+        if gd is not None:
+            _check_gd_times(gd, log_alphas, times, delta, float(ts[-1]))
         if flows is None:
-            flows = simulate_flow(model, u0=u0, v0=v0, ts=ts, log_alpha=log_alphas, **dict(flow_options or {}))
+            options = dict(dict(throw=throw), **(flow_options or {}))
+            flows = simulate_flow(model, u0=u0, v0=v0, ts=ts, log_alpha=log_alphas, **options)
         options = dict(delta=delta, threshold=threshold)
         comparison = family.compare(model, path, flows, log_alphas, method="flow", **options)
-        if gd is None:
-            return comparison
-        gd_runs = run_gd(model, log_alphas=log_alphas, u0=u0, v0=v0, horizon=float(ts[-1]), options=gd)
-        gd_comparison = family.compare(model, path, gd_runs, log_alphas, method="gd", **options)
-        return dataclasses.replace(comparison, gd=gd_comparison)
+        if gd is not None:
+            runs = run_gd(model, log_alphas=log_alphas, u0=u0, v0=v0, horizon=float(ts[-1]), options=gd, throw=throw)
+            gd_comparison = family.compare(model, path, runs, log_alphas, method="gd", **options)
+            comparison = dataclasses.replace(comparison, gd=finish(gd_comparison, throw=throw, prefix=_WHO))
+    return finish(comparison, throw=throw, prefix=_WHO)
 
 
-def run_gd(model, *, log_alphas, u0, v0, horizon: float, options) -> list:
+_WHO = "compare_limits: "
+
+
+def run_gd(model, *, log_alphas, u0, v0, horizon: float, options, throw: bool = True) -> list:
     """Gradient-descent runs, one per ``log α``: ``options`` is a mapping of ``simulate_gd`` options, or the runs.
 
-    ``steps`` defaults to reaching the rescaled time ``horizon``, ``record_every`` to about 1000 records.
+    ``steps`` defaults to reaching the rescaled time ``horizon``, ``record_every`` to about 1000 records, ``throw``
+    to ``throw``.
     """
     if isinstance(options, Sequence) and not isinstance(options, (str, bytes)):
         return list(options)
+    plans = gd_plans(options, log_alphas, horizon)
+    return [
+        simulate_gd(model, log_alpha=float(la), u0=u0, v0=v0, **dict(dict(throw=throw), **opts))
+        for la, opts in zip(log_alphas, plans)
+    ]
+
+
+def gd_plans(options, log_alphas, horizon: float) -> list[dict]:
+    """The ``simulate_gd`` options of :func:`run_gd` per ``log α`` (``steps`` and ``record_every`` filled in)."""
     if not isinstance(options, Mapping) or "lr" not in options:
         raise TypeError("gd must be a mapping of simulate_gd options with at least 'lr', or a sequence of GDResult.")
     lr = float(options["lr"])
-    out = []
+    plans = []
     for la in log_alphas:
         opts = dict(options)
         steps = opts.pop("steps", None) or int(math.ceil(horizon * -la / lr))
         every = opts.setdefault("record_every", max(1, steps // 1000))
-        steps = every * int(math.ceil(steps / every))
-        out.append(simulate_gd(model, log_alpha=float(la), u0=u0, v0=v0, steps=steps, **opts))
-    return out
+        plans.append(dict(opts, steps=every * int(math.ceil(steps / every))))
+    return plans
+
+
+def _check_gd_times(gd, log_alphas, stage_times, delta: float, horizon: float) -> None:
+    """Before any run: the times that gradient descent with the options ``gd`` (a mapping) records reach past
+    ``T_1`` and into some window, at every α."""
+    if isinstance(gd, Sequence) and not isinstance(gd, (str, bytes)):
+        return
+    for la, opts in zip(log_alphas, gd_plans(gd, log_alphas, horizon)):
+        times = np.arange(0, opts["steps"] + 1, opts["record_every"]) * float(opts["lr"]) / -la
+        what = f"gd's times (steps = {opts['steps']}, lr = {float(opts['lr']):g} at log α = {la:.6g})"
+        check_windows(stage_times, delta, times, what=what, fix="Give gd more steps, or none (they then reach ts[-1]).")

@@ -9,7 +9,9 @@ for all time, ``w̄_i = 0`` and the log-coordinate flow and the greedy limit do 
 *near*-degenerate coordinate, ``gap_i = ||u0_i| − |v0_i|| / max(|u0_i|, |v0_i|) ≤ NEAR_DEGENERATE``, is
 solved exactly, but one of ``w_i, w̄_i`` starts at ``α·gap_i`` times its usual size, so ``log_α`` of it starts
 at ``1 + log(1/gap_i)/log(1/α)`` instead of the limit's ``b⁰ = 1``: the greedy limit describes the flow only
-when ``log(1/α) ≫ log(1/gap_i)``. That is an ``AssumptionWarning`` saying which ``log(1/α)`` it needs.
+when ``log(1/α) ≫ log(1/gap_i)``. That is an ``AssumptionWarning`` saying which ``log(1/α)`` it needs. For
+factorised weights the same holds for the columns of ``[U_j; V_j]`` (``gradflow._factorized._model.check_factors``):
+rank-deficient is an error, ``σ_min/σ_max ≤ NEAR_DEGENERATE`` the warning.
 """
 
 from __future__ import annotations
@@ -30,6 +32,13 @@ limit's ``b⁰ = 1`` by ``13.8 / log(1/α)``, 0.19 at ``α = 1e-32``, which visi
 directions (the built-in tasks) come this close with probability about ``p · 1e-6``."""
 
 _NEAR_DEGENERATE = "near-degenerate initialisation"  # how the warning starts (see init_checked)
+
+LOG_ALPHA_MAX = -math.sqrt(float(np.finfo(np.float64).eps))
+"""The largest ``log α`` gradflow takes, ``−√eps ≈ −1.49e-8`` (``α ≤ 1 − 1.49e-8``; docs/floating-point.md, *Scales
+close to 1*). The rescaled time ``τ = t / log(1/α)`` carries the relative error ``eps / |log α|`` of ``log(1/α)``
+(from ``α``), and the solver, stepping in ``t``, cannot take steps below 100 ulps of ``t`` (``2.2e-14`` for
+``t ≤ 1``, i.e. ``2.2e-14 / |log α|`` in ``τ``): at ``|log α| = √eps`` the rescaled time keeps half of float64's
+digits, and closer to 0 it cannot be resolved."""
 
 
 def check_int(value, name: str, *, minimum: int = 1) -> int:
@@ -83,6 +92,16 @@ def check_scales(alpha, log_alpha, *, names: tuple[str, str] = ("alpha", "log_al
         if np.any(bad):
             raise ValueError(f"{name} must be finite and negative (α in (0, 1)); got {float(arr[bad].ravel()[0])!r}.")
         log_a = arr
+    close = log_a > LOG_ALPHA_MAX
+    if np.any(close):
+        got = repr(float(arr[close].ravel()[0]))
+        if log_alpha is None:
+            got += f", log α = {float(log_a[close].ravel()[0]):.3g}"
+        raise ValueError(
+            f"{name} is too close to {'1' if log_alpha is None else '0'}: got {got}. The rescaled time τ = t / log(1/α) "
+            f"cannot be resolved in float64 for |log α| < {-LOG_ALPHA_MAX:.3g}; gradflow takes log α ≤ "
+            f"{LOG_ALPHA_MAX:.3g} (α ≤ 1 − {-LOG_ALPHA_MAX:.3g}) (docs/floating-point.md, Scales close to 1)."
+        )
     return log_a, arr.ndim == 1
 
 
@@ -138,14 +157,23 @@ def check_init(u0, v0, p: int, names: Sequence[str] | None = None):
     rel = gap / np.maximum(au, av)
     near = np.flatnonzero(rel <= NEAR_DEGENERATE)
     if near.size:
-        need = math.log(1.0 / float(np.min(rel[near])))
-        warn(
-            f"{_NEAR_DEGENERATE} (Assumption 4.2): ||u0_i| − |v0_i|| is at most {NEAR_DEGENERATE:g} of "
-            f"max(|u0_i|, |v0_i|) at {_coordinates(near, names)}. The flow is exact, but one of w_i, w̄_i starts "
-            f"at α·gap, so the greedy limit describes the flow from α (u0, v0) only for log(1/α) ≫ log(1/gap) = "
-            f"{need:.3g} (α ≪ {math.exp(-need):.3g}). Perturb u0 there for a gap of order one."
+        warn_near_degenerate(
+            f"||u0_i| − |v0_i|| is at most {NEAR_DEGENERATE:g} of max(|u0_i|, |v0_i|) at {_coordinates(near, names)}. "
+            "The flow is exact, but one of w_i, w̄_i starts at α·gap",
+            float(np.min(rel[near])),
+            "Perturb u0 there for a gap of order one.",
         )
     return u0, v0
+
+
+def warn_near_degenerate(what: str, gap: float, fix: str) -> None:
+    """The ``AssumptionWarning`` of a near-degenerate initialisation (see the module): ``what`` is near-degenerate
+    and starts at ``α·gap``; ``fix`` says what to do."""
+    need = math.log(1.0 / gap)
+    warn(
+        f"{_NEAR_DEGENERATE} (Assumption 4.2): {what}, so the greedy limit describes the flow from α (u0, v0) only "
+        f"for log(1/α) ≫ log(1/gap) = {need:.3g} (α ≪ {math.exp(-need):.3g}). {fix}"
+    )
 
 
 @contextlib.contextmanager

@@ -14,6 +14,8 @@ import equinox as eqx
 import numpy as np
 from equinox import AbstractClassVar, AbstractVar
 
+from ._results import RESULTS
+
 
 class AbstractComparison(eqx.Module):
     """Distances between runs at several α and a greedy limit, per stage window: what
@@ -21,7 +23,10 @@ class AbstractComparison(eqx.Module):
 
     Shapes: ``A`` runs (one per α), ``K`` greedy stages, ``K + 1`` windows. Each quantity ``q`` of ``_quantities``
     but ``time`` has a ``q_distance`` of shape ``(A, K + 1, …)`` and a ``q_rate``; ``time`` has ``time_error``
-    ``(A, K)`` and ``time_rate``.
+    ``(A, K)`` and ``time_rate``. ``result`` says what could not be computed, as a ``RESULTS`` value:
+    ``"successful"``, ``"run_failed"`` (a run is not finite from some time on: its distances from there are NaN or
+    infinite, and the rates are fitted over the other runs) or ``"single_scale"`` (one α: no rates); ``message``
+    says which runs and from when (``""`` when successful).
     """
 
     _quantities: AbstractClassVar[tuple[str, ...]]
@@ -39,6 +44,8 @@ class AbstractComparison(eqx.Module):
     time_rate: np.ndarray
     threshold: float
     delta: float
+    result: str = eqx.field(static=True)
+    message: str = eqx.field(static=True)
     gd: AbstractVar["AbstractComparison | None"]
 
     @property
@@ -187,9 +194,12 @@ def compare_runs(cls, path, runs, distances, *, method: str, delta: float | None
     check_options(delta, threshold)
     times = np.asarray(path.times, dtype=np.float64)
     delta = default_delta(times) if delta is None else float(delta)
+    for run in runs:
+        check_windows(times, delta, np.asarray(run.ts), what=f"the {method} runs' times")
     starts, ends = windows(times, delta, min(float(run.ts[-1]) for run in runs))
     rows = [distances(run, starts, ends) for run in runs]
     log_alpha = np.array([run.log_alpha for run in runs], dtype=np.float64)
+    result, message = _status(runs, method)
     dist = {q: np.stack([d[q] for d, _ in rows]) for q in rows[0][0]}
     detected = np.stack([t for _, t in rows]).reshape(len(runs), times.size - 1)
     err = np.abs(detected - times[1:])
@@ -204,10 +214,34 @@ def compare_runs(cls, path, runs, distances, *, method: str, delta: float | None
         time_rate=fit_rates(log_alpha, err),
         threshold=float(threshold),
         delta=delta,
+        result=result,
+        message=message,
         **{f"{q}_distance": d for q, d in dist.items()},
         **{f"{q}_rate": fit_rates(log_alpha, d) for q, d in dist.items()},
         **fields,
     )
+
+
+def _status(runs, method: str) -> tuple[str, str]:
+    """What a comparison of ``runs`` could not compute: a run whose loss is not finite from some time on (a flow
+    that stopped, a gradient descent that diverged), or rates, with fewer than two distinct α."""
+    failed = []
+    for run in runs:
+        bad = ~np.isfinite(np.asarray(run.loss))
+        if np.any(bad):
+            failed.append(f"log α = {run.log_alpha:.6g} from τ = {float(np.asarray(run.ts)[np.argmax(bad)]):.4g} on")
+    if failed:
+        return RESULTS.run_failed.value, (
+            f"the {method} runs are not finite at {'; '.join(failed)} (each run's result and message say why): "
+            "their distances from there are NaN or infinite, and each rate is fitted over the finite distances only"
+        )
+    scales = np.unique([run.log_alpha for run in runs])
+    if scales.size < 2:
+        return RESULTS.single_scale.value, (
+            f"one scale, log α = {float(scales[0]):.6g}: the distances are computed, but the rates fit them over two "
+            "or more distinct α and are NaN; give more alphas for them"
+        )
+    return RESULTS.successful.value, ""
 
 
 def detect(ts, loss, levels) -> np.ndarray:
@@ -235,6 +269,40 @@ def check_options(delta, threshold) -> None:
         )
     if delta is not None and not delta >= 0:
         raise ValueError(f"delta must be a non-negative rescaled time; got {delta!r}.")
+
+
+def check_distinct(log_alphas: np.ndarray, name: str) -> None:
+    """Check that the scales ``log_alphas`` (given as the argument ``name``) are distinct."""
+    values, counts = np.unique(log_alphas, return_counts=True)
+    if np.any(counts > 1):
+        twice = float(values[np.argmax(counts > 1)])
+        raise ValueError(
+            f"{name} must be distinct: log α = {twice:.6g} is given {int(counts.max())} times. Each α is one run, and "
+            "the rates fit the distances over distinct α; give each α once."
+        )
+
+
+def check_windows(stage_times, delta: float, ts: np.ndarray, *, what: str = "ts", fix: str | None = None) -> None:
+    """Check that the recorded times ``ts`` (``what``: the argument, or whose times they are) reach past the first stage
+    time (else the error says ``fix``, by default to record past ``T_K``) and leave a recorded time in some window
+    ``[T_k + δ, T_{k+1} − δ]`` (see :func:`windows`)."""
+    stage_times = np.asarray(stage_times, dtype=np.float64)
+    if stage_times.size > 1 and ts[-1] < stage_times[1]:
+        fix = fix or (
+            f"Record up to past the last stage time T_K = {stage_times[-1]:.4g} (ts=None records up to 1.25·T_K = "
+            f"{default_horizon(stage_times):.4g})."
+        )
+        raise ValueError(
+            f"{what} end at τ = {ts[-1]:.4g}, before the first stage time T_1 = {stage_times[1]:.4g}: no stage could be "
+            f"detected. {fix}"
+        )
+    starts, ends = windows(stage_times, delta, float(ts[-1]))
+    if next(window_masks(ts, starts, ends), None) is None:
+        raise ValueError(
+            f"delta = {delta:.4g} leaves none of {what} (up to τ = {ts[-1]:.4g}) in any stage window "
+            f"[T_k + δ, T_(k+1) − δ] of the stage times {np.round(stage_times, 4).tolist()}. Pass a smaller delta (the "
+            f"default, a quarter of the shortest stage, is {default_delta(stage_times):.4g})."
+        )
 
 
 def check_run_scales(recorded, log_alphas) -> None:

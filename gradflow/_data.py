@@ -37,7 +37,8 @@ def check_loss(loss) -> None:
 
 
 def check_data(X, Y, loss: LossSpec) -> tuple[np.ndarray, np.ndarray]:
-    """The sample ``(X, Y)``, samples on the first axis, finite, as float64 (integer labels for cross-entropy)."""
+    """The sample ``(X, Y)``, samples on the first axis, real and finite, as float64 (integer labels for
+    cross-entropy)."""
     X = np.asarray(X)
     Y = np.asarray(Y)
     if X.ndim < 1 or Y.ndim < 1:
@@ -45,21 +46,59 @@ def check_data(X, Y, loss: LossSpec) -> tuple[np.ndarray, np.ndarray]:
             f"X and Y must stack the samples on their first axis; got X.shape={X.shape}, Y.shape={Y.shape}."
         )
     if X.shape[0] != Y.shape[0]:
-        raise ValueError(f"X and Y must have the same number of samples on axis 0; got {X.shape[0]} and {Y.shape[0]}.")
+        raise ValueError(_count_mismatch(X.shape, Y.shape))
     if X.shape[0] == 0:
         raise ValueError("the data set is empty: X and Y need at least one sample.")
+    for name, arr in (("X", X), ("Y", Y)):
+        if np.iscomplexobj(arr):
+            raise ValueError(
+                f"{name} is complex (dtype {arr.dtype}); gradflow's models and losses are real, and casting would drop "
+                f"the imaginary part. Pass real data, e.g. its real and imaginary parts as separate features "
+                f"(np.concatenate([{name}.real, {name}.imag], axis=-1))."
+            )
     if not np.issubdtype(X.dtype, np.number) or not np.all(np.isfinite(X)):
         raise ValueError("X must be numeric and finite; it contains NaN or inf (clean or drop those samples).")
     X = X.astype(np.float64)
     if loss == "cross_entropy":
-        if Y.ndim != 1 or not np.all(np.isfinite(Y)) or not np.all(np.asarray(Y) == np.round(Y)):
-            raise ValueError(
-                f"cross_entropy needs one integer class label per sample (Y.shape == (n,)); got Y.shape={Y.shape}."
-            )
-        return X, Y.astype(np.int64)
+        return X, _labels(Y)
     if not np.issubdtype(Y.dtype, np.number) or not np.all(np.isfinite(Y)):
         raise ValueError("Y must be numeric and finite; it contains NaN or inf.")
     return X, Y.astype(np.float64)
+
+
+def _count_mismatch(x_shape, y_shape) -> str:
+    """The message for ``X`` and ``Y`` with different numbers of samples on axis 0, with where the other count is."""
+    message = (
+        f"X and Y must hold the same number of samples on axis 0; X.shape = {x_shape} holds {x_shape[0]} and "
+        f"Y.shape = {y_shape} holds {y_shape[0]}."
+    )
+    for name, shape, count in (("X", x_shape, y_shape[0]), ("Y", y_shape, x_shape[0])):
+        if count in shape[1:]:
+            axis = shape.index(count, 1)
+            message += (
+                f" {name} has {count} along axis {axis}: if its samples are there, move them to axis 0 "
+                f"(np.moveaxis({name}, {axis}, 0), or drop a leading batch axis)."
+            )
+            break
+    return message
+
+
+def _labels(Y: np.ndarray) -> np.ndarray:
+    """Cross-entropy's class labels: one integer per sample, as int64."""
+    if Y.ndim != 1:
+        raise ValueError(
+            f"cross_entropy needs one integer class label per sample, Y.shape == (n,); got Y.shape={Y.shape} "
+            "(for one-hot targets pass Y.argmax(axis=1))."
+        )
+    if not (np.issubdtype(Y.dtype, np.number) or Y.dtype == bool):
+        raise ValueError(f"cross_entropy needs integer class labels in Y; got dtype {Y.dtype}.")
+    bad = np.flatnonzero(~np.isfinite(Y) | (Y != np.round(Y)))
+    if bad.size:
+        raise ValueError(
+            f"cross_entropy needs integer class labels in Y; Y[{int(bad[0])}] = {Y[bad[0]]:g} is not an integer "
+            f"({bad.size} such label(s)). Pass the class index of each sample."
+        )
+    return Y.astype(np.int64)
 
 
 def check_output(out, Y: np.ndarray, loss: LossSpec, what: str) -> None:

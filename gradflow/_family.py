@@ -48,6 +48,11 @@ class ModelFamily(abc.ABC):
         """The greedy limit (a path with ``result`` and ``message``)."""
 
     @abc.abstractmethod
+    def check_path(self, model, path) -> None:
+        """A ``TypeError`` unless ``path`` is a greedy path of this family, a ``ValueError`` unless it has the
+        model's shapes (before ``compare_limits`` runs any flow)."""
+
+    @abc.abstractmethod
     def compare(self, model, path, runs, log_alphas, *, method: str, delta, threshold: float):
         """The distances of ``runs`` (one per ``log_alphas``) to the greedy ``path``, per stage window."""
 

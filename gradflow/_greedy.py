@@ -148,8 +148,9 @@ def stage_index(times: np.ndarray, tau) -> np.ndarray:
 class AbstractGreedyPath(eqx.Module):
     """What every greedy path has: the stage times ``T_0 = 0 < T_1 ≤ … ≤ T_K`` (stage ``k`` holds on
     ``[T_k, T_{k+1})``, ``T_{K+1} = ∞``), the log scales and the loss of every stage, the checks of every stage and
-    transition, and why the path ended (``result``, a ``RESULTS`` value: ``"successful"``, ``"max_stages"`` or
-    ``"phase_b_failed"``; ``message``; ``warnings``). The families' paths document each field."""
+    transition, and why the path ended (``result``, a ``RESULTS`` value: ``"successful"``, ``"max_stages"``,
+    ``"phase_b_failed"``, ``"no_minimiser"`` or ``"non_finite"``; ``message``; ``warnings``). The families' paths
+    document each field."""
 
     times: np.ndarray
     b: np.ndarray
@@ -191,6 +192,25 @@ class AbstractGreedyPath(eqx.Module):
         k = self.stage_at(tau)
         elapsed = (tau - self.times[k]).reshape(tau.shape + (1,) * (np.ndim(self.b) - 1))
         return self.b[k] - elapsed * self.speeds[k]
+
+
+def check_path_of(model, path, cls: type, fields: Sequence[str], shapes: Callable, model_shapes: str) -> None:
+    """``path`` is a greedy path of ``model``'s family: a ``cls``, or (as for trajectories) any object with the
+    ``fields`` its comparison reads that is no other family's path; and ``shapes(path)``, its shapes in words, are
+    ``model_shapes``. Else the error, with how to compute the model's own path."""
+    own = "compute it with greedy_limit(model, u0=u0, v0=v0), or leave path=None"
+    missing = [f for f in fields if not hasattr(path, f)]
+    if missing or (isinstance(path, AbstractGreedyPath) and not isinstance(path, cls)):
+        lacks = f" without {', '.join(missing)}" if missing else ""
+        raise TypeError(
+            f"path must be the greedy limit of this {type(model).__name__}, a {cls.__name__} (or an object with "
+            f"{', '.join(fields)}); got a {type(path).__name__}{lacks}: {own}."
+        )
+    if shapes(path) != model_shapes:
+        raise ValueError(
+            f"path is the greedy limit of a model with {shapes(path)}, but this {type(model).__name__} has "
+            f"{model_shapes}: {own}."
+        )
 
 
 class Choice(eqx.Module):
@@ -321,6 +341,82 @@ def limit_checks(
     return discrepancy <= tol.epsilon_agreement and not spread > tol.spread, messages
 
 
+class Stop(Exception):
+    """Raised while a family makes the record of stage ``k ≥ 1`` that the path cannot hold: :func:`run_stages` ends
+    the path before it, with ``result`` and the message (the transition into it reads Assumption 4.4 failed: its
+    phase (B) has no endpoint the path can hold)."""
+
+    def __init__(self, result: RESULTS, message: str):
+        super().__init__(message)
+        self.result = result
+
+
+def _listed(names: Sequence[str], limit: int = 8) -> str:
+    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def check_finite(k: int, loss, gradients, names: Sequence[str], *, symbol: str) -> None:
+    """Stage ``k``'s loss and its gradients (one array per name: ``g_i`` per coordinate, ``G_j`` per weight matrix,
+    written ``symbol``) are finite; else a ``ValueError`` at stage 0 (the greedy limit cannot start) and
+    :class:`Stop` with ``RESULTS.non_finite`` after it, saying which are not."""
+    loss = float(loss)
+    bad = [name for name, g in zip(names, gradients) if not np.all(np.isfinite(g))]
+    if math.isfinite(loss) and not bad:
+        return
+    what = " and ".join(
+        ([f"the loss is {loss}"] if not math.isfinite(loss) else [])
+        + ([f"{symbol} = −∇L is NaN or infinite in {_listed(bad)}"] if bad else [])
+    )
+    if k:
+        raise Stop(
+            RESULTS.non_finite,
+            f"stage {k}: at θ^{k}, where phase (B) ended, {what}: h or the loss is not finite, or not differentiable, "
+            "there",
+        )
+    raise ValueError(
+        f"the greedy limit cannot start: at θ⁰ = 0 (zero weights), {what}. The model's h (or its loss) is not finite "
+        "or not differentiable at 0, e.g. jnp.linalg.norm, jnp.sqrt(jnp.abs(·)) or jnp.log of the weights. Algorithm 1 "
+        "starts from θ⁰ = 0 and needs the gradient there (paper eq. 8; h twice differentiable, Definition 3.1), so "
+        "it does not apply to this model; the exact flow starts at α (u0, v0) ≠ 0 and may still be computed with "
+        "simulate_flow. To use greedy_limit, make h smooth at 0, e.g. jnp.sqrt(jnp.sum(beta**2) + 1e-30) for a norm."
+    )
+
+
+RAY = (1.01, 2.0, 4.0, 8.0)
+"""The scales ``s`` of the weights at which :func:`check_minimiser` evaluates the loss along the ray ``s ↦ s·β``."""
+
+
+def check_minimiser(k: int, loss: float, loss_along: Callable[[float], float], *, weights: str, support: str) -> None:
+    """:class:`Stop` with ``RESULTS.no_minimiser`` when the point of stage ``k`` (its ``weights``, ``β`` or ``W``, on
+    its ``support``, with ``loss``) is no minimiser: the loss ``loss_along(s)`` at ``s·β`` falls from ``s = 1`` through
+    every ``s`` of :data:`RAY` (strictly up to ``s = 2``; a loss that underflows to 0 stays there).
+
+    A local minimiser ``β*`` on the support has ``L(sβ*) > L(β*)`` for ``s`` near 1, and a square loss, or a
+    cross-entropy on data the support does not separate, grows along every ray. A loss that falls at ``s = 1.01``
+    and at every doubling tends to its infimum only as ``‖β‖ → ∞`` (cross-entropy on data the support separates):
+    phase (B) runs off to infinity, and its endpoint is only where its tolerances stopped it, at a gradient below
+    them.
+    """
+    losses = [float(loss)] + [float(loss_along(s)) for s in RAY]
+    if losses[0] > losses[1] > losses[2] >= losses[3] >= losses[4]:
+        ray = ", ".join(f"{v + 0.0:.3g}" for v in losses)  # + 0.0: a loss that underflowed to −0 reads 0
+        raise Stop(
+            RESULTS.no_minimiser,
+            f"no minimiser at stage {k}: on the {support} the loss falls along the ray {weights} ↦ s·{weights} (L = "
+            f"{ray} at s = 1, {', '.join(f'{s:g}' for s in RAY)}) and tends to its infimum only as ‖{weights}‖ → ∞ "
+            "(e.g. cross-entropy on data that the support separates): phase (B) runs off to infinity, and the point "
+            "it stopped at is not a stationary point but where the gradient fell below its tolerances",
+        )
+
+
+def check_stage(k: int, loss, gradients, loss_along: Callable[[float], float], *, names, symbol, weights, support):
+    """The checks of the point of stage ``k`` before it is recorded: :func:`check_finite`, then (after stage 0)
+    :func:`check_minimiser`."""
+    check_finite(k, loss, gradients, names, symbol=symbol)
+    if k:
+        check_minimiser(k, loss, loss_along, weights=weights, support=support)
+
+
 def emit(messages: Sequence[str]) -> None:
     """Emit ``messages`` as ``AssumptionWarning`` at the user's line."""
     for message in messages:
@@ -335,7 +431,8 @@ def run_stages(
     At stage ``k`` the times until each candidate activates are ``delta_of(stage)``; the path ends
     ``"successful"`` when none is finite, or ``"max_stages"`` after ``max_stages`` transitions (``words``: why none
     is finite, and what the transitions are, in the family's words); otherwise ``advance(stage, k, delta)`` returns an :class:`End` (phase (B)
-    failed) or ``(transition, next_stage, what)``, ``what`` the progress line's words for the transition.
+    failed) or ``(transition, next_stage, what)``, ``what`` the progress line's words for the transition, or raises
+    :class:`Stop` (the next stage fails :func:`check_stage`), which ends the path.
     Each record's warnings are emitted as it is made. Returns ``(stages, transitions, end)``.
     """
     done, unit = words
@@ -350,7 +447,10 @@ def run_stages(
         if max_stages is not None and k >= max_stages:
             message = f"stopped after max_stages = {max_stages} {unit} (final_delta holds the next Δ)"
             return stages, transitions, End(result=RESULTS.max_stages.value, message=message, final_delta=delta)
-        out = advance(stage, k, delta)
+        try:
+            out = advance(stage, k, delta)
+        except Stop as stop:
+            out = End(result=stop.result.value, message=str(stop), final_delta=delta, ok=(True, False))
         if isinstance(out, End):
             emit(out.warnings)
             return stages, transitions, out

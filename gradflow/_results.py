@@ -1,6 +1,7 @@
 """How a computation ended: one enumeration of results with their messages, and ``throw`` handled once.
 
-As diffrax's ``RESULTS``: every result object of gradflow (a flow, a gradient-descent run, a greedy path) carries
+As diffrax's ``RESULTS``: every result object of gradflow (a flow, a gradient-descent run, a greedy path, a
+comparison) carries
 a ``result`` — a value of :class:`RESULTS`, stored as its string so that it reads and saves as plain text — and a
 ``message`` that says what went wrong and where (``""`` when successful). :func:`finish` raises the first failure
 when the caller asked for ``throw=True``.
@@ -21,6 +22,10 @@ class RESULTS(str, enum.Enum):
     solver_failed = "solver_failed"
     max_stages = "max_stages"
     phase_b_failed = "phase_b_failed"
+    no_minimiser = "no_minimiser"
+    non_finite = "non_finite"
+    run_failed = "run_failed"
+    single_scale = "single_scale"
 
     @property
     def meaning(self) -> str:
@@ -28,8 +33,9 @@ class RESULTS(str, enum.Enum):
 
     @property
     def failed(self) -> bool:
-        """Whether the computation stopped short of what was asked (``max_stages`` is a cap the caller set)."""
-        return self not in (RESULTS.successful, RESULTS.max_stages)
+        """Whether the computation stopped short of what was asked (``max_stages`` is a cap the caller set, and a
+        comparison at a single scale has no rates to fit by the caller's choice)."""
+        return self not in (RESULTS.successful, RESULTS.max_stages, RESULTS.single_scale)
 
     def __str__(self) -> str:
         return self.value
@@ -42,6 +48,13 @@ _MEANINGS = {
     "stage iteration failed)",
     RESULTS.max_stages: "the greedy path stopped at max_stages activations",
     RESULTS.phase_b_failed: "a phase (B) of the greedy limit did not reach a stationary point",
+    RESULTS.no_minimiser: "a phase (B) of the greedy limit runs off to infinity: on that stage's support the loss "
+    "decreases towards its infimum only as the weights grow without bound (e.g. cross-entropy on separable data)",
+    RESULTS.non_finite: "the loss, its gradient or the weights became NaN or infinite (the message says where)",
+    RESULTS.run_failed: "a run of the comparison did not reach its last time or is not finite there, so its "
+    "distances from then on are NaN or infinite",
+    RESULTS.single_scale: "the comparison has one scale α: its distances are computed, its rates (fits over ≥ 2 "
+    "distinct α) are NaN",
 }
 
 

@@ -8,6 +8,8 @@ from typing import Protocol, runtime_checkable
 import equinox as eqx
 import numpy as np
 
+from ._results import RESULTS
+
 
 @runtime_checkable
 class Trajectory(Protocol):
@@ -34,19 +36,25 @@ class Trajectory(Protocol):
 
 
 class AbstractGDResult(eqx.Module):
-    """Discrete training recorded every few steps: what the gradient-descent results of every family share.
+    """Discrete training recorded every few steps: what the gradient-descent results of every family share (as the
+    flow's results: a ``result`` and a ``message`` per run).
 
     Attributes:
         steps: the recorded step numbers ``0, record_every, …, steps``, shape ``(m,)``.
         loss: the full-batch loss, shape ``(m,)``.
         log_alpha: ``log α``.
         lr: the learning rate.
+        result: ``"successful"``, or ``"non_finite"`` where the run diverged (its gradient, weights or loss became NaN
+            or infinite; every record after that step is NaN), per run: shape ``()`` or ``(A,)``.
+        message: the step where it became non-finite (``""`` when successful), in the shape of ``result``.
     """
 
     steps: np.ndarray
     loss: np.ndarray
     log_alpha: np.ndarray
     lr: float
+    result: np.ndarray
+    message: np.ndarray
 
     @property
     def ts(self) -> np.ndarray:
@@ -78,3 +86,35 @@ class AbstractFlowResult(eqx.Module):
     def alpha(self) -> np.ndarray:
         """``α``; 0.0 where below the float64 range."""
         return np.exp(self.log_alpha)
+
+
+def gd_status(steps, gradient_bad, records_finite, *, lr: float, log_alpha):
+    """How gradient-descent runs ended: ``(result, message, after)`` per run (shape ``()`` or ``(A,)``; ``after`` has
+    the shape of the records, ``(…, m)``).
+
+    A run became non-finite at the first step ``s`` where its gradient was NaN or infinite (``gradient_bad``, −1 for
+    none) or a record's weights or loss were (``records_finite``, whether each record at ``steps`` is finite);
+    ``after`` marks its records after ``s``, which the family sets to NaN.
+    """
+    gradient_bad = np.asarray(gradient_bad)
+    records_finite = np.asarray(records_finite)
+    result = np.full(gradient_bad.shape, RESULTS.successful.value, dtype=object)
+    message = np.full(gradient_bad.shape, "", dtype=object)
+    after = np.zeros(records_finite.shape, dtype=bool)
+    for run in np.ndindex(gradient_bad.shape):
+        bad = [int(gradient_bad[run])] if gradient_bad[run] >= 0 else []
+        bad += [int(s) for s in steps[~records_finite[run]][:1]]
+        if not bad:
+            continue
+        s = min(bad)
+        where, fix = f"at step {s}", "the steps overshoot: lower lr"
+        if s == 0:
+            where, fix = "at the start, θ(0) = α (u0, v0)", "the start overflows: use smaller u0, v0 or α"
+        result[run] = RESULTS.non_finite.value
+        message[run] = (
+            f"gradient descent at log α = {float(np.asarray(log_alpha)[run]):.6g} (lr = {lr:g}) became non-finite "
+            f"{where}: its gradient, weights or loss is NaN or infinite there, and its records after step {s} are "
+            f"NaN; {fix}"
+        )
+        after[run] = steps > s
+    return result.astype(str), message.astype(str), after

@@ -64,7 +64,15 @@ def test_the_family_comes_from_the_models_type(linear, square):
 
 
 def test_results_enumeration_and_finish():
-    assert [r.value for r in RESULTS if r.failed] == ["max_steps_reached", "solver_failed", "phase_b_failed"]
+    assert [r.value for r in RESULTS if r.failed] == [
+        "max_steps_reached",
+        "solver_failed",
+        "phase_b_failed",
+        "no_minimiser",
+        "non_finite",
+        "run_failed",
+    ]
+    assert not RESULTS.single_scale.failed and all(r.meaning for r in RESULTS)
     assert str(RESULTS.successful) == "successful" and RESULTS("max_stages") is RESULTS.max_stages
     assert failures(np.array(["successful", "max_steps_reached", "max_stages"])).tolist() == [1]
     out = type("Out", (), dict(result=np.array(["successful", "solver_failed"]), message=np.array(["", "it broke"])))

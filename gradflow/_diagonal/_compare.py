@@ -46,6 +46,9 @@ class Comparison(AbstractComparison):
         beta_rate, b_rate, loss_rate: ``(K + 1,)`` fitted exponent ``r`` per window.
         time_rate: ``(K,)`` fitted exponent ``r`` per stage time.
         threshold, delta: the detection fraction and the window margin used.
+        result: ``"successful"``, ``"run_failed"`` (a run is not finite from some time on) or ``"single_scale"``
+            (one α, no rates), as a ``RESULTS`` value.
+        message: which runs are not finite, from when (``""`` when successful).
         gd: the same comparison for gradient-descent runs, or None.
     """
 

@@ -9,12 +9,14 @@ import numpy as np
 
 from .._checks import check_init
 from .._family import ModelFamily
+from .._greedy import check_path_of
 from .._plots import save_figure
 from ._compare import compare
 from ._flow import flow, solve_sharded
 from ._gd import gd
 from ._greedy import greedy
 from ._model import DiagonalModel, evaluate_g
+from ._path import GreedyPath
 from ._plots import coordinate_groups, plot_coordinates, plot_loss
 from ._report import greedy_summary
 
@@ -29,6 +31,13 @@ class DiagonalFamily(ModelFamily):
 
     def check_init(self, model, u0, v0):
         return check_init(u0, v0, model.p, model.names)
+
+    def check_path(self, model, path):
+        def shapes(path):
+            return f"p = {np.shape(path.beta)[-1]} coordinates"
+
+        fields = ("times", "beta", "b", "loss", "b_at")
+        check_path_of(model, path, GreedyPath, fields, shapes, f"p = {model.p} coordinates")
 
     flow = staticmethod(flow)
     gd = staticmethod(gd)

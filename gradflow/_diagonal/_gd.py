@@ -15,6 +15,7 @@ import numpy as np
 import optax
 
 from .._checks import check_init, check_int
+from .._trajectory import gd_status
 from ._model import DiagonalModel
 from ._results import GDResult
 
@@ -51,7 +52,13 @@ def gd(
         records.append([np.take(np.asarray(x), np.arange(active), axis=axis) for x in rec])
     u, v, loss = (np.concatenate(parts, axis=axis) for parts in zip(*records))
     rec = np.arange(steps // record_every + 1, dtype=np.int64) * record_every
-    return GDResult(steps=rec, u=u, v=v, loss=loss, log_alpha=log_a, alpha=alphas, lr=float(lr))
+    finite = np.isfinite(loss) & np.all(np.isfinite(u) & np.isfinite(v), axis=-1)
+    result, message, after = gd_status(rec, np.asarray(carry[2]), finite, lr=float(lr), log_alpha=log_a)
+    u, v = (np.where(after[..., None], np.nan, x) for x in (u, v))
+    loss = np.where(after, np.nan, loss)
+    return GDResult(
+        steps=rec, u=u, v=v, loss=loss, log_alpha=log_a, alpha=alphas, lr=float(lr), result=result, message=message
+    )
 
 
 _BLOCK = 64  # records per compiled call: any `steps` and `record_every` reuse one compilation
@@ -67,12 +74,14 @@ def _vmap_if(batched, fn, in_axes):
 
 @eqx.filter_jit
 def _start(model, alphas, u0, v0, lr, *, optimizer, batch_size, batched):
-    """``θ(0) = α (u0, v0)``, the optimizer state and the first record ``(u, v, L)``."""
+    """``θ(0) = α (u0, v0)``, the optimizer state, the first step with a non-finite gradient (−1: none yet) and the
+    first record ``(u, v, L)``."""
     del batch_size
 
     def one(alpha):
         theta = (alpha * u0, alpha * v0)
-        return (theta, _optimizer(optimizer, lr).init(theta)), (*theta, model.loss_value(*theta))
+        carry = (theta, _optimizer(optimizer, lr).init(theta), jnp.asarray(-1, dtype=jnp.int64))
+        return carry, (*theta, model.loss_value(*theta))
 
     return _vmap_if(batched, one, 0)(alphas)
 
@@ -82,21 +91,23 @@ def _advance(model, carry, done, active, record_every, lr, key, *, block, optimi
     """``block`` records of ``record_every`` optimizer steps each, from record ``done`` on.
 
     Only the first ``active`` records take steps (the rest repeat the state), so the last, partial
-    block of a run reuses the compilation. Step ``k`` draws its minibatch from ``fold_in(key, k)``.
+    block of a run reuses the compilation. Step ``k`` draws its minibatch from ``fold_in(key, k)``; the carry keeps
+    the first step whose gradient is not finite.
     """
     opt = _optimizer(optimizer, lr)
 
     def one(carry):
         def step(k, carry):
-            theta, state = carry
+            theta, state, bad = carry
             batch = None
             if batch_size is not None:
                 batch = jax.random.permutation(jax.random.fold_in(key, k), model.n)[:batch_size]
             u, v = theta
             g = model.g(u * v, batch=batch)  # ∇_u L = −v ⊙ g, ∇_v L = −u ⊙ g (docs/math.md, the sign convention)
+            bad = jnp.where((bad < 0) & ~jnp.all(jnp.isfinite(g)), k, bad)
             grads = (-v * g, -u * g)
             updates, state = opt.update(grads, state, theta)
-            return optax.apply_updates(theta, updates), state
+            return optax.apply_updates(theta, updates), state, bad
 
         def chunk(carry, c):
             first = (done + c) * record_every

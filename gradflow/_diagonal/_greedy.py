@@ -188,8 +188,19 @@ def _left(ctx: _Context, k: int, dropped, g_raw, signs) -> tuple[bool, tuple[str
 
 
 def _stage(ctx: _Context, k, T, y, signs, b, support, g_raw, loss, left) -> _Stage:
-    """Stage ``k`` at ``θ^k`` (magnitudes ``y``, signs ``s``), with its Assumption 4.3 checks."""
+    """Stage ``k`` at ``θ^k`` (magnitudes ``y``, signs ``s``), with its Assumption 4.3 checks (:class:`kit.Stop` if
+    the path cannot hold it, see :func:`kit.check_stage`)."""
     tol, p = ctx.tol, ctx.model.p
+    kit.check_stage(
+        k,
+        loss,
+        g_raw,
+        lambda s: _evaluate(ctx.model, math.sqrt(s) * y, signs)[1],
+        names=ctx.model.names,
+        symbol="g",
+        weights="β",
+        support=f"support {_names(ctx.model.names, np.flatnonzero(support))}",
+    )
     ok42, messages = left
     g = np.where(support | (np.abs(g_raw) <= tol.g_zero * ctx.G), 0.0, g_raw)
     stationarity = float(np.max(np.abs(g_raw[support]), initial=0.0) / ctx.G)

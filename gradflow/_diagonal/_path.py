@@ -39,8 +39,10 @@ class GreedyPath(AbstractGreedyPath):
         assumptions_ok: ``(K+1, 3)`` bool, columns Assumptions 4.2, 4.3, 4.4 for stage k (row k
             covers θ^k and the transition out of it; a check that was not run reads True).
         result: why the path ended, as in diffrax: ``"successful"`` (``T_{K+1} = ∞``: nothing is left to
-            learn), ``"max_stages"`` (stopped at ``max_stages``) or ``"phase_b_failed"`` (a phase (B) did not
-            reach a stationary point; returned only with ``throw=False``).
+            learn), ``"max_stages"`` (stopped at ``max_stages``), or, returned only with ``throw=False``,
+            ``"phase_b_failed"`` (a phase (B) did not reach a stationary point), ``"no_minimiser"`` (a phase (B)
+            runs off to infinity: the loss has no minimiser on the new support) or ``"non_finite"`` (the loss or
+            ``g`` is NaN or infinite at a stage's point).
         message: the same in words, with the stage and the reason for a failure.
         warnings: every assumption failure, in words (each was also emitted with ``warnings.warn``; a failed
             phase (B) is in ``message`` instead).

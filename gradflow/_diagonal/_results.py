@@ -165,6 +165,10 @@ class GDResult(AbstractGDResult):
         log_alpha: ``log α``.
         alpha: ``α``, the float64 number the weights were started from, ``θ(0) = α (u0, v0)``.
         lr: the learning rate.
+        result: ``"successful"``, or ``"non_finite"`` where the run diverged (see ``message``; its records after
+            that step are NaN), shape ``()`` or ``(A,)``; with ``throw=True`` (the default) only successful
+            results are returned.
+        message: the step where the run became non-finite (``""`` when successful), in the shape of ``result``.
     """
 
     u: np.ndarray

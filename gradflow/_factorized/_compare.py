@@ -55,6 +55,9 @@ class RankComparison(AbstractComparison):
         W_rate, b_rate: ``(K + 1, J)`` fitted exponent ``r`` per window and weight matrix.
         loss_rate: ``(K + 1,)``; time_rate: ``(K,)``.
         threshold, delta: the detection fraction and the window margin used.
+        result: ``"successful"``, ``"run_failed"`` (a run is not finite from some time on) or ``"single_scale"``
+            (one α, no rates), as a ``RESULTS`` value.
+        message: which runs are not finite, from when (``""`` when successful).
         gd: the same comparison for gradient-descent runs, or None.
     """
 

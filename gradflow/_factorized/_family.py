@@ -9,12 +9,14 @@ import jax
 import numpy as np
 
 from .._family import ModelFamily
+from .._greedy import check_path_of
 from .._plots import save_figure
 from ._compare import compare
 from ._flow import flow
 from ._gd import gd
 from ._greedy import greedy
 from ._model import FactorizedModel, check_factors
+from ._path import FactorizedGreedyPath
 from ._plots import plot_log_scales, plot_spectra
 from ._report import rank_greedy_summary
 
@@ -29,6 +31,13 @@ class FactorizedFamily(ModelFamily):
 
     def check_init(self, model, u0, v0):
         return check_factors(u0, v0, model)
+
+    def check_path(self, model, path):
+        def shapes(path):
+            return f"weight matrices {tuple(tuple(np.shape(w)[1:]) for w in path.W)}"
+
+        fields = ("times", "W", "ranks", "factor", "loss", "stage_at", "b_at")
+        check_path_of(model, path, FactorizedGreedyPath, fields, shapes, f"weight matrices {model.shapes}")
 
     flow = staticmethod(flow)
     gd = staticmethod(gd)

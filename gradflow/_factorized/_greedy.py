@@ -55,7 +55,8 @@ def greedy(
     if u0 is not None:
         check_factors(u0, v0, model)
     layout = Layout(model.shapes, model.widths)
-    G0, _ = evaluate(model, tuple(jnp.zeros(s) for s in model.shapes))
+    G0, loss0 = evaluate(model, tuple(jnp.zeros(s) for s in model.shapes))
+    kit.check_finite(0, loss0, G0, model.names, symbol="G")
     G = max(float(np.linalg.norm(np.asarray(g), 2)) for g in G0) or 1.0
     ctx = _Context(model, layout, tolerances, G, check_assumptions, np.random.default_rng([seed, 5]))
     return _stack(*_run(ctx, max_stages, progress))
@@ -196,6 +197,16 @@ def _stage(ctx: _Context, k: int, time: float, y, ranks, exponents, orientation,
     tol, layout = ctx.tol, ctx.layout
     Ws = tuple(np.asarray(w) for w in layout.products(y))
     G, loss = evaluate(ctx.model, tuple(jnp.asarray(w) for w in Ws))
+    kit.check_stage(
+        k,
+        loss,
+        G,
+        lambda s: evaluate(ctx.model, tuple(jnp.asarray(s * w) for w in Ws))[1],
+        names=ctx.model.names,
+        symbol="G",
+        weights="W",
+        support=f"matrices of ranks {tuple(ranks)}",
+    )
     rates, signed, saddles, pairs, gaps, residual = [], [], [], [], [], 0.0
     for g, w, r, k_j, e, omega, n_lost in zip(G, Ws, ranks, layout.widths, exponents, orientation, leaving):
         g = np.asarray(g)

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import check_int
+from .._checks import NEAR_DEGENERATE, check_int, warn_near_degenerate
 from .._data import LossSpec, check_data, check_h, check_loss, check_output, mean_loss
 
 Shape = tuple[int, int]
@@ -168,13 +168,26 @@ def check_factors(us, vs, model: FactorizedModel, names: tuple[str, str] = ("u0"
             arrs.append(a)
         out.append(tuple(arrs))
     for j, (u, v) in enumerate(zip(*out)):
-        z = np.concatenate([u, v])
-        s = np.linalg.svd(z, compute_uv=False)
-        if s[-1] <= 1e-12 * max(s[0], np.finfo(np.float64).tiny):
+        z = f"[{names[0]}[{j}]; {names[1]}[{j}]]"
+        s = np.linalg.svd(np.concatenate([u, v]), compute_uv=False)
+        if s[0] == 0:
+            raise ValueError(
+                f"the initialisation {z} is zero: θ(0) = 0 is a stationary point of the flow, which never leaves it. "
+                "Give nonzero factors, e.g. Gaussian ones (the scale is α's)."
+            )
+        if s[-1] <= 1e-12 * s[0]:
             rank = int(np.sum(s > 1e-12 * s[0]))
             raise ValueError(
-                f"the initialisation [{names[0]}[{j}]; {names[1]}[{j}]] has rank {rank} < width {model.widths[j]}: a "
-                "combination of its columns is zero and stays zero under the flow (degenerate initialisation). "
+                f"the initialisation {z} has rank {rank} < width {model.widths[j]}: a combination of its columns is "
+                "zero and stays zero under the flow (degenerate initialisation). "
                 f"Use a narrower width (widths[{j}] = {rank}) or perturb the factors, e.g. add a small Gaussian."
+            )
+        if s[-1] <= NEAR_DEGENERATE * s[0]:
+            warn_near_degenerate(
+                f"{z} is nearly rank-deficient, σ_min/σ_max = {s[-1] / s[0]:.3g} ≤ {NEAR_DEGENERATE:g}. The flow is "
+                "exact, but the combination of its columns along the smallest singular direction starts at α·gap, "
+                "gap = σ_min/σ_max, against α for the others",
+                float(s[-1] / s[0]),
+                "Perturb the factors for a ratio of order one, e.g. add a small Gaussian.",
             )
     return out[0], out[1]

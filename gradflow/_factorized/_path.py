@@ -53,7 +53,8 @@ class FactorizedGreedyPath(AbstractGreedyPath):
             value, no rank lost on the way in); a strict local minimum at the ranks; the ε → 0 limit and
             the perturbed starts agree (a check that was not run reads True).
         result, message, warnings: as for [`GreedyPath`][gradflow.GreedyPath]: ``"successful"`` (no factor
-            has a sleeping direction with ``σ_1 > 0`` left), ``"max_stages"`` or ``"phase_b_failed"``.
+            has a sleeping direction with ``σ_1 > 0`` left), ``"max_stages"``, ``"phase_b_failed"``,
+            ``"no_minimiser"`` or ``"non_finite"``.
     """
 
     factor: np.ndarray

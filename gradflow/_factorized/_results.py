@@ -50,6 +50,8 @@ class FactorizedGDResult(AbstractGDResult):
         loss: ``L``, shape ``(m,)``.
         log_alpha: ``log α``.
         lr: the learning rate.
+        result, message: ``"successful"``, or ``"non_finite"`` and the step where the run diverged (as for
+            [`GDResult`][gradflow.GDResult]).
     """
 
     W: tuple[np.ndarray, ...]

@@ -77,6 +77,7 @@ def test_gd_comparison(comparison):
     np.testing.assert_allclose(gd.detected_times, comparison.detected_times, atol=0.02)
     assert np.all(np.diff(gd.time_error, axis=0) < 0)
     assert {r["method"] for r in comparison.to_records()} == {"flow", "gd"}
+    assert comparison.result == gd.result == "successful" and comparison.message == gd.message == ""
 
 
 def test_bad_input(task):
@@ -105,6 +106,7 @@ def test_runs_are_trajectories(task, path):
     one = compare_limits(task.model, alphas=[ALPHAS[1]], u0=task.u0, v0=task.v0, path=path, flows=[run])
     both = compare_limits(task.model, alphas=ALPHAS, u0=task.u0, v0=task.v0, path=path, flows=flow)
     np.testing.assert_array_equal(one.b_distance[0], both.b_distance[1])
+    assert one.result == "single_scale" and np.all(np.isnan(one.b_rate)) and both.result == "successful"
     with pytest.raises(TypeError, match="Trajectory"):
         compare_limits(task.model, alphas=[ALPHAS[1]], u0=task.u0, v0=task.v0, path=path, flows=[flow.beta[1]])
     with pytest.raises(ValueError, match="records log α"):
@@ -117,7 +119,7 @@ def test_near_degenerate_initialisation_warns_once(task, path):
     u0 = task.u0.copy()
     u0[1] = task.v0[1] * (1 - 1e-8)
     with pytest.warns(AssumptionWarning, match="near-degenerate") as record:
-        compare_limits(task.model, alphas=ALPHAS, u0=u0, v0=task.v0, path=path, ts=TTS, gd=dict(lr=0.05, steps=20))
+        compare_limits(task.model, alphas=ALPHAS, u0=u0, v0=task.v0, path=path, ts=TTS, gd=dict(lr=0.05))
     assert len([w for w in record if "near-degenerate" in str(w.message)]) == 1
     assert record[0].filename == __file__
 

@@ -31,6 +31,25 @@ def test_result_fields_and_time_mapping():
     assert res.loss.shape == (4,)
     np.testing.assert_array_equal(res.u[0], ALPHA * LIN.u0)
     np.testing.assert_array_equal(res.beta, res.u * res.v)
+    assert res.result == "successful" and res.message == ""
+
+
+def test_divergence_is_reported_at_its_step():
+    """L = ½(uv − 1)² with lr = 10 overshoots: the run is non_finite from the first step whose weights, loss or
+    gradient is NaN or infinite (the same recursion in NumPy), its records after that step NaN."""
+    model = gradflow.DiagonalModel(lambda x, beta: x @ beta, np.ones((1, 1)), np.ones(1), p=1)
+    run = simulate_gd(model, u0=[1.0], v0=[0.5], alpha=0.5, lr=10.0, steps=40, throw=False)
+    u, v, step = np.float64(0.5), np.float64(0.25), 0
+    with np.errstate(all="ignore"):
+        while np.all(np.isfinite([u, v, 0.5 * (u * v - 1.0) ** 2, 1.0 - u * v])):
+            g = 1.0 - u * v
+            u, v, step = u + 10.0 * v * g, v + 10.0 * u * g, step + 1
+    assert 0 < step < 40 and run.result == "non_finite"
+    assert f"became non-finite at step {step}: " in str(run.message) and "lower lr" in str(run.message)
+    assert np.all(np.isfinite(run.loss[:step])) and np.all(np.isnan(run.loss[step + 1 :]))
+    assert np.all(np.isnan(run.u[step + 1 :])) and np.all(np.isnan(run.v[step + 1 :]))
+    with pytest.raises(RuntimeError, match=rf"^simulate_gd: .* at step {step}: .*Pass throw=False"):
+        simulate_gd(model, u0=[1.0], v0=[0.5], alpha=0.5, lr=10.0, steps=40)
 
 
 _TRACES = []

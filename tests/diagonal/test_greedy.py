@@ -539,6 +539,41 @@ def test_phase_b_failure_raises_or_is_recorded():
     assert path.final_delta[1] == pytest.approx(1 / 3) and path.warnings == ()
 
 
+def _kinked(x, beta):
+    """Linear, plus ``sqrt|β_1|`` where ``β_0 > 1``: smooth at 0, but ``g_1`` is NaN where ``β_0 > 1, β_1 = 0``."""
+    on = beta[0] > 1.0
+    return x @ beta + jnp.where(on, jnp.sqrt(jnp.abs(jnp.where(on, beta[1], 1.0))), 0.0)
+
+
+def test_a_non_finite_gradient_ends_the_path_at_its_stage():
+    """g is finite at θ⁰ = 0 but NaN in β[1] at θ¹ = (2, 0, 0): the path ends before stage 1 with result non_finite,
+    saying where, instead of reading the NaN as a zero gradient (T = ∞, "successful")."""
+    model = DiagonalModel(_kinked, np.eye(3), np.array([2.0, 0.0, 0.0]), p=3)
+    path = greedy_limit(model, check_assumptions=False, throw=False)
+    assert path.result == "non_finite" and path.num_stages == 0
+    assert path.message == (
+        "stage 1: at θ^1, where phase (B) ended, g = −∇L is NaN or infinite in β[1]: h or the loss is not finite, or "
+        "not differentiable, there"
+    )
+    with pytest.raises(RuntimeError, match=r"^greedy_limit: stage 1: .*Pass throw=False to get the path up to stage 0"):
+        greedy_limit(model, check_assumptions=False)
+
+
+def test_separable_cross_entropy_has_no_minimiser():
+    """Logistic regression on data that β[0] and β[1] together separate: on that support the loss tends to 0 only as
+    ‖β‖ → ∞, so phase (B) of stage 1 runs off to infinity. The path says so, instead of reporting the point where
+    Newton's tolerance stopped (loss 7e-10) as a stationary point; stage 1 (β[0] alone) is a genuine minimum."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((20, 2))
+    Y = (X @ np.array([1.0, -0.5]) > 0).astype(int)
+    model = DiagonalModel(lambda x, beta: jnp.stack([0.0, x @ beta]), X, Y, p=2, loss="cross_entropy")
+    path = _quiet(model, check_assumptions=False, throw=False)
+    assert path.result == "no_minimiser" and path.num_stages == 1 and path.loss[1] > 0.2
+    assert path.message.startswith(
+        "no minimiser at stage 2: on the support {β[0], β[1]} the loss falls along the ray β ↦ s·β (L = 7.19e-10, "
+    )
+
+
 def test_tolerances_are_validated():
     with pytest.raises(ValueError, match="stationary"):
         GreedyTolerances(stationary=1e-3, g_zero=1e-6)

@@ -136,8 +136,10 @@ def test_bad_input():
     with pytest.raises(ValueError, match="shape"):
         gradflow.greedy_limit(model, u0=(np.ones((4, 3)),) * 2, v0=(np.ones((3, 3)), np.ones((3, 2))))
     task = models.matrix_factorization(m=4, n=3, seed=0)
-    with pytest.raises(ValueError, match="rank"):
+    with pytest.raises(ValueError, match=r"is zero: θ\(0\) = 0 is a stationary point.*Give nonzero factors"):
         gradflow.greedy_limit(task.model, u0=(np.zeros((4, 3)),), v0=(np.zeros((3, 3)),))
+    with pytest.raises(ValueError, match=r"has rank 1 < width 3.*widths\[0\] = 1"):
+        gradflow.greedy_limit(task.model, u0=(np.ones((4, 3)),), v0=(np.ones((3, 3)),))
 
 
 @pytest.mark.slow

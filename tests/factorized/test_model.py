@@ -1,11 +1,13 @@
 """FactorizedModel and the built-in factorised tasks: G = −∇_W L against closed forms, the teachers, bad input."""
 
+import re
+
 import equinox as eqx
 import jax
 import numpy as np
 import pytest
 
-from gradflow import FactorizedModel, models
+from gradflow import AssumptionWarning, FactorizedModel, models
 from gradflow._factorized._model import check_factors
 
 
@@ -138,3 +140,20 @@ def test_bad_factors():
     dup = (us[0], np.stack([us[1][:, 0], us[1][:, 0]], axis=1))
     with pytest.raises(ValueError, match="\\[u0\\[1\\]; v0\\[1\\]\\] has rank 1 < width 2.*widths\\[1\\] = 1"):
         check_factors(dup, (vs[0], np.stack([vs[1][:, 0], vs[1][:, 0]], axis=1)), m)
+    with pytest.raises(ValueError, match="\\[u0\\[0\\]; v0\\[0\\]\\] is zero.*Give nonzero factors"):
+        check_factors((np.zeros((2, 2)), us[1]), (np.zeros((3, 2)), vs[1]), m)
+
+
+def test_nearly_rank_deficient_factors_warn():
+    """Columns of [U_j; V_j] that differ by 1e-9: the flow is exact, but the greedy limit needs log(1/α) ≫ 20.7."""
+    m = FactorizedModel(_h, X, Y, shapes=[(2, 3), (3, 4)], widths=(2, 2))
+    rng = np.random.default_rng(0)
+    us = [rng.standard_normal((2, 2)), rng.standard_normal((3, 2))]
+    vs = [rng.standard_normal((3, 2)), rng.standard_normal((4, 2))]
+    us[1][:, 1] = us[1][:, 0] + 1e-9 * rng.standard_normal(3)
+    vs[1][:, 1] = vs[1][:, 0] + 1e-9 * rng.standard_normal(4)
+    with pytest.warns(
+        AssumptionWarning, match=r"^near-degenerate .*\[u0\[1\]; v0\[1\]\] is nearly rank-deficient"
+    ) as rec:
+        check_factors(us, vs, m)
+    assert len(rec) == 1 and re.search(r"log\(1/α\) ≫ log\(1/gap\) = 2\d\.\d", str(rec[0].message))

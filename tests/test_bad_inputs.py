@@ -1,0 +1,240 @@
+"""Bad inputs to the theory engine, one per row: each either raises an error whose message names the argument (and
+says what to pass instead), or returns a result whose ``result`` is not ``"successful"``, with a message that says
+what went wrong and where. Tiny models, no long solve."""
+
+import re
+import types
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import gradflow
+from gradflow import models
+
+X = np.eye(3)
+Y = np.array([2.0, 0.0, 0.0])
+
+
+def _linear(x, beta):
+    return x @ beta
+
+
+def _norm_at_zero(x, beta):
+    """Not differentiable at β = 0 (``jnp.linalg.norm``), smooth elsewhere."""
+    return x @ beta + 0.1 * jnp.linalg.norm(beta)
+
+
+def _logits(x, beta):
+    return jnp.stack([0.0, x @ beta])
+
+
+@pytest.fixture(scope="module")
+def t():
+    """The models, paths and runs the rows use."""
+    lin = models.diagonal_linear(n=8, p=3, orthonormal=True, seed=0)
+    mf = models.matrix_factorization(m=2, n=2, singular_values=(2.0, 1.0), seed=0)
+    path = gradflow.greedy_limit(lin.model, max_stages=1, check_assumptions=False)
+    other = models.diagonal_linear(n=8, p=2, orthonormal=True, seed=0)
+    return types.SimpleNamespace(
+        lin=lin,
+        mf=mf,
+        path=path,
+        path_p2=gradflow.greedy_limit(other.model, max_stages=0),
+        path_mf=gradflow.greedy_limit(mf.model, max_stages=0),
+        runs=lambda loss: _runs(path, [-5.0, -10.0], loss),
+    )
+
+
+def _runs(path, log_alphas, loss_tail):
+    """Runs that sit on the path's first plateau (a Trajectory each), their loss ``loss_tail`` after ``T_1``."""
+    ts = np.linspace(0.0, 1.25 * path.times[-1], 50)
+    loss = np.where(ts < path.times[1], path.loss[0], loss_tail)
+    p = path.beta.shape[1]
+    return [
+        types.SimpleNamespace(ts=ts, beta=np.zeros((ts.size, p)), b=np.ones((ts.size, p)), loss=loss, log_alpha=la)
+        for la in log_alphas
+    ]
+
+
+def _compare(t, **options):
+    return gradflow.compare_limits(t.lin.model, u0=t.lin.u0, v0=t.lin.v0, **options)
+
+
+def _flow(t, **options):
+    return gradflow.simulate_flow(t.lin.model, u0=t.lin.u0, v0=t.lin.v0, ts=[0.0, 1.0], **options)
+
+
+def _gd(t, task="lin", **options):
+    task = getattr(t, task)
+    options = dict(dict(u0=task.u0, v0=task.v0, alpha=1e-2, steps=8), **options)
+    return gradflow.simulate_gd(task.model, **options)
+
+
+def _zeros(shapes, width):
+    return tuple(np.zeros((m, width)) for m in shapes)
+
+
+RAISES = {
+    # data (gradflow._data.check_data)
+    "complex X": (lambda t: gradflow.DiagonalModel(_linear, X + 1j, Y, p=3), ValueError, r"^X is complex"),
+    "complex Y": (lambda t: gradflow.DiagonalModel(_linear, X, Y + 1j, p=3), ValueError, r"^Y is complex"),
+    "complex Y, factorised": (
+        lambda t: gradflow.FactorizedModel(
+            lambda x, Ws: Ws[0], np.zeros((1, 1)), np.ones((1, 2, 2)) * 1j, shapes=[(2, 2)]
+        ),
+        ValueError,
+        r"^Y is complex",
+    ),
+    "samples of X not on axis 0": (
+        lambda t: gradflow.DiagonalModel(_linear, np.ones((1, 3, 3)), Y, p=3),
+        ValueError,
+        r"^X and Y .* X\.shape = \(1, 3, 3\) holds 1 .* X has 3 along axis 1",
+    ),
+    "cross-entropy, float labels": (
+        lambda t: gradflow.DiagonalModel(_logits, X, [0, 0.5, 1], p=3, loss="cross_entropy"),
+        ValueError,
+        r"integer class labels in Y; Y\[1\] = 0\.5 is not an integer",
+    ),
+    "cross-entropy, one-hot labels": (
+        lambda t: gradflow.DiagonalModel(_logits, X, np.eye(3, 2), p=3, loss="cross_entropy"),
+        ValueError,
+        r"Y\.shape == \(n,\); got Y\.shape=\(3, 2\)",
+    ),
+    # scales that float64 cannot resolve (gradflow._checks.check_scales)
+    "log_alpha = -1e-300": (
+        lambda t: _flow(t, log_alpha=-1e-300),
+        ValueError,
+        r"^log_alpha is too close to 0.*log α ≤ -1\.49e-08",
+    ),
+    "alpha = 1 - 1e-12": (
+        lambda t: _flow(t, alpha=1 - 1e-12),
+        ValueError,
+        r"^alpha is too close to 1.*α ≤ 1 − 1\.49e-08",
+    ),
+    "simulate_gd, log_alpha = -1e-10": (
+        lambda t: _gd(t, alpha=None, log_alpha=-1e-10, lr=0.1),
+        ValueError,
+        r"^log_alpha is too close to 0",
+    ),
+    "compare_limits, log_alphas near 0": (
+        lambda t: _compare(t, log_alphas=[-5.0, -1e-9]),
+        ValueError,
+        r"^log_alphas is too close to 0",
+    ),
+    # initial factors
+    "all-zero factors": (
+        lambda t: gradflow.greedy_limit(t.mf.model, u0=_zeros([2], 2), v0=_zeros([2], 2)),
+        ValueError,
+        r"\[u0\[0\]; v0\[0\]\] is zero: .*Give nonzero factors",
+    ),
+    # a gradient that is NaN at zero weights
+    "greedy_limit, h not differentiable at 0": (
+        lambda t: gradflow.greedy_limit(gradflow.DiagonalModel(_norm_at_zero, X, Y, p=3), throw=False),
+        ValueError,
+        r"cannot start: at θ⁰ = 0 .*g = −∇L is NaN or infinite in β\[0\], β\[1\], β\[2\]\. The model's h",
+    ),
+    "greedy_limit, factorised h not differentiable at 0": (
+        lambda t: gradflow.greedy_limit(
+            gradflow.FactorizedModel(
+                lambda x, Ws: Ws[0] + jnp.linalg.norm(Ws[0]), np.zeros((1, 1)), np.ones((1, 2, 2)), shapes=[(2, 2)]
+            )
+        ),
+        ValueError,
+        r"cannot start: at θ⁰ = 0 .*G = −∇L is NaN or infinite in W\[0\]\. The model's h",
+    ),
+    # diverging gradient descent, with throw=True
+    "simulate_gd, lr = 1e6": (
+        lambda t: _gd(t, lr=1e6),
+        RuntimeError,
+        r"^simulate_gd: .*\(lr = 1e\+06\) became non-finite at step \d+.*lower lr",
+    ),
+    # comparisons that cannot work, refused before any run
+    "compare_limits, alphas twice": (
+        lambda t: _compare(t, alphas=[1e-3, 1e-3], path=t.path),
+        ValueError,
+        r"^alphas must be distinct",
+    ),
+    "compare_limits, log_alphas twice": (
+        lambda t: _compare(t, log_alphas=[-5.0, -5.0], path=t.path),
+        ValueError,
+        r"^log_alphas must be distinct",
+    ),
+    "compare_limits, delta = 100": (
+        lambda t: _compare(t, alphas=[1e-3, 1e-6], path=t.path, delta=100.0),
+        ValueError,
+        r"^delta = 100 leaves none of ts .* Pass a smaller delta",
+    ),
+    "compare_limits, ts end before T_1": (
+        lambda t: _compare(t, alphas=[1e-3, 1e-6], path=t.path, ts=np.linspace(0.0, 0.5, 5)),
+        ValueError,
+        r"^ts end at τ = 0\.5, before the first stage time T_1 = 1\.085.*\(ts=None records up to 1\.25·T_K",
+    ),
+    "compare_limits, gd steps that end before T_1": (
+        lambda t: _compare(t, alphas=[1e-3, 1e-6], path=t.path, gd=dict(lr=0.01, steps=10)),
+        ValueError,
+        r"^gd's times \(steps = 10, lr = 0\.01 at log α = -6\.9\d+\) end at τ = 0\.01\d+, before .* more steps",
+    ),
+    "compare_limits, a factorised path": (
+        lambda t: _compare(t, alphas=[1e-3, 1e-6], path=t.path_mf),
+        TypeError,
+        r"^path must be the greedy limit of this DiagonalModel, a GreedyPath .*; got a FactorizedGreedyPath without",
+    ),
+    "compare_limits, the path of a smaller model": (
+        lambda t: _compare(t, alphas=[1e-3, 1e-6], path=t.path_p2),
+        ValueError,
+        r"^path is the greedy limit of a model with p = 2 coordinates, but this DiagonalModel has p = 3",
+    ),
+    "compare_limits, a diagonal path for a factorised model": (
+        lambda t: gradflow.compare_limits(t.mf.model, alphas=[1e-3, 1e-6], u0=t.mf.u0, v0=t.mf.v0, path=t.path),
+        TypeError,
+        r"^path must be the greedy limit of this FactorizedModel, a FactorizedGreedyPath .*; got a GreedyPath without W",
+    ),
+    "compare_limits, failed runs": (
+        lambda t: _compare(t, log_alphas=[-5.0, -10.0], path=t.path, flows=t.runs(np.nan)),
+        RuntimeError,
+        r"^compare_limits: the flow runs are not finite at log α = -5 from τ = 1\.1\d* on; log α = -10 from",
+    ),
+}
+
+
+@pytest.mark.parametrize("call, error, match", list(RAISES.values()), ids=list(RAISES))
+def test_a_bad_input_raises_naming_it(t, call, error, match):
+    with pytest.raises(error, match=match):
+        call(t)
+
+
+RETURNS = {
+    "simulate_gd, lr = 1e6": (
+        lambda t: _gd(t, lr=1e6, throw=False),
+        "non_finite",
+        r"\(lr = 1e\+06\) became non-finite at step \d+",
+    ),
+    "simulate_gd, u0 × 1e200": (
+        lambda t: _gd(t, lr=0.1, u0=t.lin.u0 * 1e200, throw=False),
+        "non_finite",
+        r"became non-finite at the start, θ\(0\) = α \(u0, v0\).*smaller u0, v0 or α",
+    ),
+    "simulate_gd, factorised, lr = 10": (
+        lambda t: _gd(t, "mf", lr=10.0, throw=False),
+        "non_finite",
+        r"\(lr = 10\) became non-finite at step \d+",
+    ),
+    "compare_limits, failed runs": (
+        lambda t: _compare(t, log_alphas=[-5.0, -10.0], path=t.path, flows=t.runs(np.nan), throw=False),
+        "run_failed",
+        r"^the flow runs are not finite at log α = -5 from τ = 1\.1",
+    ),
+    "compare_limits, one alpha": (
+        lambda t: _compare(t, log_alphas=[-5.0], path=t.path, flows=t.runs(0.0)[:1]),
+        "single_scale",
+        r"^one scale, log α = -5: .*the rates .* are NaN; give more alphas",
+    ),
+}
+
+
+@pytest.mark.parametrize("call, result, match", list(RETURNS.values()), ids=list(RETURNS))
+def test_a_bad_input_returns_a_result_that_says_so(t, call, result, match):
+    out = call(t)
+    assert np.all(np.asarray(out.result) == result)
+    assert re.search(match, str(np.ravel(out.message)[0])), out.message
