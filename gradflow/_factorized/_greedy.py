@@ -32,10 +32,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _greedy as kit
+from ._gauge import min_eig_off_gauge
 from ._layout import Layout
 from ._model import FactorizedModel, check_factors
 from ._path import FactorizedGreedyPath
-from ._phase_b import curvature_along, evaluate, hessian, phase_b
+from ._phase_b import curvature, evaluate, solve_phase_b
 from ._sleeping import escape_times, move, saddle_orientation, signed_rates
 
 
@@ -230,7 +231,7 @@ def _stage(ctx: _Context, k: int, time: float, y, ranks, exponents, orientation,
         )
     eig = math.inf if sum(ranks) == 0 else math.nan
     if ctx.check and sum(ranks):
-        eig = _min_eig_off_gauge(ctx, y, ranks)
+        eig = min_eig_off_gauge(ctx.model, layout, y, ranks)
         if not eig > tol.hessian * ctx.G:
             ok_min = False
             messages += (
@@ -257,35 +258,15 @@ def _stage(ctx: _Context, k: int, time: float, y, ranks, exponents, orientation,
     )
 
 
-def _min_eig_off_gauge(ctx: _Context, y, ranks) -> float:
-    """Smallest eigenvalue of the Hessian of L in the active factor entries, off the gauge ``(U X, −V Xᵀ)``."""
-    layout = ctx.layout
-    active = np.flatnonzero(layout.mask(ranks))
-    hess = np.asarray(hessian(ctx.model, layout, jnp.asarray(y)))[np.ix_(active, active)]
-    gauge = []
-    for j, ((u, v), r) in enumerate(zip(layout.split(y), ranks)):
-        for a in range(r):
-            for c in range(r):
-                x = np.zeros((u.shape[1], u.shape[1]))
-                x[a, c] = 1.0
-                factors = [(np.zeros_like(uu), np.zeros_like(vv)) for uu, vv in layout.split(y)]
-                factors[j] = (u @ x, -v @ x.T)
-                gauge.append(layout.flat(factors)[active])
-    basis, _, _ = np.linalg.svd(np.array(gauge).T, full_matrices=True)
-    off = basis[:, len(gauge) :]
-    return float(np.linalg.eigvalsh(off.T @ (0.5 * (hess + hess.T)) @ off)[0])
-
-
 def _phase_b_ends(ctx: _Context, stage: _Stage, j: int):
     """Phase (B) into factor j from every ε and the perturbed starts. Returns (outcome, ε, y, ranks, disc, spread)."""
     tol, layout, model = ctx.tol, ctx.layout, ctx.model
     a, b = stage.pairs[j]
     sigma = float(stage.rates[j][0])
-    curvature = abs(
-        float(curvature_along(model, tuple(jnp.asarray(w) for w in stage.Ws), j, jnp.asarray(np.outer(a, b))))
-    )
+    directions = tuple(jnp.asarray(np.outer(a, b) if i == j else np.zeros_like(w)) for i, w in enumerate(stage.Ws))
+    bend = abs(float(curvature(model, tuple(jnp.asarray(w) for w in stage.Ws), directions)))
     scale_now = float(np.max(np.abs(stage.y), initial=0.0))
-    natural = math.sqrt(sigma / curvature) if curvature > 0 else max(scale_now, 1.0)
+    natural = math.sqrt(sigma / bend) if bend > 0 else max(scale_now, 1.0)
     scale = max(scale_now, natural)
     ranks = list(stage.ranks)
     column = ranks[j]
@@ -308,12 +289,14 @@ def _phase_b_ends(ctx: _Context, stage: _Stage, j: int):
             tol.steady * sigma,
             tol.stationary * ctx.G,
             tol.support,
-            min(tol.ode_rtol, 1e-2 * tol.steady),  # an explicit method hovers at about its tolerance
+            tol.ode_rtol,
             tol.ode_atol * scale,
             t1,
+            1.0 / sigma,
+            ctx.G,
         )
     )
-    ends, status = phase_b(
+    ends, status, _ = solve_phase_b(
         model, layout, jnp.asarray(starts), jnp.asarray(mask), thresholds, tol.max_steps, tol.newton_steps
     )
     ends, status = np.asarray(ends), np.asarray(status)

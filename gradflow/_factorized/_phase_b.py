@@ -1,22 +1,37 @@
-"""Phase (B) of the greedy low-rank limit (docs/math.md, *Full weights: the greedy low-rank limit*): the gradient
-flow of the factors from each start until nearly steady, then Newton's method, in one compiled call.
+"""Phase (B) of the greedy low-rank limit, without dense Hessians (docs/math.md, *Full weights: the greedy low-rank
+limit*, *How (B) is computed*).
 
-Phase (B) runs on one flat vector of all factor entries (``_layout``): an explicit ``Tsit5`` until nearly steady
-(a ``diffrax.Event``), then Newton's method with a pseudo-inverse Hessian (the factorisation has the gauge
-``U → U X``, ``V → V X^{-T}``, a null space of the Hessian).
+Everything works on the flat vector ``y`` of all factor entries, padded to the full widths, with a ``mask`` of the
+active columns, and touches the Hessian ``H`` of ``L(y)`` only through products ``H v`` (forward-over-reverse
+differentiation of the gradient, about the cost of two gradients):
+
+- :func:`flow`, the gradient flow until steady: Tsit5 while its steps are limited by accuracy, the exponential
+  Rosenbrock method ``exprb32`` (:func:`exponential_step`, φ-functions of ``H`` by :func:`krylov_phi`) once they
+  are limited by stability, where an ill-conditioned ``H`` makes the flow stiff.
+- :func:`newton`, a trust-region Newton method (:func:`steihaug_cg`) off the factorisation gauge ``(U X, −V Xᵀ)``
+  (:func:`project_off_gauge`), the null space of ``H`` at a critical point, to which the gradient is orthogonal (L
+  is constant along it): conjugate gradients from 0 give the minimum-norm step ``−H⁺ ∂L/∂y`` of a pseudo-inverse
+  Newton method wherever it fits in the ball.
+- :func:`min_eig_off_gauge`, the smallest eigenvalue of ``H`` off the gauge (Assumption 4.3): the Lanczos method on
+  ``P H P``, with ``P`` the orthogonal projection off the gauge in closed form (:func:`project_off_gauge`).
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from ._gauge import QUICK_COMPILE, gauge_blocks, project_off_gauge
+from ._krylov import krylov_phi, steihaug_cg
 from ._layout import layout_loss
 
 
-def _residual(layout, y, grad, mask, support):
+def residual(layout, y, grad, mask, support):
     """``max_c ‖∂L/∂(u_c, v_c)‖ / ‖(u_c, v_c)‖`` over the active columns c of every factor, from the gradient
     ``grad`` in y: ``∂L/∂u_c = −G v_c`` and ``∂L/∂v_c = −Gᵀ u_c``, so this is in the units of G, independent
     of the columns' sizes, and 0 exactly at a critical point of the ranks. A column below ``support`` times the
@@ -32,71 +47,218 @@ def _residual(layout, y, grad, mask, support):
     return jnp.max(jnp.where((norm > 0) & ~leaving, jnp.sqrt(size) / jnp.where(norm > 0, norm, 1.0), 0.0))
 
 
-@eqx.filter_jit
-def phase_b(model, layout, starts, mask, thresholds, max_steps, newton_steps):
-    """Phase (B) from each row of ``starts``: the gradient flow of the factors on ``mask`` until
-    :func:`_residual` ``≤ steady``, then Newton's method until it is ``≤ stationary``. Returns the endpoints
-    and a status per row (0: stationary, else an ``_Outcome``).
+def newton(model, layout, y, g, mask, support, stationary, scale, steps):
+    """A trust-region Newton method on L in the active factor entries (``mask``) until :func:`residual`
+    ``≤ stationary`` (Nocedal & Wright, Algorithm 4.1): each step minimises the quadratic model in a ball by
+    :func:`steihaug_cg` on Hessian-vector products, to a relative residual ``min(0.1, 0.1 ‖∂L/∂y‖ / scale)`` (an
+    inexact Newton method, quadratically convergent, Dembo, Eisenstat & Steihaug 1982), off the gauge
+    ``(U X, −V Xᵀ)`` (:func:`project_off_gauge` on both sides of H and on the gradient). The gauge is a null space
+    of H only at a critical point (its curvature is of the order of the gradient elsewhere), and only the rounding
+    of the gradient points along it. Where the Newton step ``−H⁺ ∂L/∂y`` lies inside the ball this is Newton's
+    method with the pseudo-inverse of the Hessian; far from the critical point, along the nearly flat directions of
+    an ill-conditioned Hessian, the ball keeps every step downhill.
 
-    The flow only has to choose the basin: an explicit ``Tsit5`` (the flow of a strict local minimum is not
-    stiff, and an implicit method's Jacobians cost more than its steps save), run at ``rtol = min(ode_rtol,
-    steady/100)`` because an explicit method hovers around the critical point at about its tolerance and must
-    come below ``steady``; Newton's method gives the digits."""
-    steady, stationary, support, rtol, atol, t1 = thresholds
+    The ball starts at radius ``‖y‖`` and follows the ratio ρ of the actual to the predicted decrease of L
+    (shrunk to ``‖s‖/4`` below ¼, doubled above ¾ where the step reached it); a step is taken where ρ > 1e-4, or,
+    with the ball kept, where the predicted decrease is below the rounding of L and the gradient decreases. ``g`` is
+    ``∂L/∂y`` at the start. Returns ``(y, converged, steps, Hessian-vector products)``."""
+    loss = lambda z: layout_loss(model, layout, z)  # noqa: E731
+    rounding = 100 * jnp.finfo(y.dtype).eps
+
+    def evaluate(y):
+        value, g = jax.value_and_grad(loss)(y)
+        g = jnp.where(mask, g, 0.0)
+        return value, g, residual(layout, y, g, mask, support) <= stationary
+
+    def body(state):
+        n, hvps, y, value, g, radius, _ = state
+        _, hvp = jax.linearize(lambda z: jnp.where(mask, jax.grad(loss)(z), 0.0), y)
+        blocks = gauge_blocks(layout, y)
+        project = lambda v: project_off_gauge(layout, blocks, v)  # noqa: E731
+        matvec = lambda v: project(hvp(project(v)))  # noqa: E731
+        forcing = jnp.minimum(0.1, 0.1 * jnp.linalg.norm(g) / scale)
+        step, model_value, iterations = steihaug_cg(matvec, project(g), radius, forcing, y.size)
+        y_next = jnp.where(mask, y + step, 0.0)
+        value_next, g_next, converged = evaluate(y_next)
+        predicted = -model_value
+        ratio = (value - value_next) / jnp.where(predicted > 0, predicted, 1.0)
+        ratio = jnp.where(jnp.isfinite(ratio), ratio, -jnp.inf)  # a step to inf or NaN shrinks the ball
+        flat = (predicted <= rounding * jnp.abs(value)) & (jnp.linalg.norm(g_next) < jnp.linalg.norm(g))
+        accept = ((ratio > 1e-4) | flat) & jnp.isfinite(value_next) & jnp.all(jnp.isfinite(g_next))
+        size = jnp.linalg.norm(step)
+        grow = (ratio > 0.75) & (size >= 0.99 * radius)
+        radius = jnp.where(flat, radius, jnp.where(ratio < 0.25, 0.25 * size, jnp.where(grow, 2 * radius, radius)))
+        return (
+            n + 1,
+            hvps + iterations,
+            jnp.where(accept, y_next, y),
+            jnp.where(accept, value_next, value),
+            jnp.where(accept, g_next, g),
+            radius,
+            accept & converged,
+        )
+
+    def cond(state):
+        n, _, y, _, _, radius, converged = state
+        return (n < steps) & ~converged & (radius > rounding * jnp.linalg.norm(y))
+
+    converged = residual(layout, y, g, mask, support) <= stationary
+    init = (0, 0, y, loss(y), g, jnp.linalg.norm(y), converged)
+    n, hvps, y, _, _, _, converged = jax.lax.while_loop(cond, body, init)
+    return y, converged, n, hvps
+
+
+class _FlowState(NamedTuple):
+    t: jax.Array
+    h: jax.Array  # the next step to try
+    y: jax.Array
+    f: jax.Array  # the field −∂L/∂y at y
+    steps: jax.Array  # steps tried, accepted or not
+    rejected: jax.Array  # the last step was rejected: the next one does not grow
+    stiff: jax.Array  # accepted Tsit5 steps in a row at the edge of stability
+    steady: jax.Array  # steady after an accepted step
+    exponential_steps: jax.Array  # of them, by exprb32
+    hvps: jax.Array  # Hessian-vector products
+
+
+_TSIT5 = diffrax.Tsit5()
+_STIFF_EDGE = 3.0  # h ρ beyond this (Tsit5's stability interval on the negative axis ends near −3.5) ...
+_STIFF_STEPS = 15  # ... for this many accepted steps in a row: the flow is stiff (as in Hairer's DOPRI5)
+
+
+def _error_ratio(error, y, rtol, atol, active):
+    """``RMS(error) / (atol + rtol RMS(y))`` over the active entries: the error relative to the size of the factors
+    as a whole (an entry-wise relative error would let the smallest entries of the factors set the step)."""
+    return jnp.sqrt(jnp.sum(error**2) / active) / (atol + rtol * jnp.sqrt(jnp.sum(y**2) / active))
+
+
+def flow(field, mask, y0, steady, dt0, t1, rtol, atol, max_steps) -> _FlowState:
+    """The gradient flow ``dy/dt = f(y) = −∂L/∂y`` (``field``, zero off ``mask``) from ``y0`` until ``steady(y, f)``
+    after an accepted step (or ``t1``, or ``max_steps`` steps), with the error of every step against
+    :func:`_error_ratio` ``≤ 1`` (safety 0.9, growth at most 10 per step and none right after a rejection):
+
+    - by Tsit5 (``diffrax.Tsit5().step``, exponent 1/5) while its steps are limited by accuracy, the new column
+      escaping and the others following it;
+    - by the exponential Rosenbrock method ``exprb32`` (:func:`exponential_step`, exponent 1/3) once Tsit5 is stiff:
+      ``_STIFF_STEPS`` accepted steps in a row with ``h ρ ≥ _STIFF_EDGE``, ``ρ ≈ ‖f(y⁺) − f(Y_6)‖ / ‖y⁺ − Y_6‖``
+      from its last two stages (both at the step's end; Hairer & Wanner, *Solving ODEs II*, §IV.2) estimating the
+      largest eigenvalue of the Hessian. Stiffness comes with an ill-conditioned Hessian: a slow factor still moving
+      while the fast ones have settled, and the flat directions near the end, where an explicit method would need
+      about ``λ_max / λ_min`` steps."""
+    active = jnp.sum(mask)
+    term = diffrax.ODETerm(lambda t, y, args: field(y))
+    tableau = _TSIT5.tableau
+    to_stage_6 = jnp.asarray(np.append(tableau.b_sol[:5] - tableau.a_lower[4], tableau.b_sol[5]))  # y⁺ − Y_6
+
+    def explicit(s: _FlowState):
+        y, error, dense, (_, f), _ = _TSIT5.step(term, s.t, s.t + s.h, s.y, None, (False, s.f), False)
+        k = dense["k"]  # h times the field at the seven stages
+        edge = jnp.linalg.norm(k[6] - k[5]) >= _STIFF_EDGE * jnp.linalg.norm(to_stage_6 @ k[:6])
+        return y, f, error, jnp.zeros((), jnp.int32), edge, jnp.asarray(1 / 5, y.dtype)
+
+    def exponential(s: _FlowState):
+        y, f, error, hvps, converged = exponential_step(field, mask, s.y, s.f, s.h, rtol, atol)
+        return y, f, jnp.where(converged, error, jnp.inf), hvps, jnp.array(False), jnp.asarray(1 / 3, y.dtype)
+
+    def body(s: _FlowState) -> _FlowState:
+        stiff = s.stiff >= _STIFF_STEPS
+        y, f, error, hvps, edge, exponent = jax.lax.cond(stiff, exponential, explicit, s)
+        ratio = _error_ratio(error, y, rtol, atol, active)
+        ok = (ratio <= 1) & jnp.all(jnp.isfinite(y)) & jnp.all(jnp.isfinite(f))
+        factor = jnp.clip(0.9 * ratio ** (-exponent), 0.2, jnp.where(s.rejected, 1.0, 10.0))
+        t = jnp.where(ok, s.t + s.h, s.t)
+        return _FlowState(
+            t=t,
+            h=jnp.minimum(s.h * jnp.where(jnp.isfinite(ratio), factor, 0.5), t1 - t),
+            y=jnp.where(ok, y, s.y),
+            f=jnp.where(ok, f, s.f),
+            steps=s.steps + 1,
+            rejected=~ok,
+            stiff=jnp.where(stiff, s.stiff, jnp.where(ok, jnp.where(edge, s.stiff + 1, 0), s.stiff)),
+            steady=ok & steady(y, f),
+            exponential_steps=s.exponential_steps + stiff,
+            hvps=s.hvps + hvps,
+        )
+
+    def cond(s: _FlowState):
+        return ~s.steady & (s.steps < max_steps) & (s.t < t1)
+
+    zero, no = jnp.zeros((), jnp.int32), jnp.array(False)
+    start = _FlowState(
+        jnp.zeros((), y0.dtype), jnp.asarray(dt0, y0.dtype), y0, field(y0), zero, no, zero, no, zero, zero
+    )
+    return jax.lax.while_loop(cond, body, start)
+
+
+def exponential_step(field, mask, y, f, h, rtol, atol):
+    """One step of the exponential Rosenbrock method ``exprb32`` (Hochbruck, Ostermann & Schweitzer 2009) for
+    ``dy/dt = f(y)`` with ``J = −H``, the Jacobian at y:
+
+        U = y + h φ_1(hJ) f(y),   D = f(U) − f(y) − J (U − y),   y⁺ = U + 2h φ_3(hJ) D,
+
+    of order 3, with the exponential Rosenbrock–Euler step U (order 2) as the embedded solution: the error estimate
+    is ``2h φ_3(hJ) D``. Exact for a quadratic L, its steps are limited by how fast H changes along the way, not by
+    its stiffness (and ``h φ_1(−hH) f → −H⁺ ∂L/∂y``, a Newton step, as h grows). Both φ come from one
+    :func:`krylov_phi` call site, ``h φ_1`` and ``2h φ_3`` each to a tenth of the step's error tolerance,
+    ``0.1 (atol + rtol RMS(y)) √n`` in the 2-norm. Returns ``(y⁺, f(y⁺), error, Hessian-vector products, both Lanczos methods converged)``."""
+    active = jnp.sum(mask)
+    _, jvp = jax.linearize(field, y)
+    hessian = lambda v: -jvp(jnp.where(mask, v, 0.0))  # noqa: E731
+    tol = 0.1 * (atol + rtol * jnp.sqrt(jnp.sum(y**2) / active)) * jnp.sqrt(active) / h
+
+    def stage(i, carry):  # i = 0: U from φ_1(hJ) f; i = 1: y⁺ from φ_3(hJ) D
+        u, d, _, _, hvps, converged = carry
+        w, hw, m, ok = krylov_phi(hessian, jnp.where(i == 0, f, d), h, 1 + 2 * i, tol / (1 + i))
+        point = jnp.where(i == 0, y + h * w, u + 2 * h * w)
+        f_point = field(point)
+        d = jnp.where(i == 0, f_point - f + h * hw, d)
+        return point, d, f_point, 2 * h * w, hvps + m, converged & ok
+
+    init = (y, f, f, f, jnp.zeros((), jnp.int32), jnp.array(True))
+    y, _, f, error, hvps, converged = jax.lax.fori_loop(0, 2, stage, init)
+    return y, f, error, hvps, converged
+
+
+def phase_b(model, layout, starts, mask, thresholds, max_steps, newton_steps):
+    """Phase (B) from each row of ``starts``, one after the other: the gradient flow of the factors on ``mask``
+    (:func:`flow`) until :func:`residual` ``≤ steady``, then :func:`newton` until it is ``≤ stationary``. The flow
+    chooses the basin; the trust-region Newton method goes down its flat directions and gives the digits.
+    Returns the endpoints, a status per row (0: stationary, else an ``_Outcome``: 1, the flow ran out of steps;
+    2, it reached t1 without becoming steady; 3, Newton's method did not converge) and per row the counts
+    ``(flow steps, gradients, Newton steps, Hessian-vector products)``."""
+    steady, stationary, support, rtol, atol, t1, dt0, scale = thresholds
     grad = jax.grad(lambda y: layout_loss(model, layout, y))
 
-    def field(t, y, args):
+    def field(y):
         return jnp.where(mask, -grad(y), 0.0)
 
-    def is_steady(t, y, args, **kwargs):
-        return _residual(layout, y, grad(y), mask, support) <= steady
+    def is_steady(y, f):
+        return residual(layout, y, -f, mask, support) <= steady
 
     def one(y0):
-        sol = diffrax.diffeqsolve(
-            diffrax.ODETerm(field),
-            diffrax.Tsit5(),
-            0.0,
-            t1,
-            None,
-            y0,
-            stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
-            event=diffrax.Event(is_steady),
-            saveat=diffrax.SaveAt(t1=True),
-            max_steps=max_steps,
-            throw=False,
+        end = flow(field, mask, y0, is_steady, dt0, t1, rtol, atol, max_steps)
+        y, converged, n_newton, hvps = newton(
+            model, layout, end.y, -end.f, mask, support, stationary, scale, newton_steps
         )
-        y, converged = _newton(model, layout, sol.ys[-1], mask, support, stationary, newton_steps)
-        flow_status = jnp.where(sol.result == diffrax.RESULTS.max_steps_reached, 1, 2)
-        return y, jnp.where(sol.event_mask, jnp.where(converged, 0, 3), flow_status)
+        status = jnp.where(end.steady, jnp.where(converged, 0, 3), jnp.where(end.steps >= max_steps, 1, 2))
+        # Tsit5: six new stages a step (the first is the last of the step before); exprb32: three (with the
+        # linearisation); Newton's method: two a step.
+        gradients = 1 + 6 * (end.steps - end.exponential_steps) + 3 * end.exponential_steps + 2 * n_newton
+        counts = jnp.stack([end.steps, gradients, n_newton, end.hvps + hvps])
+        return y, status, counts
 
     return jax.lax.map(one, starts)
 
 
-def _newton(model, layout, y, mask, support, stationary, steps):
-    """Newton's method on ``∂L/∂y = 0`` on ``mask`` until :func:`_residual` ``≤ stationary``, with the
-    pseudo-inverse of the Hessian: the gauge ``(U X, −V Xᵀ)`` is its null space (eigenvalues below ``1e-9``
-    of the largest are dropped; the gradient has no component along it)."""
-    loss = lambda z: layout_loss(model, layout, z)  # noqa: E731
-    grad = jax.grad(loss)
+_QUICK_SIZE = 512  # factor entries up to which phase (B) is compiled that way
+_phase_b_quick = eqx.filter_jit(phase_b, compiler_options=QUICK_COMPILE)
+_phase_b_fast = eqx.filter_jit(phase_b)
 
-    def body(state):
-        n, y, _, _ = state
-        g = jnp.where(mask, grad(y), 0.0)
-        hess = jnp.where(mask[:, None] & mask[None, :], jax.hessian(loss)(y), 0.0)
-        lam, vec = jnp.linalg.eigh(0.5 * (hess + hess.T))
-        keep = jnp.abs(lam) > 1e-9 * jnp.max(jnp.abs(lam))
-        step = vec @ jnp.where(keep, (vec.T @ g) / jnp.where(keep, lam, 1.0), 0.0)
-        converged = _residual(layout, y, g, mask, support) <= stationary
-        y_next = jnp.where(mask, y - step, 0.0)
-        failed = ~converged & ~jnp.all(jnp.isfinite(y_next))
-        return n + 1, jnp.where(converged | failed, y, y_next), converged, failed
 
-    def cond(state):
-        n, _, converged, failed = state
-        return (n < steps) & ~converged & ~failed
-
-    _, y, converged, _ = jax.lax.while_loop(cond, body, (0, y, False, False))
-    return y, converged
+def solve_phase_b(model, layout, starts, mask, thresholds, max_steps, newton_steps):
+    """:func:`phase_b`, compiled quickly for at most ``_QUICK_SIZE`` factor entries, for speed above."""
+    compiled = _phase_b_quick if layout.size <= _QUICK_SIZE else _phase_b_fast
+    return compiled(model, layout, starts, mask, thresholds, max_steps, newton_steps)
 
 
 @eqx.filter_jit
@@ -105,15 +267,11 @@ def evaluate(model, Ws):
 
 
 @eqx.filter_jit
-def curvature_along(model, Ws, j, direction):
-    """``d²/dβ² L(W + β D)`` at β = 0 with ``D`` in weight matrix j: the natural size of a new column."""
+def curvature(model, Ws, directions):
+    """``d²/dβ² L(W + β D)`` at β = 0, ``D = directions`` (one per weight matrix): the natural size of a new column
+    when D is zero but in the matrix that gains it (one compilation for every matrix)."""
 
     def along(beta):
-        return model.loss_of_weights(tuple(w + beta * direction if i == j else w for i, w in enumerate(Ws)))
+        return model.loss_of_weights(tuple(w + beta * d for w, d in zip(Ws, directions)))
 
     return jax.grad(jax.grad(along))(0.0)
-
-
-@eqx.filter_jit
-def hessian(model, layout, y):
-    return jax.hessian(lambda z: layout_loss(model, layout, z))(y)

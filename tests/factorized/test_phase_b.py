@@ -1,0 +1,239 @@
+"""Tests for phase (B) of the greedy low-rank limit without dense Hessians (gradflow/_factorized/_phase_b.py, _gauge.py, _krylov.py): its pieces
+against dense linear algebra, and whole paths against the dense method it replaced (a Tsit5 flow until steady, then
+Newton's method with the pseudo-inverse of the dense Hessian of all factor entries; the Hessian's smallest eigenvalue
+off the gauge from a dense basis), kept here as the reference."""
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.linalg
+
+import gradflow
+from gradflow import models
+from gradflow._factorized import _gauge, _krylov, _phase_b
+from gradflow._factorized import _greedy as factorized_greedy
+from gradflow._factorized._layout import Layout
+
+
+@pytest.fixture(autouse=True)
+def float64():
+    with jax.enable_x64(True):
+        yield
+
+
+def _loss(model, layout, y):
+    return model.loss_of_weights(layout.products(y))
+
+
+def _dense_newton(model, layout, y, mask, support, stationary, steps):
+    loss = lambda z: _loss(model, layout, z)  # noqa: E731
+
+    def body(state):
+        n, y, _, _ = state
+        g = jnp.where(mask, jax.grad(loss)(y), 0.0)
+        hess = jnp.where(mask[:, None] & mask[None, :], jax.hessian(loss)(y), 0.0)
+        lam, vec = jnp.linalg.eigh(0.5 * (hess + hess.T))
+        keep = jnp.abs(lam) > 1e-9 * jnp.max(jnp.abs(lam))
+        step = vec @ jnp.where(keep, (vec.T @ g) / jnp.where(keep, lam, 1.0), 0.0)
+        converged = _phase_b.residual(layout, y, g, mask, support) <= stationary
+        y_next = jnp.where(mask, y - step, 0.0)
+        failed = ~converged & ~jnp.all(jnp.isfinite(y_next))
+        return n + 1, jnp.where(converged | failed, y, y_next), converged, failed
+
+    def cond(state):
+        n, _, converged, failed = state
+        return (n < steps) & ~converged & ~failed
+
+    _, y, converged, _ = jax.lax.while_loop(cond, body, (0, y, False, False))
+    return y, converged
+
+
+@eqx.filter_jit
+def dense_phase_b(model, layout, starts, mask, thresholds, max_steps, newton_steps):
+    """The dense reference: diffrax's Tsit5 until steady (at rtol = min(ode_rtol, steady/100) = 1e-6 for the default
+    tolerances), then the pseudo-inverse Newton method on the dense Hessian."""
+    steady, stationary, support, _, atol, t1, _, _ = thresholds
+    grad = jax.grad(lambda y: _loss(model, layout, y))
+
+    def one(y0):
+        sol = diffrax.diffeqsolve(
+            diffrax.ODETerm(lambda t, y, args: jnp.where(mask, -grad(y), 0.0)),
+            diffrax.Tsit5(),
+            0.0,
+            t1,
+            None,
+            y0,
+            stepsize_controller=diffrax.PIDController(rtol=1e-6, atol=atol),
+            event=diffrax.Event(
+                lambda t, y, args, **kw: _phase_b.residual(layout, y, grad(y), mask, support) <= steady
+            ),
+            saveat=diffrax.SaveAt(t1=True),
+            max_steps=max_steps,
+            throw=False,
+        )
+        y, converged = _dense_newton(model, layout, sol.ys[-1], mask, support, stationary, newton_steps)
+        flow_status = jnp.where(sol.result == diffrax.RESULTS.max_steps_reached, 1, 2)
+        return y, jnp.where(sol.event_mask, jnp.where(converged, 0, 3), flow_status), jnp.zeros(4, int)
+
+    return jax.lax.map(one, starts)
+
+
+def dense_min_eig_off_gauge(model, layout, y, ranks):
+    """The smallest eigenvalue of the dense Hessian of the active entries on an orthonormal basis off the gauge."""
+    active = np.flatnonzero(layout.mask(ranks))
+    hess = np.asarray(jax.jit(jax.hessian(lambda z: _loss(model, layout, z)))(jnp.asarray(y)))[np.ix_(active, active)]
+    gauge = []
+    for j, ((u, v), r) in enumerate(zip(layout.split(y), ranks)):
+        for a in range(r):
+            for c in range(r):
+                x = np.zeros((u.shape[1], u.shape[1]))
+                x[a, c] = 1.0
+                factors = [(np.zeros_like(uu), np.zeros_like(vv)) for uu, vv in layout.split(y)]
+                factors[j] = (u @ x, -v @ x.T)
+                gauge.append(layout.flat(factors)[active])
+    basis, _, _ = np.linalg.svd(np.array(gauge).T, full_matrices=True)
+    off = basis[:, len(gauge) :]
+    return float(np.linalg.eigvalsh(off.T @ (0.5 * (hess + hess.T)) @ off)[0])
+
+
+def _greedy_pair(task, monkeypatch):
+    """The path from the Hessian-free phase (B), and from the dense reference."""
+    path = gradflow.greedy_limit(task.model, u0=task.u0, v0=task.v0)
+    monkeypatch.setattr(factorized_greedy, "solve_phase_b", dense_phase_b)
+    monkeypatch.setattr(factorized_greedy, "min_eig_off_gauge", dense_min_eig_off_gauge)
+    return path, gradflow.greedy_limit(task.model, u0=task.u0, v0=task.v0)
+
+
+def _assert_same_path(new, dense):
+    """Both methods stop at the same stationarity (``‖∂L/∂(u_c, v_c)‖ ≤ 1e-10 G ‖(u_c, v_c)‖``), so their saddles
+    agree to about 1e-10 relative and the stage times (first-order insensitive to errors along the rank-r
+    manifold) to about as much."""
+    assert new.result == dense.result == "successful"
+    np.testing.assert_array_equal(new.ranks, dense.ranks)
+    np.testing.assert_array_equal(new.factor, dense.factor)
+    np.testing.assert_allclose(new.times, dense.times, rtol=0, atol=1e-9)
+    for w_new, w_dense in zip(new.W, dense.W):
+        for k in range(1, new.num_stages + 1):
+            size = np.linalg.norm(w_dense[k], 2)
+            assert np.linalg.norm(w_new[k] - w_dense[k], 2) <= 1e-8 * size
+    np.testing.assert_allclose(new.loss, dense.loss, rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(new.hessian_min_eig, dense.hessian_min_eig, rtol=1e-8)
+    np.testing.assert_allclose(new.b, dense.b, rtol=0, atol=1e-9)
+    assert new.assumptions_ok.all() and dense.assumptions_ok.all()
+    assert np.all(new.stationarity <= 1e-10) and np.all(new.epsilon_discrepancy <= 1e-6)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "task",
+    [
+        models.attention_full(n=50, tokens=4, dim=3, teacher_kq=(1, 0.5), teacher_vo=(1, 0.5)),
+        models.attention_full(n=50, tokens=4, dim=6, teacher_kq=(1, 0.5), teacher_vo=(1, 0.5)),
+        models.matrix_sensing(m=5, n=4, measurements=40, singular_values=(3.0, 2.0, 1.0), seed=0),
+    ],
+    ids=["head-d3", "head-d6", "sensing"],
+)
+def test_matches_the_dense_method(task, monkeypatch):
+    """The same path as the dense method, on heads with d = 3 and 6 (whose later phases (B) turn stiff) and on
+    matrix sensing."""
+    _assert_same_path(*_greedy_pair(task, monkeypatch))
+
+
+def test_steihaug_cg_is_the_pseudo_inverse_newton_step():
+    """On a singular positive semi-definite H with g in its range: −H⁺ g inside the ball, the boundary outside it, and
+    the boundary along a direction of negative curvature."""
+    rng = np.random.default_rng(0)
+    q, _ = np.linalg.qr(rng.standard_normal((12, 12)))
+    lam = np.concatenate([np.geomspace(1e-3, 5.0, 9), np.zeros(3)])
+    H = (q * lam) @ q.T
+    g = H @ rng.standard_normal(12)
+    newton = -np.linalg.pinv(H, rcond=1e-12, hermitian=True) @ g
+    matvec = lambda v: jnp.asarray(H) @ v  # noqa: E731
+    step, value, iterations = _krylov.steihaug_cg(matvec, jnp.asarray(g), 10 * np.linalg.norm(newton), 1e-12, 100)
+    np.testing.assert_allclose(step, newton, rtol=1e-9, atol=1e-12 * np.linalg.norm(newton))
+    assert float(value) == pytest.approx(0.5 * g @ newton, rel=1e-10)  # the model's minimum, −½ gᵀH⁺g
+    assert 9 <= iterations <= 20
+    radius = 0.3 * np.linalg.norm(newton)
+    step, value, _ = _krylov.steihaug_cg(matvec, jnp.asarray(g), radius, 1e-12, 100)
+    assert np.linalg.norm(step) == pytest.approx(radius, rel=1e-12)
+    step = np.asarray(step)
+    assert float(value) == pytest.approx(g @ step + 0.5 * step @ H @ step, rel=1e-10) and value < 0
+    indefinite = (q * np.concatenate([[-1.0], lam[1:]])) @ q.T
+    step, _, _ = _krylov.steihaug_cg(lambda v: jnp.asarray(indefinite) @ v, jnp.asarray(g), 2.0, 1e-12, 100)
+    assert np.linalg.norm(step) == pytest.approx(2.0, rel=1e-12)
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_krylov_phi(k):
+    """φ_k(−hH) v and H φ_k(−hH) v against the matrix exponential of ``[[−hH, v, 0], [0, 0, I], [0, 0, 0]]``, whose
+    last column holds φ_k(−hH) v (Sidje 1998), for H with one negative eigenvalue (the growth of a column near a
+    saddle) and a stiff spread of positive ones (h λ up to 40)."""
+    rng = np.random.default_rng(2)
+    q, _ = np.linalg.qr(rng.standard_normal((40, 40)))
+    lam = np.concatenate([[-1.5], np.geomspace(1e-4, 50.0, 39)])
+    H = (q * lam) @ q.T
+    v, h = rng.standard_normal(40), 0.8
+    augmented = np.zeros((40 + k, 40 + k))
+    augmented[:40, :40], augmented[:40, 40] = -h * H, v
+    augmented[40:, 40:] = np.eye(k, k=1)
+    expected = scipy.linalg.expm(augmented)[:40, -1]
+    w, hw, steps, converged = _krylov.krylov_phi(lambda x: jnp.asarray(H) @ x, jnp.asarray(v), h, k, 1e-12)
+    assert converged and steps < 40
+    np.testing.assert_allclose(w, expected, rtol=0, atol=1e-10 * np.linalg.norm(expected))
+    np.testing.assert_allclose(hw, H @ expected, rtol=0, atol=1e-9 * np.linalg.norm(H @ expected))
+
+
+def test_gauge_projection_and_min_eig():
+    """The projection removes exactly the gauge directions (U X, −V Xᵀ) and is orthogonal; the Lanczos eigenvalue off
+    them is the dense one, at a stage of a head with two active factors of ranks 2 and 1."""
+    task = models.attention_full(n=20, tokens=3, dim=4, teacher_kq=(1, 0.5), teacher_vo=(1, 0.5))
+    model = jax.tree_util.tree_map(lambda x: jnp.asarray(x) if eqx.is_array(x) else x, task.model)
+    layout = Layout(model.shapes, model.widths)
+    rng = np.random.default_rng(1)
+    ranks = (2, 1)
+    y = layout.balanced([rng.standard_normal((4, 4)) for _ in range(2)], ranks)
+    active = np.flatnonzero(layout.mask(ranks))
+    blocks = _gauge.gauge_blocks(layout, jnp.asarray(y))
+
+    def project(x):
+        full = np.zeros(layout.size)
+        full[active] = x
+        return np.asarray(_gauge.project_off_gauge(layout, blocks, jnp.asarray(full)))[active]
+
+    basis = np.stack([project(e) for e in np.eye(active.size)], axis=1)
+    np.testing.assert_allclose(basis, basis.T, atol=1e-12)
+    np.testing.assert_allclose(basis @ basis, basis, atol=1e-12)
+    assert round(np.trace(basis)) == active.size - (4 + 1)  # r_j² gauge directions per factor
+    (u, v), _ = layout.split(y)
+    x = rng.standard_normal((4, 4))
+    x[2:], x[:, 2:] = 0, 0
+    factors = [(u @ x, -v @ x.T), (np.zeros((4, 4)), np.zeros((4, 4)))]
+    np.testing.assert_allclose(project(layout.flat(factors)[active]), 0, atol=1e-12)
+    eig = _gauge.min_eig_off_gauge(model, layout, y, ranks)
+    assert eig == pytest.approx(dense_min_eig_off_gauge(model, layout, y, ranks), rel=1e-10, abs=1e-12)
+
+
+def test_flow_through_stiffness():
+    """On L = ½ yᵀ A y with A's eigenvalues 1 and 1e-6 the flow is steady (|f| ≤ 1e-9) only at t ≈ 7e6, about 2e6
+    steps for Tsit5 at its stability limit; once Tsit5 is stiff exprb32, exact on a quadratic, takes over and gets
+    there in a few dozen steps, on the exact solution e^{−At} y0."""
+    A = np.diag([1.0, 1e-6])
+    mask = jnp.ones(2, bool)
+    y0 = np.array([1.0, 1.0])
+    end = _phase_b.flow(
+        lambda y: -jnp.asarray(A) @ y,
+        mask,
+        jnp.asarray(y0),
+        lambda y, f: jnp.max(jnp.abs(f)) <= 1e-9,
+        0.1,
+        1e9,
+        1e-4,
+        1e-9,
+        2048,
+    )
+    assert end.steady and 0 < end.exponential_steps < end.steps < 100
+    np.testing.assert_allclose(end.y, np.exp(-np.diag(A) * float(end.t)) * y0, rtol=1e-3, atol=1e-12)
+    assert float(end.t) >= np.log(1e3) * 1e6  # steady: the slow mode below 1e-3
