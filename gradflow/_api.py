@@ -44,6 +44,7 @@ def simulate_flow(
     jacobian_rank: int | None = None,
     batching: str = "auto",
     solver: str | None = None,
+    progress: bool = False,
     throw: bool = True,
 ):
     """Solve the gradient flow from ``θ(0) = α (u0, v0)`` (or from ``start``) exactly, at rescaled times ``ts``.
@@ -86,6 +87,8 @@ def simulate_flow(
             where it is 24× faster on the dense attention head (docs/benchmarks.md, *Batches of runs on the
             CPU*).
         solver: (factorised models) the integrator, see below.
+        progress: show a progress bar (tqdm, by the rescaled time reached; only for a solve that lasts more than
+            a few seconds).
         throw: as in diffrax: raise a ``RuntimeError`` if a run does not reach ``ts[-1]``. With
             ``throw=False`` the result comes back with the failure in ``result`` and ``message``, and
             the state after the time it stopped at is ``+inf``.
@@ -97,9 +100,14 @@ def simulate_flow(
         ValueError: bad shapes, non-finite values, a degenerate ``|u0_i| = |v0_i|`` (or ``−inf`` in a
             start state), α outside (0, 1), both or neither of ``alpha``/``log_alpha``, both or neither
             of ``u0, v0``/``start``, a batch of states and of scales of different sizes, or ``ts`` not
-            increasing from ``τ ≥ 0``.
+            increasing from ``τ ≥ 0``; a scale or a time that float64 cannot resolve at the tolerances (``log α``
+            below ``−2.25e6`` at ``atol = 1e-8``, a range that grows with ``atol + rtol``; ``τ log(1/α)`` beyond
+            ``4.5e12``: docs/floating-point.md), with the supported range in the message.
         RuntimeError: with ``throw=True``, the solver did not reach ``ts[-1]`` (the message says where it
             stopped and why).
+        Interrupted: Ctrl-C (a ``KeyboardInterrupt``, whatever ``throw``): the solve is run in segments of about half
+            a second and stops at the end of the one under way; the exception's ``result`` is the flow up to
+            where each run got (``result == "interrupted"`` for the runs it stopped, later times ``+inf``).
 
     A [`FactorizedModel`][gradflow.FactorizedModel] (``u0, v0`` tuples of factors) gets its own exact flow and
     a [`FactorizedFlowResult`][gradflow.FactorizedFlowResult] (docs/math.md, *Full weights: the exact flow*);
@@ -112,6 +120,7 @@ def simulate_flow(
     max_steps = None if max_steps is None else check_int(max_steps, "max_steps")
     if not (rtol >= 0 and atol >= 0 and rtol + atol > 0):
         raise ValueError(f"rtol and atol must be >= 0 and not both 0; got rtol={rtol!r}, atol={atol!r}.")
+    family.check_resolved(log_a, ts, rtol=rtol, atol=atol)
     options = _family_options(family, model, jacobian_rank=jacobian_rank, solver=solver)
     result = family.flow(
         model,
@@ -125,6 +134,7 @@ def simulate_flow(
         atol=atol,
         max_steps=max_steps,
         batching=batching,
+        progress=progress,
         **options,
     )
     return finish(result, throw=throw)

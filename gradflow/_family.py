@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+from ._checks import check_resolved
+
 
 class ModelFamily(abc.ABC):
     """A model family: the model type it serves and what the entry points and the command line need of it.
@@ -36,8 +38,17 @@ class ModelFamily(abc.ABC):
         ``AssumptionWarning`` for a near-degenerate one)."""
 
     @abc.abstractmethod
-    def flow(self, model, *, ts, u0, v0, start, log_a, batched, rtol, atol, max_steps, batching, **options):
-        """The exact flow (a result with ``result`` and ``message`` per run; ``throw`` is the caller's)."""
+    def flow(self, model, *, ts, u0, v0, start, log_a, batched, rtol, atol, max_steps, batching, progress, **options):
+        """The exact flow (a result with ``result`` and ``message`` per run; ``throw`` is the caller's), with a
+        progress bar if ``progress``; Ctrl-C ends it with the runs it stopped ``interrupted`` (see
+        ``gradflow._solver.run_segments``)."""
+
+    def check_resolved(self, log_a, ts, *, rtol: float, atol: float, names=("alpha", "log_alpha")) -> None:
+        """Refuse (a ``ValueError`` that states the supported range) the scales ``log_a`` and output times ``ts`` (or
+        None) that float64 cannot resolve with this family's flow at the tolerances, before any run. By default
+        ``gradflow._checks.check_resolved`` with the state reaching ``2 |log α|`` (``log w`` of diagonal weights);
+        a family whose state or integrator has another range overrides it."""
+        check_resolved(log_a, ts, rtol=rtol, atol=atol, names=names)
 
     @abc.abstractmethod
     def gd(self, model, *, u0, v0, log_a, alphas, batched, lr, steps, record_every, optimizer, batch_size, seed):

@@ -4,7 +4,8 @@ As diffrax's ``RESULTS``: every result object of gradflow (a flow, a gradient-de
 comparison) carries
 a ``result`` — a value of :class:`RESULTS`, stored as its string so that it reads and saves as plain text — and a
 ``message`` that says what went wrong and where (``""`` when successful). :func:`finish` raises the first failure
-when the caller asked for ``throw=True``.
+when the caller asked for ``throw=True``, and :class:`Interrupted` (a ``KeyboardInterrupt``, whatever ``throw``) with
+the result when Ctrl-C stopped the computation.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ class RESULTS(str, enum.Enum):
     non_finite = "non_finite"
     run_failed = "run_failed"
     single_scale = "single_scale"
+    interrupted = "interrupted"
 
     @property
     def meaning(self) -> str:
@@ -55,7 +57,27 @@ _MEANINGS = {
     "distances from then on are NaN or infinite",
     RESULTS.single_scale: "the comparison has one scale α: its distances are computed, its rates (fits over ≥ 2 "
     "distinct α) are NaN",
+    RESULTS.interrupted: "Ctrl-C (SIGINT) stopped the computation; what it had finished is kept (a flow up to the "
+    "time it reached, a greedy path up to its last finished stage)",
 }
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C stopped a computation: a ``KeyboardInterrupt`` that carries what the computation had finished.
+
+    ``result`` is the flow up to the time each run reached (later times ``+inf``, as for a failure) or the greedy
+    path up to its last finished stage, with ``result == "interrupted"`` where Ctrl-C stopped it. Raised whatever
+    ``throw`` says: Ctrl-C stops the program, unless the caller catches it::
+
+        try:
+            flow = gradflow.simulate_flow(model, u0=u0, v0=v0, ts=ts, log_alpha=-1e4)
+        except gradflow.Interrupted as stop:
+            flow = stop.result
+    """
+
+    def __init__(self, message: str, result):
+        super().__init__(message)
+        self.result = result
 
 
 def failures(result) -> np.ndarray:
@@ -66,7 +88,12 @@ def failures(result) -> np.ndarray:
 
 def finish(out, *, throw: bool, prefix: str = "", hint: str = ""):
     """``out`` (anything with ``result`` and ``message``), or with ``throw=True`` a ``RuntimeError`` with the first
-    failed entry's message, after ``prefix`` (who failed) and before ``hint`` (what to do about it)."""
+    failed entry's message, after ``prefix`` (who failed) and before ``hint`` (what to do about it). An interrupted
+    entry raises :class:`Interrupted` with ``out``, whatever ``throw``."""
+    results = np.ravel(np.asarray(out.result, dtype=str))
+    if np.any(results == RESULTS.interrupted.value):
+        k = int(np.argmax(results == RESULTS.interrupted.value))
+        raise Interrupted(prefix + str(np.ravel(np.asarray(out.message, dtype=object))[k]), out)
     failed = failures(out.result)
     if throw and failed.size:
         raise RuntimeError(prefix + str(np.ravel(np.asarray(out.message, dtype=object))[failed[0]]) + hint)

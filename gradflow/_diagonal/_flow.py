@@ -25,7 +25,17 @@ from jax.sharding import Mesh, PartitionSpec
 
 from .._checks import check_init, degenerate_error
 from .._config import float64
-from .._solver import PredictiveController, solve_onto, solve_separately, solve_status, vmap_batches
+from .._solver import (
+    PredictiveController,
+    Progress,
+    Solve,
+    run_segments,
+    segment_result,
+    segment_status,
+    solve_separately,
+    solve_status,
+    vmap_batches,
+)
 from ._field import Args, exp_weights, vector_field, wake_horizon
 from ._frame import apply_frame, frame_of
 from ._model import DiagonalModel
@@ -36,27 +46,64 @@ _FACTORMAX = 3.0  # step growth per step: larger steps overshoot into jumps, was
 _FACTORMAX_PREDICTED = 10.0  # the same under the predictive control, whose wake horizon keeps steps out of the jumps
 
 
-@eqx.filter_jit
-def _solve(model, y0, log_wwbar, log_alpha, ts, rtol, atol, *, solver, max_steps, batched):
-    def one(y0, log_wwbar, la):
-        L = -la
-        args = Args(model=model, log_wwbar=log_wwbar, out_ts=ts * L)
-        dense = isinstance(solver, SwitchingSolver)
-        if dense:
-            pid = PredictiveController(
-                dfx.PIDController(rtol=rtol, atol=atol, factormax=_FACTORMAX_PREDICTED), wake_horizon
-            )
-        else:
-            pid = dfx.PIDController(rtol=rtol, atol=atol, factormax=_FACTORMAX)
-        ys, result, stats = solve_onto(vector_field, solver, y0, args, ts * L, pid, max_steps, dense=dense)
-        w, wbar = exp_weights(ys, args)
-        u, v = 0.5 * (w + wbar), 0.5 * (w - wbar)
-        loss = jax.vmap(model.loss_of_beta)(u * v)
-        return ys, log_wwbar - ys, loss, result, stats
+def _solve_of(model, log_wwbar, log_alpha, ts, rtol, atol, solver) -> Solve:
+    """The solve of one run: ``dy/dt = g(β)`` in ``t = τ log(1/α)`` onto ``ts · log(1/α)``."""
+    L = -log_alpha
+    args = Args(model=model, log_wwbar=log_wwbar, out_ts=ts * L)
+    dense = isinstance(solver, SwitchingSolver)
+    if dense:
+        pid = PredictiveController(
+            dfx.PIDController(rtol=rtol, atol=atol, factormax=_FACTORMAX_PREDICTED), wake_horizon
+        )
+    else:
+        pid = dfx.PIDController(rtol=rtol, atol=atol, factormax=_FACTORMAX)
+    return Solve(vector_field, solver, args, ts * L, pid, dense=dense)
 
-    if batched:
-        return jax.vmap(one)(y0, log_wwbar, log_alpha)
-    return one(y0, log_wwbar, log_alpha)
+
+@eqx.filter_jit
+def _start(model, y0, log_wwbar, log_alpha, ts, rtol, atol, *, solver, batched):
+    def one(y0, log_wwbar, la):
+        return _solve_of(model, log_wwbar, la, ts, rtol, atol, solver).start(y0)
+
+    return jax.vmap(one)(y0, log_wwbar, log_alpha) if batched else one(y0, log_wwbar, log_alpha)
+
+
+@eqx.filter_jit
+def _advance(model, seg, budget, log_wwbar, log_alpha, ts, rtol, atol, *, solver, batched):
+    def one(seg, budget, log_wwbar, la):
+        return _solve_of(model, log_wwbar, la, ts, rtol, atol, solver).advance(seg, budget)
+
+    return jax.vmap(one)(seg, budget, log_wwbar, log_alpha) if batched else one(seg, budget, log_wwbar, log_alpha)
+
+
+@eqx.filter_jit
+def _outputs(model, ys, log_wwbar, *, batched):
+    """``log w̄`` and the loss at the recorded ``ys = log w``."""
+
+    def one(ys, log_wwbar):
+        w, wbar = exp_weights(ys, Args(model=model, log_wwbar=log_wwbar))
+        u, v = 0.5 * (w + wbar), 0.5 * (w - wbar)
+        return log_wwbar - ys, jax.vmap(model.loss_of_beta)(u * v)
+
+    return jax.vmap(one)(ys, log_wwbar) if batched else one(ys, log_wwbar)
+
+
+def _run(model, y0, log_wwbar, log_alpha, ts, rtol, atol, *, solver, batched, max_steps, progress):
+    """The flow of one run or a ``vmap``-ed batch, solved in segments (``gradflow._solver.run_segments``): the
+    outputs ``(log w, log w̄, loss, diffrax's result, stats)`` and whether Ctrl-C stopped each run."""
+    static = dict(solver=solver, batched=batched)
+    t_end = ts[-1] * -log_alpha
+    seg = _start(model, y0, log_wwbar, log_alpha, ts, rtol, atol, **static)
+    seg, interrupted = run_segments(
+        lambda seg, budget: _advance(model, seg, budget, log_wwbar, log_alpha, ts, rtol, atol, **static),
+        seg,
+        lambda seg: segment_status(seg, t_end),
+        max_steps=max_steps,
+        progress=progress,
+    )
+    log_wbar, loss = _outputs(model, seg.ys, log_wwbar, batched=batched)
+    result, stopped = segment_result(seg, t_end, interrupted)
+    return (seg.ys, log_wbar, loss, result, seg.stats), stopped
 
 
 def check_state(start, p: int):
@@ -90,10 +137,24 @@ def check_state(start, p: int):
 
 
 def flow(
-    model: DiagonalModel, *, ts, u0, v0, start, log_a, batched, rtol, atol, max_steps, batching, jacobian_rank=None
+    model: DiagonalModel,
+    *,
+    ts,
+    u0,
+    v0,
+    start,
+    log_a,
+    batched,
+    rtol,
+    atol,
+    max_steps,
+    batching,
+    progress=False,
+    jacobian_rank=None,
 ) -> FlowResult:
     """The flow of ``simulate_flow`` once the checks every family shares are done: from ``α (u0, v0)`` or from
-    ``start``, single or batched, ``vmap``-ed or run by run (see ``simulate_flow``)."""
+    ``start``, single or batched, ``vmap``-ed or run by run (see ``simulate_flow``), with a progress bar if
+    ``progress``."""
     if start is None:
         if u0 is None or v0 is None:
             raise ValueError(
@@ -121,26 +182,26 @@ def flow(
     if not 1 <= rank <= model.p:
         raise ValueError(f"jacobian_rank must lie in [1, p={model.p}]; got {jacobian_rank!r}.")
     solver = implicit_solver(rank, atol + rtol) if vmapped else switching_solver(rank, rtol, atol)
-
-    def solve(y0, log_wwbar, log_a, batched):
-        return _solve(
-            model,
-            y0,
-            log_wwbar,
-            log_a,
-            jnp.asarray(ts),
-            rtol,
-            atol,
-            solver=solver,
-            max_steps=max_steps,
-            batched=batched,
-        )
-
-    if batched and not vmapped:
-        out = solve_separately(lambda j: solve(y0[j], log_wwbar[j], log_a[j], False), len(y0))
-    else:
-        out = solve(jnp.asarray(y0), jnp.asarray(log_wwbar), jnp.asarray(log_a), batched)
-    return flow_result(out, ts, log_a, swap, sign, max_steps)
+    model = jax.tree_util.tree_map(lambda x: jnp.asarray(x) if eqx.is_array(x) else x, model)  # on the device once
+    y0, log_wwbar, la, times = (jnp.asarray(x) for x in (y0, log_wwbar, log_a, ts))
+    runs = len(y0) if batched else 1
+    bar = Progress(ts[-1], runs, desc=f"simulate_flow{f' ({runs} runs)' if batched else ''}", enabled=progress)
+    options = dict(solver=solver, max_steps=max_steps)
+    try:
+        if batched and not vmapped:
+            out, stopped = solve_separately(
+                lambda j: _run(
+                    model, y0[j], log_wwbar[j], la[j], times, rtol, atol, batched=False, progress=bar.run(j, -la[j]), **options
+                ),
+                runs,
+            )
+        else:
+            out, stopped = _run(
+                model, y0, log_wwbar, la, times, rtol, atol, batched=batched, progress=bar.run(slice(None), -la), **options
+            )
+    finally:
+        bar.close()
+    return flow_result(out, ts, log_a, swap, sign, max_steps, stopped)
 
 
 def default_rank(p: int, batched: bool) -> int:
@@ -163,11 +224,14 @@ def initial_state(u0, v0, log_a) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
     return y0, log_wwbar, swap, sign
 
 
-def flow_result(out, ts, log_a, swap, sign, max_steps) -> FlowResult:
-    """The :class:`FlowResult` of the solver's output ``out`` (one run or a batch), with ``result``/``message``."""
+def flow_result(out, ts, log_a, swap, sign, max_steps, stopped) -> FlowResult:
+    """The :class:`FlowResult` of the solver's output ``out`` (one run or a batch), with ``result``/``message``;
+    ``stopped``: whether Ctrl-C stopped each run."""
     log_w, log_wbar, loss, solver_result, stats = jax.tree_util.tree_map(np.asarray, out)
     finished = np.all(np.isfinite(log_w), axis=-1)
-    result, message = solve_status(solver_result, finished, ts, log_a, max_steps, what="simulate_flow", advice=_ADVICE)
+    result, message = solve_status(
+        solver_result, finished, ts, log_a, max_steps, stopped, what="simulate_flow", advice=_ADVICE
+    )
     return FlowResult(
         ts=ts,
         log_w=log_w,
@@ -176,7 +240,12 @@ def flow_result(out, ts, log_a, swap, sign, max_steps) -> FlowResult:
         sign=np.array(sign),
         loss=loss,
         log_alpha=np.array(log_a),
-        stats=dict(num_steps=stats[0], num_accepted_steps=stats[1], num_rejected_steps=stats[2], max_steps=max_steps),
+        stats=dict(
+            num_steps=stats[..., 0],
+            num_accepted_steps=stats[..., 1],
+            num_rejected_steps=stats[..., 2],
+            max_steps=max_steps,
+        ),
         result=result,
         message=message,
     )
@@ -186,18 +255,38 @@ def flow_result(out, ts, log_a, swap, sign, max_steps) -> FlowResult:
 # The flows of many models of one shape, batched and sharded over devices (the sweep's batches).
 
 
+def _sharded(one, mesh: Mesh):
+    """``one`` of each run, the model's arrays included, ``vmap``-ed and split over ``mesh``'s ``batch`` axis."""
+    spec = PartitionSpec("batch")
+    return jax.shard_map(jax.vmap(one), mesh=mesh, in_specs=spec, out_specs=spec, check_vma=False)
+
+
 @eqx.filter_jit
-def _solve_sharded(models, y0, log_wwbar, log_alpha, ts, rtol, atol, *, solver, max_steps, mesh):
+def _start_sharded(models, y0, log_wwbar, log_alpha, ts, rtol, atol, *, solver, mesh):
     arrays, static = eqx.partition(models, eqx.is_array)
 
     def one(arr, y, lw, la, t):
-        return _solve(
-            eqx.combine(arr, static), y, lw, la, t, rtol, atol, solver=solver, max_steps=max_steps, batched=False
-        )
+        return _solve_of(eqx.combine(arr, static), lw, la, t, rtol, atol, solver).start(y)
 
-    spec = PartitionSpec("batch")
-    local = jax.shard_map(jax.vmap(one), mesh=mesh, in_specs=spec, out_specs=spec, check_vma=False)
-    return local(arrays, y0, log_wwbar, log_alpha, ts)
+    return _sharded(one, mesh)(arrays, y0, log_wwbar, log_alpha, ts)
+
+
+@eqx.filter_jit
+def _advance_sharded(models, seg, budget, log_wwbar, log_alpha, ts, rtol, atol, *, solver, mesh):
+    arrays, static = eqx.partition(models, eqx.is_array)
+
+    def one(arr, seg, b, lw, la, t):
+        return _solve_of(eqx.combine(arr, static), lw, la, t, rtol, atol, solver).advance(seg, b)
+
+    return _sharded(one, mesh)(arrays, seg, budget, log_wwbar, log_alpha, ts)
+
+
+@eqx.filter_jit
+def _outputs_sharded(models, ys, log_wwbar, *, mesh):
+    arrays, static = eqx.partition(models, eqx.is_array)
+    return _sharded(lambda arr, y, lw: _outputs(eqx.combine(arr, static), y, lw, batched=False), mesh)(
+        arrays, ys, log_wwbar
+    )
 
 
 @float64
@@ -227,24 +316,26 @@ def solve_sharded(
     states = [initial_state(t.u0, t.v0, la) for t, la in zip(tasks, log_a)]
     y0, log_wwbar, swap, sign = (np.stack(x) for x in zip(*states))
     ts = np.stack([np.concatenate([t, np.full(length - len(t), t[-1])]) for t in tss])
-    out = _solve_sharded(
-        models,
-        pad(y0),
-        pad(log_wwbar),
-        pad(log_a),
-        pad(ts),
-        rtol,
-        atol,
-        solver=implicit_solver(min(p, 16), atol + rtol),
+    models = jax.tree_util.tree_map(lambda x: jnp.asarray(x) if eqx.is_array(x) else x, models)
+    y0, log_wwbar, la, ts = (jnp.asarray(pad(x)) for x in (y0, log_wwbar, log_a, ts))
+    options = dict(solver=implicit_solver(min(p, 16), atol + rtol), mesh=mesh)
+    t_end = ts[:, -1] * -la
+    seg = _start_sharded(models, y0, log_wwbar, la, ts, rtol, atol, **options)
+    seg, interrupted = run_segments(
+        lambda seg, budget: _advance_sharded(models, seg, budget, log_wwbar, la, ts, rtol, atol, **options),
+        seg,
+        lambda seg: segment_status(seg, t_end),
         max_steps=max_steps,
-        mesh=mesh,
     )
+    log_wbar, loss = _outputs_sharded(models, seg.ys, log_wwbar, mesh=mesh)
+    result, stopped = segment_result(seg, t_end, interrupted)
+    out = (seg.ys, log_wbar, loss, result, seg.stats)
     runs = []
     for j in range(B):
         k = len(tss[j])
         one = jax.tree_util.tree_map(lambda x: np.asarray(x)[j], out)
         one = jax.tree_util.tree_map(lambda x: x[:k] if np.ndim(x) else x, one[:3]) + one[3:]
-        runs.append(flow_result(one, tss[j], log_a[j], swap[j], sign[j], max_steps))
+        runs.append(flow_result(one, tss[j], log_a[j], swap[j], sign[j], max_steps, stopped[j]))
     return runs
 
 

@@ -10,7 +10,16 @@ import jax.numpy as jnp
 import numpy as np
 import optimistix as optx
 
-from .._solver import solve_onto, solve_separately, solve_status, vmap_batches
+from .._solver import (
+    Progress,
+    Solve,
+    run_segments,
+    segment_result,
+    segment_status,
+    solve_separately,
+    solve_status,
+    vmap_batches,
+)
 from ._model import FactorizedModel, check_factors
 from ._qr import Args, Gauge, factor_weights, initial_state, vector_field
 from ._results import FactorizedFlowResult
@@ -32,30 +41,81 @@ def _inner_solver(name: str, atol: float) -> dfx.AbstractSolver:
     return dfx.Kvaerno5(root_finder=root_finder)
 
 
+def _solve_of(model, log_alpha, ts, rtol, atol, solver) -> Solve:
+    """The solve of one run in ``t = τ log(1/α)``, onto ``ts · log(1/α)`` (stepping onto every output time)."""
+    L = -log_alpha
+    gauge = Gauge(_inner_solver(solver, atol + rtol))
+    pid = dfx.PIDController(rtol=rtol, atol=atol)
+    return Solve(vector_field, gauge, Args(model=model, log_alpha=log_alpha), ts * L, pid)
+
+
 @eqx.filter_jit
-def _solve(model, y0, log_alpha, ts, rtol, atol, *, solver, max_steps, batched):
+def _start(model, y0, log_alpha, ts, rtol, atol, *, solver, batched):
     def one(la):
-        L = -la
         y = tuple(eqx.tree_at(lambda f: f.rho, f, f.rho + la) for f in y0)  # Z(0) = α Z̄(0)
-        args = Args(model=model, log_alpha=la)
-        gauge = Gauge(_inner_solver(solver, atol + rtol))
-        pid = dfx.PIDController(rtol=rtol, atol=atol)
-        ys, result, stats = solve_onto(vector_field, gauge, y, args, ts * L, pid, max_steps)
-        Ws = tuple(jax.vmap(lambda f, m=m: factor_weights(f, m))(f) for f, (m, _) in zip(ys, model.shapes))
-        loss = jax.vmap(model.loss_of_weights)(Ws)
-        return ys, Ws, loss, result, stats
+        return _solve_of(model, la, ts, rtol, atol, solver).start(y)
 
     return jax.vmap(one)(log_alpha) if batched else one(log_alpha)
 
 
+@eqx.filter_jit
+def _advance(model, seg, budget, log_alpha, ts, rtol, atol, *, solver, batched):
+    def one(seg, budget, la):
+        return _solve_of(model, la, ts, rtol, atol, solver).advance(seg, budget)
+
+    return jax.vmap(one)(seg, budget, log_alpha) if batched else one(seg, budget, log_alpha)
+
+
+@eqx.filter_jit
+def _outputs(model, ys, *, batched):
+    """The factors' products ``W_j`` and the loss at the recorded states ``ys``."""
+
+    def one(ys):
+        Ws = tuple(jax.vmap(lambda f, m=m: factor_weights(f, m))(f) for f, (m, _) in zip(ys, model.shapes))
+        return Ws, jax.vmap(model.loss_of_weights)(Ws)
+
+    return jax.vmap(one)(ys) if batched else one(ys)
+
+
+def _run(model, y0, log_alpha, ts, rtol, atol, *, solver, batched, max_steps, progress):
+    """The flow of one run or a ``vmap``-ed batch, solved in segments (``gradflow._solver.run_segments``): the
+    outputs ``(states, W, loss, diffrax's result, stats)`` and whether Ctrl-C stopped each run."""
+    static = dict(solver=solver, batched=batched)
+    t_end = ts[-1] * -log_alpha
+    seg = _start(model, y0, log_alpha, ts, rtol, atol, **static)
+    seg, interrupted = run_segments(
+        lambda seg, budget: _advance(model, seg, budget, log_alpha, ts, rtol, atol, **static),
+        seg,
+        lambda seg: segment_status(seg, t_end),
+        max_steps=max_steps,
+        progress=progress,
+    )
+    Ws, loss = _outputs(model, seg.ys, batched=batched)
+    result, stopped = segment_result(seg, t_end, interrupted)
+    return (seg.ys, Ws, loss, result, seg.stats), stopped
+
+
 def flow(
-    model: FactorizedModel, *, ts, u0, v0, start, log_a, batched, rtol, atol, max_steps, batching, solver="auto"
+    model: FactorizedModel,
+    *,
+    ts,
+    u0,
+    v0,
+    start,
+    log_a,
+    batched,
+    rtol,
+    atol,
+    max_steps,
+    batching,
+    progress=False,
+    solver="auto",
 ) -> FactorizedFlowResult:
     """``simulate_flow`` for a factorised model once the checks every family shares are done: the exact flow from
     ``U_j(0) = α u0[j]``, ``V_j(0) = α v0[j]`` (docs/math.md, *Full weights: the exact flow*). ``solver``:
     ``"tsit5"``, ``"kvaerno5"`` (L-stable, for small α, where the flow is stiff) or ``"auto"`` (Kvaerno5 when
     ``log(1/α) > 2000``; for a batch, when some run's is). The tolerances bound the local error of ``ρ``
-    (absolute) and of ``Q, R̃`` per step."""
+    (absolute) and of ``Q, R̃`` per step; a progress bar if ``progress``."""
     if start is not None:
         raise ValueError("start applies to diagonal models only; a FactorizedModel starts from u0, v0.")
     if u0 is None or v0 is None:
@@ -66,20 +126,34 @@ def flow(
     if solver == "auto":
         solver = "kvaerno5" if float(np.max(-log_a)) > _STIFF_LOG else "tsit5"
     y0 = jax.tree_util.tree_map(jnp.asarray, initial_state(us, vs))
-
-    def solve(log_a, batched):
-        return _solve(
-            model, y0, log_a, jnp.asarray(ts), rtol, atol, solver=solver, max_steps=max_steps, batched=batched
-        )
-
-    if batched and not vmap_batches(batching):
-        out = solve_separately(lambda j: solve(log_a[j], False), len(log_a))
-    else:
-        out = solve(jnp.asarray(log_a), batched)
+    model = jax.tree_util.tree_map(lambda x: jnp.asarray(x) if eqx.is_array(x) else x, model)  # on the device once
+    la, times = jnp.asarray(log_a), jnp.asarray(ts)
+    runs = len(log_a) if batched else 1
+    bar = Progress(ts[-1], runs, desc=f"simulate_flow{f' ({runs} runs)' if batched else ''}", enabled=progress)
+    options = dict(solver=solver, max_steps=max_steps)
+    try:
+        if batched and not vmap_batches(batching):
+            out, stopped = solve_separately(
+                lambda j: _run(model, y0, la[j], times, rtol, atol, batched=False, progress=bar.run(j, -la[j]), **options),
+                runs,
+            )
+        else:
+            out, stopped = _run(
+                model, y0, la, times, rtol, atol, batched=batched, progress=bar.run(slice(None), -la), **options
+            )
+    finally:
+        bar.close()
     ys, Ws, loss, solver_result, stats = jax.tree_util.tree_map(np.asarray, out)
     log_sv = tuple(log_singular_values(f, m) for f, (m, _) in zip(ys, model.shapes))
     result, message = solve_status(
-        solver_result, np.isfinite(loss), ts, log_a, max_steps, what="simulate_flow (factorised model)", advice=_ADVICE
+        solver_result,
+        np.isfinite(loss),
+        ts,
+        log_a,
+        max_steps,
+        stopped,
+        what="simulate_flow (factorised model)",
+        advice=_ADVICE,
     )
     return FactorizedFlowResult(
         ts=ts,
@@ -88,9 +162,9 @@ def flow(
         loss=loss,
         log_alpha=np.array(log_a),
         stats=dict(
-            num_steps=stats[0],
-            num_accepted_steps=stats[1],
-            num_rejected_steps=stats[2],
+            num_steps=stats[..., 0],
+            num_accepted_steps=stats[..., 1],
+            num_rejected_steps=stats[..., 2],
             max_steps=max_steps,
             solver=solver,
         ),

@@ -1,5 +1,6 @@
 """Step-size controllers that adapt the steps of an inner PID controller: the guard against step-size underflow,
-and the predictive control of a single run (Gustafsson's step and an engine's horizon)."""
+the predictive control of a single run (Gustafsson's step and an engine's horizon), and the step budget of a solve
+run in segments."""
 
 from __future__ import annotations
 
@@ -113,6 +114,39 @@ class PredictiveController(WrappedController):
         h_prev = jnp.where(keep, h, h_prev)
         err_prev = jnp.where(keep, jnp.maximum(err, HISTORY_FLOOR), err_prev)
         return keep, next_t0, next_t1, made_jump, (state, h_prev, err_prev, started | keep), result
+
+
+class StepBudget(WrappedController):
+    """Wraps the outermost controller of a solve run in segments (``gradflow._solver._segments``): stops the solve
+    once it has taken the steps its budget allows, and starts the next segment's first step where the last one
+    stopped.
+
+    It is given its state, ``(state, left, proposed, kept)``: the inner controller's state, the steps left in this
+    segment (a traced number, so that a segment's length changes without a new compilation), and the end of the
+    next step that the inner controller proposed after the last one, and whether that one was accepted. The step
+    that spends the budget ends the solve with ``max_steps_reached`` (diffrax's loop then stops, the step itself
+    kept as usual). ``init``, which diffrax calls only for the first step's end when it is given the controller's
+    state, starts it at ``tnext``: the next segment takes the very steps an uninterrupted solve would have taken.
+    """
+
+    controller: dfx.AbstractAdaptiveStepSizeController
+    tnext: jnp.ndarray
+
+    def wrap(self, direction):
+        return StepBudget(self.controller.wrap(direction), self.tnext)
+
+    def init(self, terms, t0, t1, y0, dt0, args, func, error_order):
+        return self.tnext, None  # diffrax keeps the state it is given
+
+    def adapt_step_size(self, t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state):
+        state, left, _, _ = controller_state
+        keep, next_t0, next_t1, made_jump, state, result = self.controller.adapt_step_size(
+            t0, t1, y0, y1_candidate, args, y_error, error_order, state
+        )
+        left = left - 1
+        spent = (left <= 0) & (result == dfx.RESULTS.successful)
+        result = dfx.RESULTS.where(spent, dfx.RESULTS.max_steps_reached, result)
+        return keep, next_t0, next_t1, made_jump, (state, left, next_t1, keep), result
 
 
 UNDERFLOW = 100.0  # steps below this many ulps of t cannot go on

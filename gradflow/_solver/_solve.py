@@ -1,4 +1,4 @@
-"""Solving onto output times, batches of runs, and how a solve ended."""
+"""Batches of runs, and how a solve ended."""
 
 from __future__ import annotations
 
@@ -6,39 +6,11 @@ from collections.abc import Callable
 
 import diffrax as dfx
 import jax
-import jax.numpy as jnp
 import numpy as np
 
-from .._config import BATCHING, map_per_core
+from .._config import BATCHING, PerCore
 from .._results import RESULTS
-from ._controllers import UnderflowGuard
-
-
-def solve_onto(vector_field, solver, y0, args, out_ts, controller, max_steps, *, dense=False):
-    """Solve ``dy/dt = vector_field(t, y, args)`` from ``t = 0`` to ``out_ts[-1]``, with ``controller`` guarded
-    against step-size underflow. Returns ``ys`` at ``out_ts``, the diffrax result and the step counts
-    ``(steps, accepted, rejected)``.
-
-    With ``dense=False`` the solver steps exactly onto every output time (for solvers whose dense output is
-    less accurate than their steps); with ``dense=True`` it steps freely and ``ys`` comes from the solver's
-    dense output.
-    """
-    guarded = UnderflowGuard(controller, out_ts[-1:] if dense else out_ts)
-    sol = dfx.diffeqsolve(
-        dfx.ODETerm(vector_field),
-        solver,
-        t0=jnp.zeros_like(out_ts[-1]),
-        t1=out_ts[-1],
-        dt0=None,
-        y0=y0,
-        args=args,
-        saveat=dfx.SaveAt(ts=out_ts),
-        stepsize_controller=guarded if dense else dfx.ClipStepSizeController(guarded, step_ts=out_ts),
-        max_steps=max_steps,
-        throw=False,
-    )
-    stats = (sol.stats["num_steps"], sol.stats["num_accepted_steps"], sol.stats["num_rejected_steps"])
-    return sol.ys, sol.result, stats
+from ._segments import Segment
 
 
 def vmap_batches(batching: str) -> bool:
@@ -50,22 +22,48 @@ def vmap_batches(batching: str) -> bool:
 
 
 def solve_separately(solve_one: Callable, runs: int):
-    """``solve_one(j)`` for every run ``j`` of a batch, one per core (``map_per_core``); the outputs stacked as a
-    ``vmap``-ed solve's."""
-    outs = map_per_core(solve_one, range(runs))
-    return jax.tree_util.tree_map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *outs)
+    """``solve_one(j)`` for every run ``j`` of a batch, one per core (``gradflow._config.PerCore``); each returns
+    ``(outputs, stopped)`` (``stopped``: whether Ctrl-C stopped it). Returns the outputs stacked as a ``vmap``-ed
+    solve's, and ``stopped`` per run.
+
+    Ctrl-C stops every run within a segment (the pool's stop flag), keeping what each reached; one that comes when
+    every run has finished is raised.
+    """
+    with PerCore(runs) as pool:
+        futures = [pool.submit(solve_one, j) for j in range(runs)]
+        try:
+            outs = [future.result() for future in futures]
+        except KeyboardInterrupt:
+            pool.stop()
+            outs = [future.result() for future in futures]
+            if not any(stopped for _, stopped in outs):
+                raise
+    stacked = jax.tree_util.tree_map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *[out for out, _ in outs])
+    return stacked, np.array([stopped for _, stopped in outs])
 
 
-def solve_status(solver_result, finished, ts, log_a, max_steps, *, what: str, advice: str):
+def segment_result(seg: Segment, t_end, interrupted: bool):
+    """diffrax's result of each run of a solve run in segments (``run_segments``), as one uninterrupted
+    ``diffeqsolve`` with the same ``max_steps`` gives it (``max_steps_reached`` for a run that stopped short of
+    ``t_end`` without failing), and whether Ctrl-C stopped it (``interrupted``: the loop was stopped)."""
+    going = (np.asarray(seg.t) < np.asarray(t_end)) & np.asarray(seg.result == dfx.RESULTS.successful)
+    hit = jax.tree_util.tree_map(lambda a, b: np.where(going, a, b), dfx.RESULTS.max_steps_reached, seg.result)
+    return hit, interrupted & going
+
+
+def solve_status(solver_result, finished, ts, log_a, max_steps, stopped, *, what: str, advice: str):
     """Each run's ``result`` (a :class:`~gradflow._results.RESULTS` value) and ``message`` from diffrax's result.
 
-    ``finished``: ``(..., m)`` whether each output time was reached; ``what`` names the entry point in the messages
-    and ``advice`` says what to try when a stage iteration failed.
+    ``finished``: ``(..., m)`` whether each output time was reached; ``stopped``: whether Ctrl-C stopped each run
+    (``interrupted``); ``what`` names the entry point in the messages and ``advice`` says what to try when a stage
+    iteration failed.
     """
-    ok = np.asarray(solver_result == dfx.RESULTS.successful)
+    stopped = np.broadcast_to(stopped, np.shape(solver_result == dfx.RESULTS.successful))
+    ok = np.asarray(solver_result == dfx.RESULTS.successful) & ~stopped
     hit = np.asarray(solver_result == dfx.RESULTS.max_steps_reached)
     stuck = np.asarray(solver_result == dfx.RESULTS.dt_min_reached)
     failed = np.where(hit, RESULTS.max_steps_reached.value, RESULTS.solver_failed.value)
+    failed = np.where(stopped, RESULTS.interrupted.value, failed)
     result = np.where(ok, RESULTS.successful.value, failed)
     message = np.full(result.shape, "", dtype=object)
     for k in np.ndindex(result.shape):
@@ -74,7 +72,9 @@ def solve_status(solver_result, finished, ts, log_a, max_steps, *, what: str, ad
         done = np.asarray(finished[k])
         reached = ts[np.flatnonzero(done)[-1]] if done.any() else 0.0
         where = f"log α = {log_a[k]:.6g}: the flow stopped after τ = {reached:.6g} (ts[-1] = {ts[-1]:.6g})"
-        if hit[k]:
+        if stopped[k]:
+            message[k] = f"{what} was interrupted (Ctrl-C) at {where}; the times before are kept."
+        elif hit[k]:
             message[k] = f"{what} hit max_steps={max_steps} at {where}. Raise max_steps, loosen atol, or shorten ts."
         elif stuck[k]:
             message[k] = (
