@@ -30,6 +30,8 @@ from ._factorized import FactorizedGreedyPath as FactorizedGreedyPath
 from ._factorized import FactorizedModel as FactorizedModel
 from ._factorized import RankComparison as RankComparison
 from ._greedy import GreedyTolerances as GreedyTolerances
+from ._results import RESULTS as RESULTS
+from ._results import Interrupted as Interrupted
 from ._sweep import ModelGrid as ModelGrid
 from ._sweep import SweepConfig as SweepConfig
 from ._sweep import SweepResult as SweepResult
@@ -50,8 +52,10 @@ __all__ = [
     "GDResult",
     "GreedyPath",
     "GreedyTolerances",
+    "Interrupted",
     "ModelGrid",
     "Perturbation",
+    "RESULTS",
     "RankComparison",
     "RankDemoConfig",
     "SweepConfig",

@@ -9,6 +9,7 @@ greedy tolerances), looks the family up from the model's type (``gradflow._regis
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -273,6 +274,10 @@ def greedy_limit(
         ValueError: bad arguments, a degenerate ``u0, v0``, or a loss or ``g`` that is NaN or infinite at
             ``θ⁰ = 0``: ``h`` is not differentiable at zero weights, and the greedy limit does not apply.
         RuntimeError: with ``throw=True``, the path could not go on (see ``Returns``).
+        Interrupted: Ctrl-C (a ``KeyboardInterrupt``, whatever ``throw``) while a stage is computed; the
+            exception's ``result`` is the path up to the last finished stage (``result == "interrupted"``). A
+            stage's phase (B) runs as one compiled call, bounded by ``tolerances.max_steps``: Ctrl-C takes effect
+            when it returns.
 
     Ties in eq. (9) (Δ within ``tolerances.tie · T_{k+1}``) are broken towards the lowest coordinate
     index; the other tied coordinates land on ``b ∈ {0, 2}`` too and are activated at the next stages
@@ -369,6 +374,9 @@ def compare_limits(
     u0, v0 = family.check_init(model, u0, v0)
     if path is not None:
         family.check_path(model, path)
+    if flows is None:  # the flows' scales and times float64 resolves, before the greedy path
+        tolerances = {k: (flow_options or {}).get(k, _FLOW_TOLERANCES[k]) for k in _FLOW_TOLERANCES}
+        family.check_resolved(log_alphas, None if ts is None else check_times(ts), names=names, **tolerances)
     with init_checked():
         if path is None:
             path = greedy_limit(model, u0=u0, v0=v0)
@@ -391,6 +399,7 @@ def compare_limits(
 
 
 _WHO = "compare_limits: "
+_FLOW_TOLERANCES = {k: inspect.signature(simulate_flow).parameters[k].default for k in ("rtol", "atol")}
 
 
 def run_gd(model, *, log_alphas, u0, v0, horizon: float, options, throw: bool = True) -> list:

@@ -435,7 +435,9 @@ def run_stages(
     is finite, and what the transitions are, in the family's words); otherwise ``advance(stage, k, delta)`` returns an :class:`End` (phase (B)
     failed) or ``(transition, next_stage, what)``, ``what`` the progress line's words for the transition, or raises
     :class:`Stop` (the next stage fails :func:`check_stage`), which ends the path.
-    Each record's warnings are emitted as it is made. Returns ``(stages, transitions, end)``.
+    Each record's warnings are emitted as it is made. Ctrl-C (a ``KeyboardInterrupt``) while a transition is
+    computed ends the path ``"interrupted"`` with the stages finished before it (the entry point then raises
+    :class:`~gradflow._results.Interrupted` with it). Returns ``(stages, transitions, end)``.
     """
     done, unit = words
     emit(first.warnings)
@@ -453,6 +455,11 @@ def run_stages(
             out = advance(stage, k, delta)
         except Stop as stop:
             out = End(result=stop.result.value, message=str(stop), final_delta=delta, ok=(True, False))
+        except KeyboardInterrupt:
+            message = (
+                f"greedy_limit was interrupted (Ctrl-C) during stage {k + 1}; the {k + 1} stage(s) before it are kept"
+            )
+            return stages, transitions, End(result=RESULTS.interrupted.value, message=message, final_delta=delta)
         if isinstance(out, End):
             emit(out.warnings)
             return stages, transitions, out

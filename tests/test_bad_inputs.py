@@ -117,6 +117,21 @@ RAISES = {
         ValueError,
         r"^log_alpha is too close to 0",
     ),
+    "log_alpha = -1e9": (
+        lambda t: _flow(t, log_alpha=-1e9),
+        ValueError,
+        r"^log_alpha = -1e\+09 is below what float64 resolves at atol = 1e-08.*gradflow takes log α ≥ -2\.25e\+06",
+    ),
+    "ts too long for log α": (
+        lambda t: gradflow.simulate_flow(t.lin.model, u0=t.lin.u0, v0=t.lin.v0, ts=[0.0, 1e300], log_alpha=-10.0),
+        ValueError,
+        r"^ts reaches τ = 1e\+300, too long at log α = -10.*gradflow takes τ ≤ 4\.5e\+11",
+    ),
+    "compare_limits, log_alphas = -1e9": (
+        lambda t: _compare(t, log_alphas=[-5.0, -1e9]),
+        ValueError,
+        r"^log_alphas = -1e\+09 is below what float64 resolves",
+    ),
     "compare_limits, log_alphas near 0": (
         lambda t: _compare(t, log_alphas=[-5.0, -1e-9]),
         ValueError,

@@ -3,6 +3,7 @@ model family (the family, from ``gradflow._registry``, says how to describe and 
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
@@ -14,12 +15,18 @@ from .._demo import PIPELINES, QUICK, QUICK_FULL, DemoConfig, RankDemoConfig, ru
 from .._io import claim_folder, save_result
 from .._registry import family_of
 from .._report import format_alpha, markdown_table
+from .._results import Interrupted
 from ._options import CLIError, build_task, log_alphas, model_options
 
 
 def _claim(args, out: Path, **settings) -> None:
     """Record ``out`` as this command's, with the settings that make its output; refuse another run's folder."""
     claim_folder(out, dict(command=args.command, **settings), overwrite=args.overwrite, how="pass --overwrite")
+
+
+def _times(args):
+    """The recorded times ``--tau-max`` sets (None: the pipeline picks them from the greedy path)."""
+    return None if args.tau_max is None else [0.0, args.tau_max]
 
 
 def demo(args) -> int:
@@ -39,7 +46,8 @@ def demo(args) -> int:
 def compare(args) -> int:
     """``gradflow compare``: the family's pipeline for the built-in task, then its tables."""
     pipeline = PIPELINES[models.builtin(args.model).family]
-    build_task(args)  # the task's own checks, before anything is computed
+    task = build_task(args)  # the task's own checks, before anything is computed
+    family_of(task.model).check_resolved(log_alphas(args), _times(args), rtol=args.rtol, atol=args.atol)
     settings = dict(
         model=args.model,
         model_options=model_options(args),
@@ -76,6 +84,15 @@ def flow(args) -> int:
     task = build_task(args)
     out = Path(args.out)
     las = log_alphas(args)
+    family = family_of(task.model)
+    speed = family.first_stage_speed(task.model)
+    if args.tau_max is None and speed == 0:
+        raise CLIError(
+            "the gradient at θ = 0 vanishes: the flow from small initialisation does not move; give --tau-max"
+        )
+    tau_max = args.tau_max if args.tau_max is not None else 5.0 / speed
+    ts = np.linspace(0.0, tau_max, args.num_times)
+    family.check_resolved(las, ts, rtol=args.rtol, atol=args.atol)  # every α before the first flow
     _claim(
         args,
         out,
@@ -87,21 +104,20 @@ def flow(args) -> int:
         rtol=args.rtol,
         atol=args.atol,
     )
-    family = family_of(task.model)
-    speed = family.first_stage_speed(task.model)
-    if args.tau_max is None and speed == 0:
-        raise CLIError(
-            "the gradient at θ = 0 vanishes: the flow from small initialisation does not move; give --tau-max"
-        )
-    tau_max = args.tau_max if args.tau_max is not None else 5.0 / speed
-    ts = np.linspace(0.0, tau_max, args.num_times)
     names = task.model.names
     print(f"{task.name}: {family.describe_model(task.model)}, τ ∈ [0, {tau_max:.4g}]")
     flows = []
     for la in las:
         t0 = time.perf_counter()
-        result = simulate_flow(task.model, u0=task.u0, v0=task.v0, ts=ts, log_alpha=la, rtol=args.rtol, atol=args.atol)
         name = f"flow_alpha={format_alpha(la)}"
+        try:
+            result = simulate_flow(
+                task.model, u0=task.u0, v0=task.v0, ts=ts, log_alpha=la, rtol=args.rtol, atol=args.atol, progress=True
+            )
+        except Interrupted as stop:  # the flow up to where it got, marked "interrupted" in the file
+            save_result(out / "results" / f"{name}.npz", stop.result)
+            print(f"α = {format_alpha(la):>10}: {stop} → {out / 'results' / name}.npz", file=sys.stderr)
+            raise
         save_result(out / "results" / f"{name}.npz", result)
         flows.append(result)
         print(
@@ -121,9 +137,14 @@ def greedy(args) -> int:
     _claim(args, out, model=args.model, model_options=model_options(args), max_stages=args.max_stages)
     family = family_of(task.model)
     t0 = time.perf_counter()
-    path = greedy_limit(
-        task.model, u0=task.u0, v0=task.v0, max_stages=args.max_stages, progress=True, throw=False
-    )  # a phase (B) that fails ends the path; the summary says why
+    try:
+        path = greedy_limit(
+            task.model, u0=task.u0, v0=task.v0, max_stages=args.max_stages, progress=True, throw=False
+        )  # a phase (B) that fails ends the path; the summary says why
+    except Interrupted as stop:  # the stages finished before Ctrl-C, marked "interrupted" in the file
+        save_result(out / "greedy.npz", stop.result)
+        print(f"{stop} → {out / 'greedy.npz'}", file=sys.stderr)
+        raise
     seconds = time.perf_counter() - t0
     text = family.greedy_summary(path, task.model.names)
     save_result(out / "greedy.npz", path)

@@ -191,13 +191,31 @@ def flow(
         if batched and not vmapped:
             out, stopped = solve_separately(
                 lambda j: _run(
-                    model, y0[j], log_wwbar[j], la[j], times, rtol, atol, batched=False, progress=bar.run(j, -la[j]), **options
+                    model,
+                    y0[j],
+                    log_wwbar[j],
+                    la[j],
+                    times,
+                    rtol,
+                    atol,
+                    batched=False,
+                    progress=bar.run(j, -la[j]),
+                    **options,
                 ),
                 runs,
             )
         else:
             out, stopped = _run(
-                model, y0, log_wwbar, la, times, rtol, atol, batched=batched, progress=bar.run(slice(None), -la), **options
+                model,
+                y0,
+                log_wwbar,
+                la,
+                times,
+                rtol,
+                atol,
+                batched=batched,
+                progress=bar.run(slice(None), -la),
+                **options,
             )
     finally:
         bar.close()

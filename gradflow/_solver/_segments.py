@@ -88,8 +88,8 @@ class Solve(eqx.Module):
         direction = jnp.where(t0 < t1, 1, -1)
         terms = WrapTerm(self._terms(), direction)
         error_order = self.solver.error_order(terms)
-        tnext, controller_state = self._controller().wrap(direction).init(
-            terms, t0, t1, y0, None, self.args, self.solver.func, error_order
+        tnext, controller_state = (
+            self._controller().wrap(direction).init(terms, t0, t1, y0, None, self.args, self.solver.func, error_order)
         )
         tnext = jnp.minimum(tnext, t1)
         return Segment(

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import models
-from .._checks import check_scales
+from .._checks import check_resolved, check_scales
 from .._config import BATCHING
 
 RUNS = ("greedy", "flow", "compare")
@@ -271,6 +271,9 @@ class SweepConfig:
         self._check_number("atol", positive=True)
         self._check_number("rtol")
         self._check_number("delta", optional=True)
+        if self.run != "greedy":  # scales and times float64 resolves, as simulate_flow checks them
+            tau = None if self.tau_max is None else [self.tau_max]
+            check_resolved(self.log_alphas, tau, rtol=self.rtol, atol=self.atol, names=("alphas", "log_alphas"))
         if not 0 < self.threshold < 1:
             raise ValueError(f"threshold = {self.threshold!r}; expected a fraction strictly between 0 and 1.")
 

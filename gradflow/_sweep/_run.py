@@ -34,7 +34,7 @@ import math
 import os
 import time
 import warnings
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +48,10 @@ from .. import models
 from .._api import compare_limits, greedy_limit, simulate_flow
 from .._assumptions import AssumptionWarning
 from .._comparison import default_times
-from .._config import cores_for
+from .._config import PerCore
 from .._io import ResultStore, claim_folder, config_hash
 from .._registry import family_of
+from .._results import RESULTS
 from .._solver import vmap_batches
 from ._config import SweepConfig
 from ._grid import SweepPoint, SweepTask, greedy_key, grid, point_rows, share
@@ -261,10 +262,9 @@ def _flows_separately(config: SweepConfig, runs: list, out: Path, bar) -> None:
     that keeps about one core busy); each point's rows written as its flow ends."""
     built = {task: task.build() for task in dict.fromkeys(p.task for p, _, _ in runs)}
     options = dict(rtol=config.rtol, atol=config.atol, max_steps=config.max_steps)
-    workers = cores_for(len(runs))
     # as in the batched solve, a near-degenerate start is reported by the greedy path's 4.2 column, not warned
     # about per flow (the filter is set here, before the threads start, and restored after they end)
-    with warnings.catch_warnings(), ThreadPoolExecutor(max_workers=workers) as pool:
+    with warnings.catch_warnings(), PerCore(len(runs)) as pool:
         warnings.simplefilter("ignore", AssumptionWarning)
         solving = {
             pool.submit(solve_flow, built[p.task], p.log_alpha, ts, **options): (p, path) for p, path, ts in runs
@@ -302,9 +302,15 @@ def _flows_batched(config: SweepConfig, runs: list, out: Path, bar) -> None:
                 width=width,
                 length=m,
             )
+            stopped = False
             for (point, path, _), flow in zip(chunk, flows):
+                if flow.result == RESULTS.interrupted:  # Ctrl-C: not a point's result; a rerun solves it
+                    stopped = True
+                    continue
                 write_point(out, point.hash, _compared(config, point, built[point.task], path, flow))
                 bar.update()
+            if stopped:
+                raise KeyboardInterrupt
 
 
 def _compared(config: SweepConfig, point: SweepPoint, task: models.Task, path, flow) -> list[dict]:

@@ -52,6 +52,7 @@ def tmp(tmp_path, monkeypatch):
         ("flow --alpha 0.1 --log-alpha -3", "argument --log-alpha: not allowed with argument --alpha"),
         ("flow --log-alpha 3", "argument --log-alpha: log alpha must be finite and negative"),
         ("compare --log-alpha -inf", "argument --log-alpha: log alpha must be finite and negative"),
+        ("flow --model diagonal_linear --log-alpha -1e9", "log_alpha = -1e+09 is below what float64 resolves"),
         ("flow --tau-max -1e3", "argument --tau-max: expected a positive number"),
         ("flow --num-times 1", "argument --num-times: expected at least 2 recorded times"),
         ("compare --num-times 0", "argument --num-times: expected at least 2 recorded times"),

@@ -21,6 +21,7 @@ from gradflow import (
     DiagonalModel,
     GreedyPath,
     GreedyTolerances,
+    Interrupted,
     greedy_limit,
     models,
     simulate_flow,
@@ -113,6 +114,29 @@ def test_orthonormal_design_matches_closed_form():
     on = path.support[-1]
     np.testing.assert_array_equal(np.sign(major_final[on]), np.sign(major[on]))
     _check_invariants(path)
+
+
+def test_ctrl_c_during_a_stage_keeps_the_stages_finished(monkeypatch):
+    """A ``KeyboardInterrupt`` in stage 3's phase (B) (as Ctrl-C raises it) ends the path ``"interrupted"``:
+    ``greedy_limit`` raises ``Interrupted``, whatever ``throw``, carrying the stages 0–2 it had finished."""
+    from gradflow._diagonal import _greedy
+
+    task = models.diagonal_linear(n=N, p=P, orthonormal=True, beta_star=np.array([0.5, -3.0, 0.0, 1.25]), seed=3)
+    finish_phase_b = _greedy._phase_b_ends
+    calls = []
+
+    def interrupted_at_stage_3(*args):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return finish_phase_b(*args)
+
+    monkeypatch.setattr(_greedy, "_phase_b_ends", interrupted_at_stage_3)
+    with pytest.raises(Interrupted, match="interrupted .Ctrl-C. during stage 3") as stop:
+        _quiet(task.model, u0=task.u0, v0=task.v0, throw=False)
+    path = stop.value.result
+    assert path.result == "interrupted" and path.num_stages == 2
+    np.testing.assert_allclose(path.times[1:], [1 / 3.0, 1 / 1.25], rtol=1e-12)
 
 
 def test_checks_off_gives_the_same_path_without_4_3_and_4_4_numbers():

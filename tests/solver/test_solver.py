@@ -1,11 +1,15 @@
-"""The solver kit: the predictive step-size control, solving onto output times, and how a solve ended."""
+"""The solver kit: the predictive step-size control, solving onto output times in segments (the very steps of one
+uninterrupted solve, a stop flag, a step cap), and how a solve ended."""
 
 import diffrax as dfx
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
-from gradflow._solver import PredictiveController, solve_onto, solve_status
+from gradflow._config import PerCore
+from gradflow._solver import PredictiveController, Solve, UnderflowGuard, run_segments, segment_status, solve_status
 
 
 def _never(h, y0, y1, args):
@@ -39,17 +43,77 @@ def test_an_engines_horizon_caps_the_step():
     assert bool(keep) and float(t1 - t0) == 0.5
 
 
-def test_solve_onto_steps_onto_every_output_time():
-    """``dy/dt = −y`` onto six output times with Tsit5: ``e^{−t}`` to the tolerance, a successful result and the
-    step counts (accepted + rejected = all)."""
+def _decay(ts, atol=1e-10):
+    return Solve(lambda t, y, args: -y * (1.0 + t), dfx.Tsit5(), None, ts, dfx.PIDController(rtol=0.0, atol=atol))
+
+
+def _segmented(solve, y0, budgets):
+    """The solve advanced by the given step budgets, then to its end."""
+    seg = _start(solve, y0)
+    for b in budgets:
+        seg = _advance(solve, seg, jnp.asarray(b))
+    return _advance(solve, seg, jnp.asarray(10**6))
+
+
+@eqx.filter_jit
+def _start(solve, y0):
+    return solve.start(y0)
+
+
+@eqx.filter_jit
+def _advance(solve, seg, budget):
+    return solve.advance(seg, budget)
+
+
+@pytest.mark.parametrize("budgets", [[], [1], [1, 1, 1, 1], [3, 0, 5, 2]])
+def test_segments_take_the_steps_of_one_uninterrupted_solve(budgets):
+    """``dy/dt = −(1 + t) y`` onto six output times with Tsit5, in segments of 1 to 5 steps: the same outputs (bit for
+    bit) and step counts as one ``diffeqsolve``, and the closed form ``exp(−t − t²/2)`` to the tolerance."""
     with jax.enable_x64(True):
         ts = jnp.linspace(0.0, 2.0, 6)
-        controller = dfx.PIDController(rtol=0.0, atol=1e-10)
-        ys, result, (steps, accepted, rejected) = solve_onto(
-            lambda t, y, args: -y, dfx.Tsit5(), jnp.ones(1), None, ts, controller, None
+        solve = _decay(ts)
+        seg = _segmented(solve, jnp.ones(1), budgets)
+        ref = dfx.diffeqsolve(
+            dfx.ODETerm(solve.vector_field),
+            dfx.Tsit5(),
+            t0=0.0,
+            t1=2.0,
+            dt0=None,
+            y0=jnp.ones(1),
+            saveat=dfx.SaveAt(ts=ts),
+            stepsize_controller=dfx.ClipStepSizeController(UnderflowGuard(solve.controller, ts), step_ts=ts),
         )
-    np.testing.assert_allclose(np.asarray(ys)[:, 0], np.exp(-np.asarray(ts)), atol=1e-8)
-    assert result == dfx.RESULTS.successful and int(steps) == int(accepted) + int(rejected)
+    assert np.asarray(seg.ys).tolist() == np.asarray(ref.ys).tolist()
+    assert np.asarray(seg.stats).tolist() == [
+        int(ref.stats[k]) for k in ("num_steps", "num_accepted_steps", "num_rejected_steps")
+    ]
+    np.testing.assert_allclose(np.asarray(seg.ys)[:, 0], np.exp(-ts - ts**2 / 2), atol=1e-8)
+    assert seg.result == dfx.RESULTS.successful
+
+
+def test_run_segments_keeps_the_outputs_reached_at_a_step_cap_and_at_a_stop():
+    """``run_segments`` stops a solve at ``max_steps`` (the outputs reached so far kept, later ones ``+inf``), and at
+    its pool's stop flag, as Ctrl-C in the main thread sets it, after the segment under way."""
+    with jax.enable_x64(True):
+        ts = jnp.linspace(0.0, 20.0, 41)
+        solve = _decay(ts, atol=1e-12)
+        advance = lambda seg, budget: _advance(solve, seg, budget)  # noqa: E731
+        status = lambda seg: segment_status(seg, ts[-1])  # noqa: E731
+        seg, interrupted = run_segments(advance, _start(solve, jnp.ones(1)), status, max_steps=5)
+        assert not interrupted and int(seg.stats[0]) == 5 and 0 < float(seg.t) < 20.0
+        ys = np.asarray(seg.ys)[:, 0]
+        reached = np.asarray(ts) <= float(seg.t)
+        assert np.all(np.isfinite(ys[reached])) and np.all(ys[~reached] == np.inf)
+
+        def stopped_at_once():
+            with PerCore(1) as pool:
+                pool.stop()
+                return pool.submit(
+                    lambda: run_segments(advance, _start(solve, jnp.ones(1)), status, max_steps=None)
+                ).result()
+
+        seg, interrupted = stopped_at_once()
+    assert interrupted and int(seg.stats[0]) == 0
 
 
 def test_solve_status_says_where_a_run_stopped():
@@ -58,7 +122,9 @@ def test_solve_status_says_where_a_run_stopped():
     results = jax.vmap(lambda h: dfx.RESULTS.where(h, dfx.RESULTS.max_steps_reached, dfx.RESULTS.successful))(hit)
     finished = np.array([[True, True, True], [True, True, False]])
     ts, log_a = np.array([0.0, 1.0, 2.0]), np.array([-10.0, -20.0])
-    result, message = solve_status(results, finished, ts, log_a, 7, what="simulate_flow", advice="")
+    result, message = solve_status(
+        results, finished, ts, log_a, 7, np.array([False, False]), what="simulate_flow", advice=""
+    )
     assert result.tolist() == ["successful", "max_steps_reached"]
     assert message[0] == "" and message[1] == (
         "simulate_flow hit max_steps=7 at log α = -20: the flow stopped after τ = 1 (ts[-1] = 2). Raise max_steps, "

@@ -156,6 +156,7 @@ def test_share_splits_by_task():
         ("alphas = [2.0]\n[[model]]\nname = 'diagonal_linear'", "alphas = [2.0]; expected a list of numbers in (0, 1)"),
         ("alphas = [0.1]\nlog_alphas = [-3]\n[[model]]\nname = 'diagonal_linear'", "give alphas or log_alphas"),
         ("[[model]]\nname = 'diagonal_linear'", 'run = "compare" needs the scales: add alphas'),
+        ("log_alphas = [-1e9]\n[[model]]\nname = 'diagonal_linear'", "log_alphas = -1e+09 is below what float64"),
         ("run = 'flow'\nalphas = [0.1]\n[[model]]\nname = 'diagonal_linear'", 'run = "flow" needs tau_max'),
         ("run = 'both'\n[[model]]\nname = 'diagonal_linear'", 'set run = "greedy", "flow" or "compare"'),
         ("seeds = [1, 1]\nalphas = [0.1]\n[[model]]\nname = 'diagonal_linear'", "repeats a seed"),
