@@ -79,10 +79,10 @@ class PerCore:
             self.stop()
         self._pool.shutdown(wait=True, cancel_futures=interrupted)
 
-    def submit(self, fn: Callable, *args) -> Future:
+    def submit(self, fn: Callable, *args, **kwargs) -> Future:
         def run():
             _STOPS.set(self._stops)
-            return fn(*args)
+            return fn(*args, **kwargs)
 
         return self._pool.submit(float64(run))
 

@@ -6,7 +6,7 @@ import pytest
 
 import gradflow
 from gradflow import AssumptionWarning, models
-from gradflow._results import RESULTS, failures, finish
+from gradflow._results import RESULTS, Interrupted, failures, finish
 
 
 def _near_degenerate(task):
@@ -71,6 +71,7 @@ def test_results_enumeration_and_finish():
         "no_minimiser",
         "non_finite",
         "run_failed",
+        "interrupted",
     ]
     assert not RESULTS.single_scale.failed and all(r.meaning for r in RESULTS)
     assert str(RESULTS.successful) == "successful" and RESULTS("max_stages") is RESULTS.max_stages
@@ -79,3 +80,7 @@ def test_results_enumeration_and_finish():
     assert finish(out, throw=False) is out
     with pytest.raises(RuntimeError, match="^who: it broke. Try again.$"):
         finish(out, throw=True, prefix="who: ", hint=". Try again.")
+    stopped = type("Out", (), dict(result=np.array(["successful", "interrupted"]), message=np.array(["", "Ctrl-C"])))
+    with pytest.raises(Interrupted, match="^who: Ctrl-C$") as stop:  # whatever throw says
+        finish(stopped, throw=False, prefix="who: ")
+    assert stop.value.result is stopped and isinstance(stop.value, KeyboardInterrupt)
