@@ -243,8 +243,8 @@ def test_batched_over_alpha_is_the_runs_one_by_one():
 
 def test_sorting_gauge_rotates_the_columns_only():
     """A swap of the sorting gauge is ``Z → Z O`` (``Z Zᵀ``, hence ``W``, unchanged; ``C̄ → OᵀC̄O`` stays
-    ``ZᵀJZ``), keeps ``R̃`` unit upper triangular, and a pass of ``_sort`` puts the log scales in order."""
-    from gradflow._factorized._qr import Factor, _sort, _swap
+    ``ZᵀJZ``), keeps ``R̃`` unit upper triangular, and a pass of ``sort_pass`` puts the log scales in order."""
+    from gradflow._factorized._qr import Factor, _swap, sort_pass
 
     rng = np.random.default_rng(0)
     m, k = 4, 3
@@ -261,7 +261,7 @@ def test_sorting_gauge_rotates_the_columns_only():
 
     with jax.enable_x64(True):
         g = jax.tree_util.tree_map(np.asarray, eqx.filter_jit(_swap)(jax.tree_util.tree_map(jnp.asarray, f), 1))
-        h, changed = eqx.filter_jit(_sort)(jax.tree_util.tree_map(jnp.asarray, f))
+        h, changed = eqx.filter_jit(sort_pass)(jax.tree_util.tree_map(jnp.asarray, f))
     for out in (g, jax.tree_util.tree_map(np.asarray, h)):
         np.testing.assert_allclose(Z(out) @ Z(out).T, z @ z.T, atol=1e-9)
         np.testing.assert_allclose(np.asarray(out.C), Z(out).T @ J @ Z(out), atol=1e-8)
