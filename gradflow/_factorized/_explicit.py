@@ -21,7 +21,10 @@ from ._qr import SWAP_MARGIN, Args, Factor, restore, sort_pass, vector_field
 _TABLEAU = dfx.Tsit5.tableau  # first same as last: the last stage is the vector field at the new state
 _ERROR_EXPONENT = 1.0 / 5.0  # the local error of the embedded order-4 solution is O(h^5)
 _SAFETY, _GROW, _SHRINK = 0.9, 10.0, 0.2
-_QUIET = 1.0  # the awake columns rest where they move slower than this × (atol + rtol) per unit time
+_QUIET = 1.0  # columns count as still where they move slower than this × (atol + rtol) per unit time
+_REST = 1e-3  # a leap needs the awake columns slower than this × the quiet threshold: it holds them, and their
+# residual speed over their relaxation rate, an error of G, biases the sleeping columns' rates for the whole leap
+# (with 1.0, log|β| of a 1×1 weight was off by 1e-3 after t = 1e4 at log α = −1e4; with 1e-3, by 1e-6)
 _GAP_MARGIN = 2.0  # Γ = log(1 / quiet threshold) + this: a column below e^{−Γ} in W does not move the flow
 _POLISH = 0.5  # a polishing step is this fraction of dt (docs/math.md, Plateau leaps: resting, at the tolerance)
 
@@ -36,6 +39,11 @@ class LeapTolerances(eqx.Module):
     def quiet(self) -> float:
         """The speed below which the awake columns count as at rest."""
         return _QUIET * (self.atol + self.rtol)
+
+    @property
+    def rest(self) -> float:
+        """The speed below which the awake columns count as at rest, so that a leap may hold them."""
+        return _REST * self.quiet
 
     @property
     def gap(self) -> float:

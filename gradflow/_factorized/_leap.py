@@ -62,8 +62,8 @@ def _settled(y, f, tol: LeapTolerances) -> jax.Array:
 
 
 def _positive_ratio(room, rate) -> jax.Array:
-    """``min room / rate`` over the entries with ``rate > 0`` (``inf`` if none)."""
-    return jnp.min(jnp.where(rate > 0, room / jnp.where(rate > 0, rate, 1.0), jnp.inf))
+    """``min room / rate`` over the entries with ``rate > 0`` (``inf`` if none, or none at all: a single column)."""
+    return jnp.min(jnp.where(rate > 0, room / jnp.where(rate > 0, rate, 1.0), jnp.inf), initial=jnp.inf)
 
 
 def _asleep_for(f: Factor, rate, tol: LeapTolerances) -> jax.Array:
@@ -240,7 +240,7 @@ def _step(s: LeapState, t_end, args: Args, tol: LeapTolerances) -> LeapState:
     speed = _awake_speed(s.y, s.f, tol)
     room = jnp.min(jnp.stack([_asleep_for(yf, vf.rho, tol) for yf, vf in zip(s.y, s.f)]))
     room = jnp.minimum(room, t_end - s.t)
-    leap = (speed <= tol.quiet) & (room >= jnp.minimum(s.dt, t_end - s.t))
+    leap = (speed <= tol.rest) & (room >= jnp.minimum(s.dt, t_end - s.t))
     polish = (speed <= _NEAR * tol.atol) & (room >= _POLISH_ROOM * s.dt)
     return jax.lax.cond(leap, lambda: _leap(s, t_end, args, tol), lambda: explicit(s, t_end, args, tol, polish))
 
