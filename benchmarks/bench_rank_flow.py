@@ -257,7 +257,9 @@ def accuracy_checks() -> list[str]:
             return np.concatenate([(G @ V).ravel(), (G.T @ U).ravel()])
 
         y0 = alpha * np.concatenate([task.u0[0].ravel(), task.v0[0].ravel()])
-        sol = scipy.integrate.solve_ivp(rhs, (0, ts[-1] * L), y0, "DOP853", t_eval=ts * L, rtol=1e-12, atol=1e-14 * alpha)
+        sol = scipy.integrate.solve_ivp(
+            rhs, (0, ts[-1] * L), y0, "DOP853", t_eval=ts * L, rtol=1e-12, atol=1e-14 * alpha
+        )
         W = np.array([y[:12].reshape(4, 3) @ y[12:].reshape(3, 3).T for y in sol.y.T])
         sv = np.linalg.svd(W, compute_uv=False)
         big = sv > 1e-6 * sv.max(axis=1, keepdims=True)

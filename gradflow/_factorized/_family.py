@@ -21,7 +21,6 @@ from ._path import FactorizedGreedyPath
 from ._plots import plot_log_scales, plot_spectra
 from ._report import rank_greedy_summary
 
-
 _EPS = float(np.finfo(np.float64).eps)
 
 

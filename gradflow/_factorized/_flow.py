@@ -142,7 +142,9 @@ def flow(
     try:
         if batched and not vmap_batches(batching):
             out, stopped = solve_separately(
-                lambda j: _run(model, y0, la[j], times, rtol, atol, batched=False, progress=bar.run(j, -la[j]), **options),
+                lambda j: _run(
+                    model, y0, la[j], times, rtol, atol, batched=False, progress=bar.run(j, -la[j]), **options
+                ),
                 runs,
             )
         else:

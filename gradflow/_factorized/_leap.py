@@ -270,9 +270,7 @@ def start(y0, args: Args, out_ts) -> LeapState:
     f = vector_field(0.0, y0, args)
     speed = jnp.max(jnp.stack([jnp.max(jnp.abs(leaf)) for leaf in jax.tree_util.tree_leaves(f)]))
     at_start = out_ts <= 0.0
-    ys = jax.tree_util.tree_map(
-        lambda x: jnp.where(at_start.reshape((-1,) + (1,) * x.ndim), x, jnp.inf), y0
-    )
+    ys = jax.tree_util.tree_map(lambda x: jnp.where(at_start.reshape((-1,) + (1,) * x.ndim), x, jnp.inf), y0)
     zero = jnp.array(0)
     return LeapState(
         y=y0,

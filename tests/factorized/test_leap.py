@@ -105,7 +105,16 @@ def _states(task, log_alpha):
     """The recorded states of the leap solve (``simulate_flow``'s solve in segments) and its stats."""
     la = jnp.asarray(np.float64(log_alpha))
     out, stopped = _run(
-        task.model, _y0(task), la, jnp.asarray(TS), 0.0, 1e-8, solver="leap", batched=False, max_steps=None, progress=None
+        task.model,
+        _y0(task),
+        la,
+        jnp.asarray(TS),
+        0.0,
+        1e-8,
+        solver="leap",
+        batched=False,
+        max_steps=None,
+        progress=None,
     )
     assert out[3] == dfx.RESULTS.successful and not stopped
     return out[0], out[4]
