@@ -102,8 +102,9 @@ def simulate_flow(
             start state), α outside (0, 1), both or neither of ``alpha``/``log_alpha``, both or neither
             of ``u0, v0``/``start``, a batch of states and of scales of different sizes, or ``ts`` not
             increasing from ``τ ≥ 0``; a scale or a time that float64 cannot resolve at the tolerances (``log α``
-            below ``−2.25e6`` at ``atol = 1e-8``, a range that grows with ``atol + rtol``; ``τ log(1/α)`` beyond
-            ``4.5e12``: docs/floating-point.md), with the supported range in the message.
+            below ``−2.25e6`` at ``atol = 1e-8``, a range that grows with ``atol + rtol``; for a factorised model
+            ``−2.25e7``, see below; ``τ log(1/α)`` beyond ``4.5e12``: docs/floating-point.md), with the supported
+            range in the message.
         RuntimeError: with ``throw=True``, the solver did not reach ``ts[-1]`` (the message says where it
             stopped and why).
         Interrupted: Ctrl-C (a ``KeyboardInterrupt``, whatever ``throw``): the solve is run in segments of about half
@@ -112,8 +113,11 @@ def simulate_flow(
 
     A [`FactorizedModel`][gradflow.FactorizedModel] (``u0, v0`` tuples of factors) gets its own exact flow and
     a [`FactorizedFlowResult`][gradflow.FactorizedFlowResult] (docs/math.md, *Full weights: the exact flow*);
-    ``solver`` applies to it alone: ``"tsit5"``, ``"kvaerno5"`` (L-stable, for small α, where the flow is stiff)
-    or ``"auto"`` (the default: Kvaerno5 when ``log(1/α) > 2000``; for a batch, when some run's is).
+    ``solver`` applies to it alone: ``"leap"`` (explicit steps where the flow moves, leaps along the plateaus, whose
+    cost does not grow with ``log(1/α)``; docs/math.md, *Plateau leaps*), ``"tsit5"`` (explicit steps throughout,
+    their number ∝ ``log(1/α)``), ``"kvaerno5"`` (L-stable, with a dense Jacobian of the state) or ``"auto"`` (the
+    default: ``"leap"``). Its range of scales is that of the log scales of the factors, ``ρ ∈ [2 log α, O(1)]``:
+    ``2 |log α| 2⁻⁵² ≤ atol + 2 rtol |log α|`` (``|log α| ≤ 2.25e7`` at ``atol = 1e-8``).
     """
     family = family_of(model)
     log_a, batched = check_scales(alpha, log_alpha)

@@ -85,8 +85,15 @@ def check_resolved(log_a, ts, *, rtol: float, atol: float, reach: float = 2.0, n
             f"{lowest:.3g} at these tolerances (the range grows with atol + rtol) (docs/floating-point.md, Scales far "
             "below float64)."
         )
+    check_long_times(log_a, ts)
+
+
+def check_long_times(log_a, ts) -> None:
+    """Refuse, with the supported range in the message, output times ``ts`` (or None) beyond what float64 can step
+    the flow to at the scales ``log_a``: ``ts[-1] · log(1/α) ≤ T_MAX``."""
     if ts is None:
         return
+    log_a = np.atleast_1d(np.asarray(log_a, dtype=np.float64))
     t_end = float(np.max(ts)) * -log_a
     long = t_end > T_MAX
     if np.any(long):

@@ -1,5 +1,6 @@
 """The exact gradient flow of a factorised model from small initialisation (docs/math.md, *Full weights: the exact
-flow*): the continuous-QR state of every factor (``_qr``) integrated by diffrax, the gauge fixed after every step."""
+flow*): the continuous-QR state of every factor (``_qr``) integrated by the plateau leaps (``_leap``) or by diffrax,
+the gauge fixed after every step; either way in bounded segments (``gradflow._solver.run_segments``)."""
 
 from __future__ import annotations
 
@@ -20,16 +21,15 @@ from .._solver import (
     solve_status,
     vmap_batches,
 )
+from ._explicit import LeapTolerances
+from ._leap import advance as leap_advance
+from ._leap import start as leap_start
 from ._model import FactorizedModel, check_factors
 from ._qr import Args, Gauge, factor_weights, initial_state, vector_field
 from ._results import FactorizedFlowResult
 from ._singular import log_singular_values
 
-_SOLVERS = ("auto", "tsit5", "kvaerno5")
-_STIFF_LOG = 2000.0  # "auto" takes the implicit solver when log(1/α) exceeds this (a plateau lasts ∝ log(1/α));
-# below, Tsit5 is far cheaper: on the full-weight toy (state of 300 numbers) at α = 1e-32 it took 806 steps in ~20 s,
-# Kvaerno5 with its dense Jacobian more than ten minutes; on the demo's d = 3 head at log α = −1000, 2.0 s against
-# 42 s, and still 18 s against 62 s at −1e4 (docs/benchmarks.md, Full weights). Tsit5's steps grow ∝ log(1/α).
+_SOLVERS = ("auto", "leap", "tsit5", "kvaerno5")  # "auto" is "leap" (docs/benchmarks.md, Full weights: solvers)
 _ROOT_TOL = 0.1  # the implicit stages' tolerance, a fraction of the step's
 _ADVICE = "Try a looser atol, or a larger max_steps."
 
@@ -53,6 +53,8 @@ def _solve_of(model, log_alpha, ts, rtol, atol, solver) -> Solve:
 def _start(model, y0, log_alpha, ts, rtol, atol, *, solver, batched):
     def one(la):
         y = tuple(eqx.tree_at(lambda f: f.rho, f, f.rho + la) for f in y0)  # Z(0) = α Z̄(0)
+        if solver == "leap":
+            return leap_start(y, Args(model=model, log_alpha=la), ts * -la)
         return _solve_of(model, la, ts, rtol, atol, solver).start(y)
 
     return jax.vmap(one)(log_alpha) if batched else one(log_alpha)
@@ -61,6 +63,9 @@ def _start(model, y0, log_alpha, ts, rtol, atol, *, solver, batched):
 @eqx.filter_jit
 def _advance(model, seg, budget, log_alpha, ts, rtol, atol, *, solver, batched):
     def one(seg, budget, la):
+        if solver == "leap":
+            tol = LeapTolerances(rtol=float(rtol), atol=float(atol))
+            return leap_advance(seg, budget, Args(model=model, log_alpha=la), ts * -la, tol)
         return _solve_of(model, la, ts, rtol, atol, solver).advance(seg, budget)
 
     return jax.vmap(one)(seg, budget, log_alpha) if batched else one(seg, budget, log_alpha)
@@ -78,8 +83,9 @@ def _outputs(model, ys, *, batched):
 
 
 def _run(model, y0, log_alpha, ts, rtol, atol, *, solver, batched, max_steps, progress):
-    """The flow of one run or a ``vmap``-ed batch, solved in segments (``gradflow._solver.run_segments``): the
-    outputs ``(states, W, loss, diffrax's result, stats)`` and whether Ctrl-C stopped each run."""
+    """The flow of one run or a ``vmap``-ed batch, solved in segments (``gradflow._solver.run_segments``; a
+    ``gradflow._solver.Segment`` or, for the leaps, a ``LeapState``): the outputs ``(states, W, loss, diffrax's
+    result, stats)`` and whether Ctrl-C stopped each run."""
     static = dict(solver=solver, batched=batched)
     t_end = ts[-1] * -log_alpha
     seg = _start(model, y0, log_alpha, ts, rtol, atol, **static)
@@ -113,9 +119,11 @@ def flow(
 ) -> FactorizedFlowResult:
     """``simulate_flow`` for a factorised model once the checks every family shares are done: the exact flow from
     ``U_j(0) = α u0[j]``, ``V_j(0) = α v0[j]`` (docs/math.md, *Full weights: the exact flow*). ``solver``:
-    ``"tsit5"``, ``"kvaerno5"`` (L-stable, for small α, where the flow is stiff) or ``"auto"`` (Kvaerno5 when
-    ``log(1/α) > 2000``; for a batch, when some run's is). The tolerances bound the local error of ``ρ``
-    (absolute) and of ``Q, R̃`` per step; a progress bar if ``progress``."""
+    ``"leap"`` (explicit steps where the flow moves, leaps along the plateaus: a cost that hardly grows with
+    ``log(1/α)``; docs/math.md, *Plateau leaps*), ``"tsit5"`` (explicit steps throughout, their number
+    ∝ ``log(1/α)``), ``"kvaerno5"`` (L-stable, with a dense Jacobian of the state) or ``"auto"`` (``"leap"``); a
+    leap counts as a step for ``max_steps``. The tolerances bound the local error of ``ρ`` (absolute) and of
+    ``Q, R̃`` per step; a progress bar if ``progress``."""
     if start is not None:
         raise ValueError("start applies to diagonal models only; a FactorizedModel starts from u0, v0.")
     if u0 is None or v0 is None:
@@ -124,7 +132,7 @@ def flow(
     if solver not in _SOLVERS:
         raise ValueError(f"solver must be one of {_SOLVERS}; got {solver!r}.")
     if solver == "auto":
-        solver = "kvaerno5" if float(np.max(-log_a)) > _STIFF_LOG else "tsit5"
+        solver = "leap"
     y0 = jax.tree_util.tree_map(jnp.asarray, initial_state(us, vs))
     model = jax.tree_util.tree_map(lambda x: jnp.asarray(x) if eqx.is_array(x) else x, model)  # on the device once
     la, times = jnp.asarray(log_a), jnp.asarray(ts)
@@ -146,6 +154,7 @@ def flow(
     finally:
         bar.close()
     ys, Ws, loss, solver_result, stats = jax.tree_util.tree_map(np.asarray, out)
+    leaps = solver == "leap"
     log_sv = tuple(log_singular_values(f, m) for f, (m, _) in zip(ys, model.shapes))
     result, message = solve_status(
         solver_result,
@@ -167,6 +176,7 @@ def flow(
             num_steps=stats[..., 0],
             num_accepted_steps=stats[..., 1],
             num_rejected_steps=stats[..., 2],
+            **(dict(num_leaps=stats[..., 3], num_pieces=stats[..., 4], num_evaluations=stats[..., 5]) if leaps else {}),
             max_steps=max_steps,
             solver=solver,
         ),

@@ -26,7 +26,7 @@ import scipy.linalg
 from .._solver import WrappedSolver
 from ._model import FactorizedModel
 
-_SWAP_MARGIN = 1.0  # swap two columns once the lower one's log scale is this far above the upper one's
+SWAP_MARGIN = 1.0  # swap two columns once the lower one's log scale is this far above the upper one's
 
 
 class Factor(eqx.Module):
@@ -42,7 +42,7 @@ def factor_weights(f: Factor, m: int) -> jax.Array:
     return (f.Q[:m] @ M) @ (f.Q[m:] @ M).T
 
 
-def _imbalance(f: Factor, log_alpha, m: int) -> jax.Array:
+def imbalance(f: Factor, log_alpha, m: int) -> jax.Array:
     """``K − QᵀJQ`` with ``K = e^{2 log α} diag(e^{−ρ}) R̃⁻ᵀ C̄ R̃⁻¹ diag(e^{−ρ})``, what ``QᵀJQ`` is by the
     conservation law (docs/math.md). Where ``K`` is below rounding of O(1) numbers, ``Q`` has lost it."""
     k = f.rho.shape[0]
@@ -56,14 +56,14 @@ def _imbalance(f: Factor, log_alpha, m: int) -> jax.Array:
 def vector_field(t, y: tuple[Factor, ...], args):
     """``d(Q, ρ, R̃)/dt`` of ``dZ/dt = A Z`` for every factor (the module docstring), in unscaled time, at
     ``Q + δQ``, ``δQ = [Q_t ΔK/2; −Q_b ΔK/2]``, the first-order move that gives ``QᵀJQ`` its exact value
-    (``ΔK = _imbalance``); the terms linear in ``δQ`` are added apart, so a ``ΔK`` below rounding still
+    (``ΔK = imbalance``); the terms linear in ``δQ`` are added apart, so a ``ΔK`` below rounding still
     drives the flow."""
     del t
     model = args.model
     Gs = model.G(tuple(factor_weights(f, m) for f, (m, _) in zip(y, model.shapes)))
     out = []
     for f, G, (m, _) in zip(y, Gs, model.shapes):
-        dK = _imbalance(f, args.log_alpha, m)
+        dK = imbalance(f, args.log_alpha, m)
         dQ = jnp.concatenate([f.Q[:m] @ dK, -(f.Q[m:] @ dK)]) * 0.5
 
         def apply(Q):
@@ -99,14 +99,14 @@ def _swap(f: Factor, i) -> Factor:
     return Factor(Q=Q, rho=rho, R=R, C=O.T @ f.C @ O)
 
 
-def _sort(f: Factor) -> tuple[Factor, jax.Array]:
+def sort_pass(f: Factor) -> tuple[Factor, jax.Array]:
     """One pass of adjacent swaps wherever ``ρ_{i+1}`` exceeds ``ρ_i`` by more than ``½ log(1 + R̃_{i,i+1}²)``
     (what the swap moves) plus a margin; returns whether any was made."""
 
     def body(i, carry):
         f, changed = carry
         r = f.R[i, i + 1]
-        do = f.rho[i + 1] - f.rho[i] > 0.5 * jnp.log1p(r * r) + _SWAP_MARGIN
+        do = f.rho[i + 1] - f.rho[i] > 0.5 * jnp.log1p(r * r) + SWAP_MARGIN
         pick = lambda a, b: jnp.where(do, a, b)
         return jax.tree_util.tree_map(pick, _swap(f, i), f), changed | do
 
@@ -114,10 +114,10 @@ def _sort(f: Factor) -> tuple[Factor, jax.Array]:
     return jax.lax.fori_loop(0, k - 1, body, (f, jnp.array(False)))
 
 
-def _restore(f: Factor, log_alpha, m: int) -> Factor:
+def restore(f: Factor, log_alpha, m: int) -> Factor:
     """``Q ← polar([Q_t (I + ΔK/2); Q_b (I − ΔK/2)])``: ``QᵀJQ`` restored from the conserved ``C`` to first
-    order (``ΔK = _imbalance``, small after every step) and the columns orthonormal again."""
-    dK = _imbalance(f, log_alpha, m)
+    order (``ΔK = imbalance``, small after every step) and the columns orthonormal again."""
+    dK = imbalance(f, log_alpha, m)
     eye = jnp.eye(f.rho.shape[0])
     Q = jnp.concatenate([f.Q[:m] @ (eye + 0.5 * dK), f.Q[m:] @ (eye - 0.5 * dK)])
     u, _, vt = jnp.linalg.svd(Q, full_matrices=False)
@@ -146,8 +146,8 @@ class Gauge(WrappedSolver):
         )
         factors, any_swap = [], jnp.array(False)
         for f, (m, _) in zip(y1, args.model.shapes):
-            f, changed = _sort(f)
-            factors.append(_restore(f, args.log_alpha, m))
+            f, changed = sort_pass(f)
+            factors.append(restore(f, args.log_alpha, m))
             any_swap = any_swap | changed
         return tuple(factors), y_error, dense_info, (inner, any_swap), result
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import gradflow
 from gradflow import FactorizedModel, models
-from gradflow._factorized._flow import _solve
+from gradflow._factorized._flow import _run
 from gradflow._factorized._model import check_factors
 from gradflow._factorized._qr import initial_state
 
@@ -54,10 +54,7 @@ def test_matrix_factorization_closed_form(log_alpha):
     """The log singular values follow the scalar logistic per mode, far below float64's range included."""
     M, u0, v0, sbar = _aligned()
     model = models.matrix_factorization_model(M)
-    if log_alpha < -200:  # through simulate_flow's dispatch, which takes Kvaerno5 there
-        res = gradflow.simulate_flow(model, u0=u0, v0=v0, ts=TS, log_alpha=log_alpha)
-    else:
-        res = _flow(model, u0, v0, log_alpha=log_alpha)
+    res = _flow(model, u0, v0, log_alpha=log_alpha)  # simulate_flow's "auto" (the leaps): tests/factorized/test_leap.py
     assert res.stats["solver"] == "kvaerno5" and res.result == "successful"
     np.testing.assert_allclose(res.log_singular_values[0], _logistic(log_alpha, sbar), rtol=1e-9, atol=1e-6)
     # W is the float64 number: 0 below the range, the teacher after the last jump
@@ -98,7 +95,7 @@ def test_conservation_hypothesis(seed, log_alpha):
     with jax.enable_x64(True):
         us, vs = check_factors(task.u0, task.v0, task.model)
         y0 = jax.tree_util.tree_map(jnp.asarray, initial_state(us, vs))
-        out = _solve(
+        out, _ = _run(
             task.model,
             y0,
             jnp.asarray(np.float64(log_alpha)),
@@ -108,6 +105,7 @@ def test_conservation_hypothesis(seed, log_alpha):
             **KW,
             max_steps=None,
             batched=False,
+            progress=None,
         )
     f = jax.tree_util.tree_map(np.asarray, out[0][0])
     Z = f.Q @ (np.exp(f.rho)[..., :, None] * f.R)
@@ -243,8 +241,8 @@ def test_batched_over_alpha_is_the_runs_one_by_one():
 
 def test_sorting_gauge_rotates_the_columns_only():
     """A swap of the sorting gauge is ``Z → Z O`` (``Z Zᵀ``, hence ``W``, unchanged; ``C̄ → OᵀC̄O`` stays
-    ``ZᵀJZ``), keeps ``R̃`` unit upper triangular, and a pass of ``_sort`` puts the log scales in order."""
-    from gradflow._factorized._qr import Factor, _sort, _swap
+    ``ZᵀJZ``), keeps ``R̃`` unit upper triangular, and a pass of ``sort_pass`` puts the log scales in order."""
+    from gradflow._factorized._qr import Factor, _swap, sort_pass
 
     rng = np.random.default_rng(0)
     m, k = 4, 3
@@ -261,7 +259,7 @@ def test_sorting_gauge_rotates_the_columns_only():
 
     with jax.enable_x64(True):
         g = jax.tree_util.tree_map(np.asarray, eqx.filter_jit(_swap)(jax.tree_util.tree_map(jnp.asarray, f), 1))
-        h, changed = eqx.filter_jit(_sort)(jax.tree_util.tree_map(jnp.asarray, f))
+        h, changed = eqx.filter_jit(sort_pass)(jax.tree_util.tree_map(jnp.asarray, f))
     for out in (g, jax.tree_util.tree_map(np.asarray, h)):
         np.testing.assert_allclose(Z(out) @ Z(out).T, z @ z.T, atol=1e-9)
         np.testing.assert_allclose(np.asarray(out.C), Z(out).T @ J @ Z(out), atol=1e-8)

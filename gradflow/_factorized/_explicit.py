@@ -1,0 +1,157 @@
+"""The state of the leap integrator (``_leap``) and its explicit steps: Tsit5 with error control on the continuous-QR
+state of ``_qr``, the gauge fixed after every accepted step (docs/math.md, *Full weights: the exact flow*, *Plateau
+leaps*).
+
+The steps are diffrax's Tsit5 with its ``PIDController``'s error norm, written out so that they share one carried
+state with the leaps: the leaps choose, step by step, between an explicit step and a leap.
+"""
+
+from __future__ import annotations
+
+import math
+
+import diffrax as dfx
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import optimistix as optx
+
+from ._qr import SWAP_MARGIN, Args, Factor, restore, sort_pass, vector_field
+
+_TABLEAU = dfx.Tsit5.tableau  # first same as last: the last stage is the vector field at the new state
+_ERROR_EXPONENT = 1.0 / 5.0  # the local error of the embedded order-4 solution is O(h^5)
+_SAFETY, _GROW, _SHRINK = 0.9, 10.0, 0.2
+_QUIET = 1.0  # columns count as still where they move slower than this × (atol + rtol) per unit time
+_REST = 1e-3  # a leap needs the awake columns slower than this × the quiet threshold: it holds them, and their
+# residual speed over their relaxation rate, an error of G, biases the sleeping columns' rates for the whole leap
+# (with 1.0, log|β| of a 1×1 weight was off by 1e-3 after t = 1e4 at log α = −1e4; with 1e-3, by 1e-6)
+_GAP_MARGIN = 2.0  # Γ = log(1 / quiet threshold) + this: a column below e^{−Γ} in W does not move the flow
+_POLISH = 0.5  # a polishing step is this fraction of dt (docs/math.md, Plateau leaps: resting, at the tolerance)
+
+
+class LeapTolerances(eqx.Module):
+    """The tolerances of the leap integrator: ``rtol``, ``atol`` as in ``simulate_flow``."""
+
+    rtol: float
+    atol: float
+
+    @property
+    def quiet(self) -> float:
+        """The speed below which the awake columns count as at rest."""
+        return _QUIET * (self.atol + self.rtol)
+
+    @property
+    def rest(self) -> float:
+        """The speed below which the awake columns count as at rest, so that a leap may hold them."""
+        return _REST * self.quiet
+
+    @property
+    def gap(self) -> float:
+        """``Γ``: a sleeping column with ``ρ_i + max ρ < −Γ`` (its reach into ``W``) moves the rest of the flow
+        slower than the quiet threshold."""
+        return -math.log(self.quiet) + _GAP_MARGIN
+
+
+class LeapState(eqx.Module):
+    """What the leap integrator carries between segments: the state ``y`` at unscaled time ``t``, the vector field
+    ``f`` there, the next explicit step ``dt``, the outputs so far (``ys``: ``+inf`` at the output times not reached;
+    ``next``: the first of those), the counts and the result (``successful`` while the solve can go on)."""
+
+    y: tuple[Factor, ...]
+    f: tuple[Factor, ...]
+    t: jax.Array
+    dt: jax.Array
+    ys: tuple[Factor, ...]
+    next: jax.Array
+    steps: jax.Array  # explicit steps, accepted and rejected
+    rejected: jax.Array
+    leaps: jax.Array
+    pieces: jax.Array  # exponentials exp(hA) and extrapolations of the log scales, within leaps (no G)
+    evaluations: jax.Array  # of G (each vector field evaluates it once)
+    result: dfx.RESULTS
+
+    @property
+    def stats(self) -> jax.Array:
+        """``(steps, accepted, rejected, leaps, pieces, evaluations)`` on the last axis, where ``steps`` counts the
+        explicit steps and the leaps (what ``max_steps`` caps)."""
+        steps = self.steps + self.leaps
+        counts = (steps, steps - self.rejected, self.rejected, self.leaps, self.pieces, self.evaluations)
+        return jnp.stack(counts, axis=-1)
+
+
+def _axpy(y, ks, coeffs, h):
+    """``y + h Σ_j coeffs[j] ks[j]`` over the state's leaves."""
+    return jax.tree_util.tree_map(lambda y0, *k: y0 + h * sum(c * kj for c, kj in zip(coeffs, k)), y, *ks)
+
+
+def _rk_step(t, y, f0, h, args: Args):
+    """One Tsit5 step from ``y`` (where the vector field is ``f0``): the new state, the vector field there and
+    the local error estimate."""
+    ks, yi = [f0], y
+    for c, a in zip(_TABLEAU.c, _TABLEAU.a_lower):
+        yi = _axpy(y, ks, a, h)
+        ks.append(vector_field(t + c * h, yi, args))
+    err = jax.tree_util.tree_map(lambda *k: h * sum(b * kj for b, kj in zip(_TABLEAU.b_error, k)), *ks)
+    return yi, ks[-1], err
+
+
+def _error_norm(y0, y1, err, tol: LeapTolerances) -> jax.Array:
+    """The RMS of the error over ``atol + rtol |y|`` (diffrax's ``PIDController``); ``inf`` if not finite."""
+    scale = lambda a, b, e: e / (tol.atol + tol.rtol * jnp.maximum(jnp.abs(a), jnp.abs(b)))
+    norm = optx.rms_norm(jax.tree_util.tree_map(scale, y0, y1, err))
+    return jnp.where(jnp.isfinite(norm), norm, jnp.inf)
+
+
+def unsorted(f: Factor) -> jax.Array:
+    """Whether a pass of the sorting gauge would swap columns (``sort_pass``'s test). The pass costs ``k`` swaps of
+    ``O(k³)`` each even where it swaps none: the most of a step at ``k = 50``."""
+    r = jnp.diagonal(f.R, 1)
+    return jnp.any(f.rho[1:] - f.rho[:-1] > 0.5 * jnp.log1p(r * r) + SWAP_MARGIN)
+
+
+def _fix_gauge(y, args: Args):
+    """The sorting gauge and ``QᵀJQ`` restored after a step (as ``_qr.Gauge``); whether columns swapped."""
+    out, swapped = [], jnp.array(False)
+    for f, (m, _) in zip(y, args.model.shapes):
+        f, changed = jax.lax.cond(unsorted(f), sort_pass, lambda f: (f, jnp.array(False)), f)
+        out.append(restore(f, args.log_alpha, m))
+        swapped = swapped | changed
+    return tuple(out), swapped
+
+
+def explicit(state: LeapState, t_end, args: Args, tol: LeapTolerances, polish) -> LeapState:
+    """One Tsit5 step of ``dt`` (clipped to ``t_end``) or, to ``polish`` awake columns that nearly rest, of
+    ``dt / 2``: a step at the stability limit keeps the stiff relaxation at the tolerance, a shorter one damps
+    it, so that a leap can follow."""
+    target = jnp.where(polish, _POLISH * state.dt, state.dt)
+    h = jnp.minimum(target, t_end - state.t)
+    t1 = jnp.where(h < target, t_end, state.t + h)
+    y1, f1, err = _rk_step(state.t, state.y, state.f, h, args)
+    norm = _error_norm(state.y, y1, err, tol)
+    accept = norm <= 1.0
+    factor = jnp.clip(_SAFETY * jnp.maximum(norm, 1e-10) ** -_ERROR_EXPONENT, _SHRINK, jnp.where(accept, _GROW, 1.0))
+    # a clipped step does not shorten the next one, and a polishing step leaves it as it was
+    dt = jnp.where(accept & (h < target), jnp.maximum(h * factor, state.dt), h * factor)
+    dt = jnp.where(accept & polish, state.dt, dt)
+
+    def take():
+        y, swapped = _fix_gauge(y1, args)
+        f = jax.lax.cond(swapped, lambda: vector_field(t1, y, args), lambda: f1)  # f1 is the old gauge's
+        return y, f, t1, swapped.astype(int)
+
+    y, f, t, again = jax.lax.cond(accept, take, lambda: (state.y, state.f, state.t, 0))
+    stuck = dt <= 1e-12 * jnp.maximum(1.0, jnp.abs(state.t))  # below the resolution of t
+    return eqx.tree_at(
+        lambda s: (s.y, s.f, s.t, s.dt, s.steps, s.rejected, s.evaluations, s.result),
+        state,
+        (
+            y,
+            f,
+            t,
+            dt,
+            state.steps + 1,
+            state.rejected + (~accept).astype(int),
+            state.evaluations + len(_TABLEAU.c) + again,
+            dfx.RESULTS.where(stuck, dfx.RESULTS.dt_min_reached, state.result),
+        ),
+    )

@@ -1,0 +1,288 @@
+"""Plateau leaps: the exact flow of a factorised model at any ``log α`` at a cost that does not grow with
+``log(1/α)`` (docs/math.md, *Full weights: the exact flow*, *Plateau leaps*).
+
+Explicit steps (``_explicit``) follow the flow where it moves: the jumps and the relaxation after them. On a
+plateau the awake columns (those that reach into ``W``) rest at a saddle and hold ``G``, hence
+``A = [[0, G], [Gᵀ, 0]]``, constant; the sleeping columns then follow the linear flow ``Z_s' = A Z_s`` exactly,
+whatever its length: a *leap* applies ``exp(hA)`` from the SVD of ``G`` in pieces (a discrete QR step with the log
+scales accumulated, Dieci & Van Vleck) while they turn, and moves their log scales alone, ``ρ_s += Δ ρ_s'``, once
+they have settled onto their directions of growth. A leap ends where a sleeping column comes near enough to ``W``
+to move it, so the ``O(log(1/α))`` steps that the plateaus cost an explicit (stability-limited) method shrink to a
+few leaps.
+
+``start`` and ``advance`` have the shape of ``gradflow._solver.Solve``'s: ``advance(state, budget)`` takes at most
+``budget`` more explicit steps and leaps, so that ``gradflow._solver.run_segments`` runs it in bounded segments.
+"""
+
+from __future__ import annotations
+
+import diffrax as dfx
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from ._explicit import LeapState, LeapTolerances, explicit, unsorted
+from ._qr import SWAP_MARGIN, Args, Factor, factor_weights, imbalance, sort_pass, vector_field
+
+_PIECE = 18.0  # the longest exponential piece, h σ_1(G): the rounding it amplifies, ε e^{h σ_1}, stays near 1e-8
+_NEAR = 1e2  # awake columns slower than this × atol (where stability-limited steps leave them) are polished ...
+_POLISH_ROOM = 20.0  # ... where a leap of at least this many steps would follow
+
+# --------------------------------------------------------------------------------------------------
+# Which columns are awake, and whether they rest.
+
+
+def _awake(f: Factor, tol: LeapTolerances) -> jax.Array:
+    """The columns that reach into ``W = Q_t diag(e^ρ) R̃ R̃ᵀ diag(e^ρ) Q_bᵀ``: ``ρ_i + max ρ ≥ −Γ`` (with half a
+    unit of margin: a leap stops with a waking column at ``−Γ``)."""
+    return f.rho + jnp.max(f.rho) >= -tol.gap - 0.5
+
+
+def _max_abs(x, where) -> jax.Array:
+    return jnp.max(jnp.where(where, jnp.abs(x), 0.0))
+
+
+def _awake_speed(y, f, tol: LeapTolerances) -> jax.Array:
+    """The largest velocity of the awake columns' ``Q``, ``ρ`` and rows of ``R̃``."""
+    out = jnp.array(0.0)
+    for yf, vf in zip(y, f):
+        a = _awake(yf, tol)
+        out = jnp.maximum(out, jnp.maximum(_max_abs(vf.Q, a[None, :]), _max_abs(vf.rho, a)))
+        out = jnp.maximum(out, _max_abs(vf.R, a[:, None]))
+    return out
+
+
+def _settled(y, f, tol: LeapTolerances) -> jax.Array:
+    """Whether the sleeping columns rest too, but for their log scales (which then grow at constant rates)."""
+    ok = jnp.array(True)
+    for yf, vf in zip(y, f):
+        s = ~_awake(yf, tol)
+        ok = ok & (jnp.maximum(_max_abs(vf.Q, s[None, :]), _max_abs(vf.R, s[:, None])) <= tol.quiet)
+    return ok
+
+
+def _positive_ratio(room, rate) -> jax.Array:
+    """``min room / rate`` over the entries with ``rate > 0`` (``inf`` if none, or none at all: a single column)."""
+    return jnp.min(jnp.where(rate > 0, room / jnp.where(rate > 0, rate, 1.0), jnp.inf), initial=jnp.inf)
+
+
+def _asleep_for(f: Factor, rate, tol: LeapTolerances) -> jax.Array:
+    """How long the sleeping columns of a factor stay below ``ρ_i + max ρ = −Γ`` if their log scales grow at
+    ``rate`` (the top column's rate adds where it sleeps too)."""
+    s = ~_awake(f, tol)
+    top = jnp.argmax(f.rho)
+    grow = jnp.where(s, rate + jnp.where(s[top], rate[top], 0.0), 0.0)
+    return _positive_ratio(-tol.gap - (f.rho + f.rho[top]), grow)
+
+
+# --------------------------------------------------------------------------------------------------
+# Leaps.
+
+
+class _FrozenG(eqx.Module):
+    """A model whose ``G`` is held at ``Gs``: the flow within a leap."""
+
+    Gs: tuple[jax.Array, ...]
+    shapes: tuple = eqx.field(static=True)
+
+    def G(self, Ws):
+        del Ws
+        return self.Gs
+
+
+def _log_abs_imbalance(f: Factor, log_alpha) -> jax.Array:
+    """``log |K_ij|`` of ``K = QᵀJQ = e^{2 log α} diag(e^{−ρ}) R̃⁻ᵀ C̄ R̃⁻¹ diag(e^{−ρ})`` (docs/math.md)."""
+    k = f.rho.shape[0]
+    Rinv = jax.scipy.linalg.solve_triangular(f.R, jnp.eye(k), lower=False, unit_diagonal=True)
+    return 2.0 * log_alpha - f.rho[:, None] - f.rho[None, :] + jnp.log(jnp.abs(Rinv.T @ f.C @ Rinv))
+
+
+def _extrapolation_length(y, f, gnorms, log_alpha, tol: LeapTolerances) -> jax.Array:
+    """How long the settled flow keeps its form ``ρ_s' = const``, all else constant (docs/math.md, *Plateau
+    leaps*): until a sleeping column reaches ``−Γ``, a shrinking column's ``QᵀJQ`` (which turns ``Q`` at the
+    rate ``‖G‖ |K|``) has grown by the quiet threshold, or two log scales cross."""
+    out = jnp.array(jnp.inf)
+    for yf, vf, gnorm in zip(y, f, gnorms):
+        v = jnp.where(_awake(yf, tol), 0.0, vf.rho)
+        out = jnp.minimum(out, _asleep_for(yf, v, tol))
+        room = jnp.log1p(tol.quiet / (gnorm * jnp.exp(_log_abs_imbalance(yf, log_alpha)) + 1e-300))
+        out = jnp.minimum(out, _positive_ratio(room, -(v[:, None] + v[None, :])))
+        out = jnp.minimum(out, _positive_ratio(yf.rho[:-1] - yf.rho[1:] + SWAP_MARGIN, v[1:] - v[:-1]))
+    return out
+
+
+def _exp_apply(Q, svd, h, m: int):
+    """``exp(hA) Q`` for ``A = [[0, G], [Gᵀ, 0]]``, ``G = P diag(s) Ψᵀ`` (docs/math.md, *Plateau leaps*):
+    ``[Q_t + P((cosh hs − 1) PᵀQ_t + sinh(hs) ΨᵀQ_b); Q_b + Ψ(sinh(hs) PᵀQ_t + (cosh hs − 1) ΨᵀQ_b)]``."""
+    P, s, Psi_t = svd
+    a, b = P.T @ Q[:m], Psi_t @ Q[m:]
+    ch = (2.0 * jnp.sinh(0.5 * h * s) ** 2)[:, None]
+    sh = jnp.sinh(h * s)[:, None]
+    return jnp.concatenate([Q[:m] + P @ (ch * a + sh * b), Q[m:] + Psi_t.T @ (sh * a + ch * b)])
+
+
+def _moved(f: Factor, svd, h, held, m: int):
+    """``Qh = [Q_a, exp(hA) Q_s]`` (the ``held`` columns kept) and how far it would take a column past the one
+    before it: the largest ``ν_{i+1} − ν_i − margin`` (beyond any such excess of ``ρ``), ``ν = ρ + log ‖Qh_i‖``."""
+    Qh = jnp.where(held[None, :], f.Q, _exp_apply(f.Q, svd, h, m))
+    nu = f.rho + jnp.log(jnp.linalg.norm(Qh, axis=0))
+    past = nu[1:] - nu[:-1] - jnp.maximum(f.rho[1:] - f.rho[:-1], 0.0) - SWAP_MARGIN
+    return Qh, jnp.max(past, initial=0.0)
+
+
+def _exp_piece(f: Factor, Qh) -> Factor:
+    """``Z = Q diag(e^ρ) R̃ → Qh diag(e^ρ) R̃`` re-factored (a discrete QR step): ``Qh = Q' R'``, ``ρ += log diag R'``,
+    ``R̃ → (R'/diag R') ∘ e^{ρ_l − ρ_i} R̃``. Rounding puts ``ε e^{h σ_1}`` of the fastest direction into every column
+    of ``Qh``, harmless as long as no column outgrows the ones before it (``_moved``)."""
+    Qn, Rn = jnp.linalg.qr(Qh)
+    sign = jnp.where(jnp.diag(Rn) < 0, -1.0, 1.0)
+    Qn, Rn = Qn * sign, Rn * sign[:, None]
+    d = jnp.diag(Rn)
+    scale = jnp.exp(jnp.minimum(jnp.triu(f.rho[None, :] - f.rho[:, None]), 60.0))  # e^{ρ_l − ρ_i}, l ≥ i
+    S = jnp.triu(Rn / d[:, None]) * scale
+    return Factor(Q=Qn, rho=f.rho + jnp.log(d), R=jnp.triu(S @ f.R), C=f.C)
+
+
+def _sort_fully(f: Factor) -> Factor:
+    """Passes of the sorting gauge until the log scales are in order (a piece may reorder several columns)."""
+
+    def body(c):
+        f, _, passes = c
+        f, changed = sort_pass(f)
+        return f, changed, passes + 1
+
+    k = f.rho.shape[0]
+    return jax.lax.while_loop(lambda c: c[1] & (c[2] < k), body, (f, unsorted(f), 0))[0]
+
+
+def _restore_held(f: Factor, held, log_alpha, m: int) -> Factor:
+    """``_qr.restore`` with the ``held`` (awake, leading) columns kept: ``Q_s ← Q_s + JQ_a ΔK_as + JQ_s ΔK_ss / 2``
+    gives ``QᵀJQ`` its value ``K`` to first order, then ``Q_s`` is orthonormalised against ``Q_a``. Holding
+    ``Q_a`` while ``exp(hA)`` moves ``Q_s`` leaves ``Q_aᵀJQ_s`` off by the awake columns' residual speed over σ;
+    it is the sleeping columns that absorb it, so that the awake ones stay at rest."""
+    dK = imbalance(f, log_alpha, m)
+    M = jnp.where(held[None, :], 0.0, jnp.where(held[:, None], dK, 0.5 * dK))
+    Q = f.Q + jnp.concatenate([f.Q[:m] @ M, -(f.Q[m:] @ M)])
+    Qn, Rn = jnp.linalg.qr(Q)
+    return eqx.tree_at(lambda g: g.Q, f, Qn * jnp.where(jnp.diag(Rn) < 0, -1.0, 1.0))
+
+
+class _Leap(eqx.Module):
+    y: tuple[Factor, ...]
+    t: jax.Array
+    pieces: jax.Array
+    go_on: jax.Array
+
+
+def _leap(state: LeapState, t_end, args: Args, tol: LeapTolerances) -> LeapState:
+    """The flow with ``G`` held at its value now (the awake columns rest): the sleeping columns move by
+    ``exp(hA)`` in pieces (``h σ_1 ≤ 18``, no column past the one before it) while they turn, and by
+    extrapolating their log scales once settled; until ``t_end``, or until a sleeping column nears ``−Γ`` (closer
+    than an explicit step would take it)."""
+    shapes = args.model.shapes
+    Gs = args.model.G(tuple(factor_weights(yf, m) for yf, (m, _) in zip(state.y, shapes)))
+    svds = tuple(jnp.linalg.svd(G, full_matrices=False) for G in Gs)
+    sigma = jnp.max(jnp.stack([s[0] for _, s, _ in svds]))
+    frozen = Args(model=_FrozenG(Gs, shapes), log_alpha=args.log_alpha)
+    awake = tuple(_awake(yf, tol) for yf in state.y)
+
+    def plan(y, t):
+        """The frozen vector field, whether to extrapolate, and how far."""
+        f = vector_field(t, y, frozen)
+        piece = _PIECE / jnp.maximum(sigma, 1e-300)  # ρ grows at most at σ_1 (twice that for ρ_i + max ρ)
+        piece = jnp.minimum(piece, jnp.min(jnp.stack([_asleep_for(yf, jnp.full_like(yf.rho, sigma), tol) for yf in y])))
+        extrapolation = _extrapolation_length(y, f, tuple(s[0] for _, s, _ in svds), args.log_alpha, tol)
+        extrapolate = _settled(y, f, tol) & (extrapolation >= piece)
+        return f, extrapolate, jnp.minimum(jnp.where(extrapolate, extrapolation, piece), t_end - t)
+
+    def body(c: _Leap):
+        f, extrapolate, span = plan(c.y, c.t)
+
+        def by_extrapolation():
+            rho = lambda yf, vf: yf.rho + span * jnp.where(_awake(yf, tol), 0.0, vf.rho)
+            return span, tuple(eqx.tree_at(lambda g: g.rho, yf, rho(yf, vf)) for yf, vf in zip(c.y, f))
+
+        def by_exponential():
+            def moved(h):
+                out = [_moved(yf, svd, h, a, m) for yf, svd, a, (m, _) in zip(c.y, svds, awake, shapes)]
+                return h, tuple(q for q, _ in out), jnp.max(jnp.stack([p for _, p in out]))
+
+            def shorter(m):  # ν grows about ∝ h once the columns have turned
+                h, _, past = m
+                return moved(h * jnp.clip(0.9 * SWAP_MARGIN / (SWAP_MARGIN + past), 0.01, 0.9))
+
+            h, Qhs, _ = jax.lax.while_loop(lambda m: m[2] > 0, shorter, moved(span))
+            return h, tuple(_exp_piece(yf, Qh) for yf, Qh in zip(c.y, Qhs))
+
+        h, y = jax.lax.cond(extrapolate, by_extrapolation, by_exponential)
+        y = tuple(_restore_held(_sort_fully(yf), a, args.log_alpha, m) for yf, a, (m, _) in zip(y, awake, shapes))
+        t = jnp.where(h == t_end - c.t, t_end, c.t + h)
+        _, _, span = plan(y, t)
+        woke = jnp.any(jnp.stack([jnp.any(_awake(yf, tol) != a) for yf, a in zip(y, awake)]))
+        go_on = (t < t_end) & ~woke & (span >= jnp.minimum(state.dt, t_end - t))
+        return _Leap(y=y, t=t, pieces=c.pieces + 1, go_on=go_on)
+
+    c = jax.lax.while_loop(lambda c: c.go_on, body, _Leap(state.y, state.t, jnp.array(0), jnp.array(True)))
+    return eqx.tree_at(
+        lambda s: (s.y, s.f, s.t, s.leaps, s.pieces, s.evaluations),
+        state,
+        (c.y, vector_field(c.t, c.y, args), c.t, state.leaps + 1, state.pieces + c.pieces, state.evaluations + 2),
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# The solve, in segments.
+
+
+def _step(s: LeapState, t_end, args: Args, tol: LeapTolerances) -> LeapState:
+    """A leap where the awake columns rest and no sleeping column wakes within an explicit step, else an explicit
+    step (a polishing one where the awake columns nearly rest and a long leap would follow)."""
+    speed = _awake_speed(s.y, s.f, tol)
+    room = jnp.min(jnp.stack([_asleep_for(yf, vf.rho, tol) for yf, vf in zip(s.y, s.f)]))
+    room = jnp.minimum(room, t_end - s.t)
+    leap = (speed <= tol.rest) & (room >= jnp.minimum(s.dt, t_end - s.t))
+    polish = (speed <= _NEAR * tol.atol) & (room >= _POLISH_ROOM * s.dt)
+    return jax.lax.cond(leap, lambda: _leap(s, t_end, args, tol), lambda: explicit(s, t_end, args, tol, polish))
+
+
+def advance(state: LeapState, budget, args: Args, out_ts, tol: LeapTolerances) -> LeapState:
+    """``state`` after at most ``budget`` more explicit steps and leaps towards ``out_ts[-1]`` (unscaled time),
+    recording ``y`` at every output time it reaches. Stops early, with ``result`` set, where the step size falls
+    below the resolution of ``t``."""
+    last = len(out_ts) - 1
+    spent = state.steps + state.leaps + budget
+
+    def running(s: LeapState):
+        return (s.next <= last) & (s.result == dfx.RESULTS.successful) & (s.steps + s.leaps < spent)
+
+    def body(s: LeapState):
+        i = jnp.minimum(s.next, last)
+        s = _step(s, out_ts[i], args, tol)
+        reached = s.t >= out_ts[i]
+        ys = jax.tree_util.tree_map(lambda a, y: a.at[i].set(jnp.where(reached, y, a[i])), s.ys, s.y)
+        return eqx.tree_at(lambda s: (s.ys, s.next), s, (ys, s.next + reached.astype(s.next.dtype)))
+
+    return jax.lax.while_loop(running, body, state)
+
+
+def start(y0, args: Args, out_ts) -> LeapState:
+    """The carried state at ``t = 0`` from ``y0``, with ``y0`` recorded at the output times ``≤ 0``."""
+    f = vector_field(0.0, y0, args)
+    speed = jnp.max(jnp.stack([jnp.max(jnp.abs(leaf)) for leaf in jax.tree_util.tree_leaves(f)]))
+    at_start = out_ts <= 0.0
+    ys = jax.tree_util.tree_map(lambda x: jnp.where(at_start.reshape((-1,) + (1,) * x.ndim), x, jnp.inf), y0)
+    zero = jnp.array(0)
+    return LeapState(
+        y=y0,
+        f=f,
+        t=jnp.zeros(()),
+        dt=1e-2 / jnp.maximum(speed, 1e-6),
+        ys=ys,
+        next=jnp.sum(at_start).astype(zero.dtype),
+        steps=zero,
+        rejected=zero,
+        leaps=zero,
+        pieces=zero,
+        evaluations=zero + 1,
+        result=dfx.RESULTS.successful,
+    )

@@ -1,0 +1,263 @@
+"""The leap integrator of the factorised flow (gradflow/_factorized/_leap.py; docs/math.md, *Plateau leaps*): the
+closed form of matrix factorisation far below float64, direct float64 integration, the conservation law, a cost that
+does not grow with log(1/α), solving in bounded segments (max_steps, the stop flag, Ctrl-C), and the range of log α
+that float64 resolves.
+
+The default tests share one compilation: matrix factorisation of a 4×3 matrix, 21 output times.
+"""
+
+import diffrax as dfx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.integrate
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import gradflow
+from gradflow import models
+from gradflow._factorized._explicit import LeapTolerances
+from gradflow._factorized._flow import _advance, _run, _start
+from gradflow._factorized._model import check_factors
+from gradflow._factorized._qr import imbalance, initial_state
+from gradflow._results import Interrupted  # not exported from gradflow yet
+
+SIG = np.array([3.0, 1.5, 0.0])
+TS = np.linspace(0.0, 1.0, 21)
+TOL = LeapTolerances(rtol=0.0, atol=1e-8)
+
+
+def _aligned():
+    """``M = A diag(σ) Bᵀ`` and the balanced, aligned start ``Ū = A diag(s̄)^{1/2}``, ``V̄ = B diag(s̄)^{1/2}``."""
+    rng = np.random.default_rng(0)
+    A, _ = np.linalg.qr(rng.standard_normal((4, 3)))
+    B, _ = np.linalg.qr(rng.standard_normal((3, 3)))
+    sbar = np.array([0.5, 2.0, 1.0])
+    return (A * SIG) @ B.T, (A * np.sqrt(sbar),), (B * np.sqrt(sbar),), sbar
+
+
+def _logistic(log_alpha, sbar):
+    """Each mode solves ``s' = 2 s (σ − s)`` from ``s(0) = α² s̄`` (docs/math.md, *Full weights: the exact flow*), in
+    log space: ``log s = log σ + log s(0) + 2σt − log(σ − s(0) + s(0) e^{2σt})``, ``t = τ log(1/α)``."""
+    t = TS[:, None] * -log_alpha
+    ls0 = 2.0 * log_alpha + np.log(sbar)
+    sig = np.where(SIG > 0, SIG, 1.0)
+    grow = np.log(sig) + ls0 + 2 * SIG * t - np.logaddexp(np.log(sig - np.exp(ls0)), ls0 + 2 * SIG * t)
+    return -np.sort(-np.where(SIG > 0, grow, ls0 + 0 * t), axis=1)
+
+
+def _mf_flow(log_alpha, **kw):
+    M, u0, v0, _ = _aligned()
+    return gradflow.simulate_flow(models.matrix_factorization_model(M), u0=u0, v0=v0, ts=TS, log_alpha=log_alpha, **kw)
+
+
+@pytest.mark.parametrize("log_alpha", [-1e7, -1e4, -50.0])
+def test_closed_form_far_below_float64(log_alpha):
+    """``simulate_flow`` takes the leaps, and every log singular value follows its logistic, down to the
+    deepest scale float64 resolves at the default tolerance (``|log α| ≤ 2.25e7``); the jumps at ``T_r = 1/σ_r``."""
+    M, _, _, sbar = _aligned()
+    res = _mf_flow(log_alpha)
+    assert res.stats["solver"] == "leap" and res.result == "successful"
+    assert res.stats["num_leaps"] > 0
+    np.testing.assert_allclose(res.log_singular_values[0], _logistic(log_alpha, sbar), rtol=1e-9, atol=1e-6)
+    np.testing.assert_allclose(res.W[0][-1], M, atol=1e-5)
+
+
+def test_cost_does_not_grow_with_log_alpha():
+    """Steps and evaluations of ``G`` at ``log α = −1e4`` and ``−1e7`` within 1.5× of those at ``α = 1e-32``
+    (Tsit5's grow ∝ ``log(1/α)``)."""
+    runs = [_mf_flow(la).stats for la in (np.log(1e-32), -1e4, -1e7)]
+    for stats in runs[1:]:
+        assert stats["num_steps"] <= 1.5 * runs[0]["num_steps"]
+        assert stats["num_evaluations"] <= 1.5 * runs[0]["num_evaluations"]
+
+
+@pytest.mark.parametrize("alpha", [1e-2, 1e-6])
+def test_matches_direct_integration(alpha):
+    """Against DOP853 on the plain equations ``U' = G V``, ``V' = Gᵀ U`` (rtol 1e-12) from a Gaussian start."""
+    task = models.matrix_factorization(m=4, n=3, singular_values=(3.0, 1.5), seed=1)
+    M = task.teacher_beta[0]
+    res = gradflow.simulate_flow(task.model, u0=task.u0, v0=task.v0, ts=TS, alpha=alpha)
+    assert res.stats["solver"] == "leap"
+    L = -np.log(alpha)
+
+    def rhs(t, y):
+        U, V = y[:12].reshape(4, 3), y[12:].reshape(3, 3)
+        G = M - U @ V.T
+        return np.concatenate([(G @ V).ravel(), (G.T @ U).ravel()])
+
+    y0 = alpha * np.concatenate([task.u0[0].ravel(), task.v0[0].ravel()])
+    sol = scipy.integrate.solve_ivp(rhs, (0, TS[-1] * L), y0, "DOP853", t_eval=TS * L, rtol=1e-12, atol=1e-14 * alpha)
+    W = np.array([y[:12].reshape(4, 3) @ y[12:].reshape(3, 3).T for y in sol.y.T])
+    np.testing.assert_allclose(res.W[0], W, rtol=0, atol=1e-6)
+    sv = np.linalg.svd(W, compute_uv=False)
+    big = sv > 1e-6 * sv.max(axis=1, keepdims=True)  # the rest are below the reference's rounding
+    np.testing.assert_allclose(res.log_singular_values[0][big], np.log(sv[big]), atol=1e-5)
+
+
+def _y0(task):
+    us, vs = check_factors(task.u0, task.v0, task.model)
+    return jax.tree_util.tree_map(jnp.asarray, initial_state(us, vs))
+
+
+def _states(task, log_alpha):
+    """The recorded states of the leap solve (``simulate_flow``'s solve in segments) and its stats."""
+    la = jnp.asarray(np.float64(log_alpha))
+    out, stopped = _run(
+        task.model,
+        _y0(task),
+        la,
+        jnp.asarray(TS),
+        0.0,
+        1e-8,
+        solver="leap",
+        batched=False,
+        max_steps=None,
+        progress=None,
+    )
+    assert out[3] == dfx.RESULTS.successful and not stopped
+    return out[0], out[4]
+
+
+@settings(max_examples=4, deadline=None)
+@given(seed=st.integers(0, 2**16), log_alpha=st.sampled_from([-2.0, -30.0, -300.0]))
+def test_conservation_hypothesis(seed, log_alpha):
+    """``ZᵀJZ = α² C̄`` at every recorded time, from random factors and teachers, through explicit steps and leaps
+    alike: in the scaled form the state holds at every α, ``QᵀJQ = K(ρ, R̃, C̄)`` (docs/math.md), with ``C̄`` changed
+    only by the sorting gauge's rotations (its spectrum conserved), and where ``UᵀU − VᵀV`` is within float64's
+    reach of ``Z`` (``log α = −2``), in the rebuilt ``Z`` too."""
+    task = models.matrix_factorization(m=4, n=3, singular_values=(3.0, 1.5), seed=seed)
+    with jax.enable_x64(True):
+        ys, _ = _states(task, log_alpha)
+        off = jax.vmap(lambda f: imbalance(f, jnp.asarray(np.float64(log_alpha)), 4))(ys[0])
+    assert np.max(np.abs(np.asarray(off))) < 10 * TOL.atol
+    f = jax.tree_util.tree_map(np.asarray, ys[0])
+    us, vs = check_factors(task.u0, task.v0, task.model)
+    C0 = us[0].T @ us[0] - vs[0].T @ vs[0]
+    want = np.broadcast_to(np.linalg.eigvalsh(C0), (len(TS), 3))
+    np.testing.assert_allclose(np.linalg.eigvalsh(f.C), want, atol=1e-12 * np.abs(C0).max())
+    if log_alpha == -2.0:
+        Z = f.Q @ (np.exp(f.rho)[..., :, None] * f.R)
+        U, V = Z[:, :4], Z[:, 4:]
+        C = U.transpose(0, 2, 1) @ U - V.transpose(0, 2, 1) @ V
+        tol = 1e-7 * np.max(np.sum(Z**2, axis=(1, 2)))
+        np.testing.assert_allclose(np.linalg.eigvalsh(C), want * np.exp(2 * log_alpha), atol=tol)
+
+
+def test_segments_are_the_solve():
+    """The leaps carry their whole state between segments: advanced seven explicit steps or leaps at a time from
+    Python (a budget of 0 does nothing), the solve is the one run in ``run_segments``'s segments."""
+    M, _, _, _ = _aligned()
+    task = models.matrix_factorization(M)
+    la, ts = jnp.asarray(-1e4), jnp.asarray(TS)
+    with jax.enable_x64(True):
+        whole, stats = _states(task, -1e4)
+        static = dict(solver="leap", batched=False)
+        state = _start(task.model, _y0(task), la, ts, 0.0, 1e-8, **static)
+        same = _advance(task.model, state, jnp.asarray(0), la, ts, 0.0, 1e-8, **static)
+        assert same.t == state.t and int(same.steps + same.leaps) == 0
+        while state.t < TS[-1] * 1e4 and state.result == dfx.RESULTS.successful:
+            before = int(state.steps + state.leaps)
+            state = _advance(task.model, state, jnp.asarray(7), la, ts, 0.0, 1e-8, **static)
+            assert int(state.steps + state.leaps) <= before + 7
+        assert state.result == dfx.RESULTS.successful and state.leaps > 0
+        np.testing.assert_array_equal(np.asarray(state.stats), np.asarray(stats))
+    np.testing.assert_allclose(np.asarray(state.ys[0].rho), np.asarray(whole[0].rho), rtol=1e-12)
+
+
+def test_max_steps_keeps_the_outputs_reached():
+    """``max_steps`` (explicit steps and leaps) stops the leaps there: ``max_steps_reached`` and the outputs up to
+    the time reached, those of the full solve, later ones ``+inf``."""
+    full = _mf_flow(-1e4)
+    part = _mf_flow(-1e4, max_steps=60, throw=False)
+    assert part.result == "max_steps_reached" and part.stats["num_steps"] == 60
+    done = np.isfinite(part.loss)
+    assert 0 < done.sum() < len(TS) and not np.isfinite(part.log_singular_values[0][~done]).any()
+    np.testing.assert_allclose(part.log_singular_values[0][done], full.log_singular_values[0][done], rtol=1e-12)
+
+
+@pytest.mark.parametrize("batching", ["vmap", "separate"])
+def test_stop_flag_interrupts_the_leaps(monkeypatch, batching):
+    """The stop flag that Ctrl-C sets (``gradflow._config.stop_requested``, read by ``run_segments`` between
+    segments) ends a leap solve with ``Interrupted``, whose result keeps the outputs reached; a batch too, run by run
+    or under ``vmap``."""
+    import gradflow._solver._segments as segments
+
+    calls = {"n": 0}
+
+    def stop_after_two():
+        calls["n"] += 1
+        return calls["n"] > 2  # per run (separate: each thread asks, but the count is shared)
+
+    full = _mf_flow(np.array([-1e4, -50.0]), batching=batching)
+    monkeypatch.setattr(segments, "stop_requested", stop_after_two)
+    with pytest.raises(Interrupted) as stop:
+        _mf_flow(np.array([-1e4, -50.0]), batching=batching)
+    res = stop.value.result
+    assert list(res.result) == ["interrupted"] * 2
+    done = np.isfinite(res.loss)
+    assert done[:, 0].all() and not done[:, -1].any()
+    np.testing.assert_allclose(res.log_singular_values[0][done], full.log_singular_values[0][done], rtol=1e-12)
+
+
+def test_keyboard_interrupt_ends_the_segment_loop():
+    """Ctrl-C (a ``KeyboardInterrupt`` in the loop: here from the progress callback, after two segments) returns the
+    leap state reached, marked stopped, with the outputs so far."""
+    M, _, _, _ = _aligned()
+    task = models.matrix_factorization(M)
+    calls = {"n": 0}
+
+    def progress(reached):
+        calls["n"] += 1
+        if calls["n"] > 2:
+            raise KeyboardInterrupt
+
+    with jax.enable_x64(True):
+        out, stopped = _run(
+            task.model, _y0(task), jnp.asarray(-1e4), jnp.asarray(TS), 0.0, 1e-8, solver="leap", batched=False,
+            max_steps=None, progress=progress,
+        )  # fmt: skip
+    assert stopped and out[3] == dfx.RESULTS.max_steps_reached  # "stopped short", as segment_result reports it
+    assert 0 < int(out[4][0]) and np.isfinite(np.asarray(out[2][0])) and not np.isfinite(np.asarray(out[2][-1]))
+
+
+def test_refuses_what_float64_cannot_resolve():
+    """Beyond ``2 |log α| 2⁻⁵² > atol + 2 rtol |log α|`` the log scales cannot hold the tolerance: a ``ValueError``
+    that states the supported range, before any solve; a looser atol or an rtol reach further."""
+    with pytest.raises(ValueError, match=r"beyond what float64 resolves.*\|log α\| ≤ 2\.252e\+07"):
+        _mf_flow(-3e7)
+    with pytest.raises(ValueError, match="Supported at these tolerances: \\|log α\\| ≤ 2.252e\\+09"):
+        _mf_flow(-3e9, atol=1e-6)
+    with pytest.raises(ValueError, match="beyond what float64 resolves"):  # any solver
+        _mf_flow(np.array([-1.0, -3e7]), solver="tsit5")
+    with pytest.raises(ValueError, match="too long at log α"):  # and the output times, as for every family
+        gradflow.simulate_flow(
+            models.matrix_factorization_model(_aligned()[0]), u0=_aligned()[1], v0=_aligned()[2], ts=TS * 1e6,
+            log_alpha=-1e7,
+        )  # fmt: skip
+
+
+@pytest.mark.slow
+def test_attention_head_matches_tsit5():
+    """On a small full-weight attention head (four jumps in τ ∈ [0, 2.5]) the leaps agree with Tsit5 at
+    ``log α = −200``, where Tsit5's own error is small, and cost fewer steps."""
+    task = models.attention_full(n=30, tokens=4, dim=3, teacher_kq=(1, 0.5), teacher_vo=(1, 0.5))
+    ts = np.linspace(0.0, 2.5, 26)
+    kw = dict(u0=task.u0, v0=task.v0, ts=ts, log_alpha=-200.0)
+    leap, ref = gradflow.simulate_flow(task.model, **kw), gradflow.simulate_flow(task.model, **kw, solver="tsit5")
+    assert leap.stats["num_leaps"] > 0 and leap.stats["num_steps"] < ref.stats["num_steps"]
+    for a, b in zip(leap.log_singular_values, ref.log_singular_values):
+        np.testing.assert_allclose(a, b, rtol=1e-7, atol=1e-4)
+
+
+@pytest.mark.slow
+def test_batched_over_alpha_is_the_runs_one_by_one():
+    las = np.array([-1e4, -50.0])
+    ones = [_mf_flow(la) for la in las]
+    for batching in ("vmap", "separate"):
+        batch = _mf_flow(las, batching=batching)
+        assert list(batch.result) == ["successful"] * 2
+        for i, one in enumerate(ones):
+            np.testing.assert_allclose(batch.log_singular_values[0][i], one.log_singular_values[0], rtol=1e-9)
+            np.testing.assert_allclose(batch.W[0][i], one.W[0], atol=1e-9)
