@@ -281,9 +281,11 @@ def render_solvers(rows, checks, argv) -> str:
         lines.append(_common._cells([r["case"], r["scale"], describe(new), describe(old), diff]))
     by = {(r["case"], r["scale"]): r["new"] for r in rows}
     ratios = [
-        f"{c}: {by[(c, '−1e4')]['steps'] / by[(c, '1e-32')]['steps']:.2f}"
+        f"{c}: {'' if far['done'] else '≥ '}{far['steps'] / by[(c, '1e-32')]['steps']:.2f}"
+        + ("" if far["done"] else f" (stopped at τ = {far['reached']:.3g} by `--leap-cap`)")
         for c in dict.fromkeys(r["case"] for r in rows)
         if (c, "−1e4") in by and (c, "1e-32") in by
+        for far in [by[(c, "−1e4")]]
     ]
     threads = f"; OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}"
     intro = (
