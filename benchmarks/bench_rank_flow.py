@@ -7,8 +7,8 @@
 ``--solvers`` (section "Full weights: solvers"): on `models.attention_full(n=50, tokens=4, dim=d,
 teacher_kq=(1, 0.5), teacher_vo=(1, 0.5))`, τ ∈ [0, 2.5] at 31 times, at α = 1e-32 and log α = −1e4, the leaps
 (`solver="leap"`, what `"auto"` takes) side by side with the solver `"auto"` took before them (Tsit5 up to
-log(1/α) = 2000, Kvaerno5 beyond, whose dense Jacobian of the state did not finish the d = 6 head at −1e4 in 300 s:
-Tsit5 stands in for it there, capped at `CAP` steps); `--paper` adds the paper's size,
+log(1/α) = 2000, Kvaerno5 beyond, whose dense Jacobian of the state took 97 s on the d = 6 head at −1e4 and rules
+out the wider ones: Tsit5 stands in for it there, capped at `CAP` steps); `--paper` adds the paper's size,
 `attention_full(n=1000, tokens=10, dim=50)` with its default rank-3 teacher, at 1e-32 (the leaps only unless
 `--paper-tsit5`; `--leap-cap N` stops the leaps' runs after N steps). Per run: steps (explicit steps and leaps,
 accepted and rejected), the leaps and their pieces, evaluations of G, seconds after compilation (a first call on the
