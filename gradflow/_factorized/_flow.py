@@ -119,7 +119,7 @@ def flow(
 ) -> FactorizedFlowResult:
     """``simulate_flow`` for a factorised model once the checks every family shares are done: the exact flow from
     ``U_j(0) = α u0[j]``, ``V_j(0) = α v0[j]`` (docs/math.md, *Full weights: the exact flow*). ``solver``:
-    ``"leap"`` (explicit steps where the flow moves, leaps along the plateaus: a cost that hardly grows with
+    ``"leap"`` (explicit steps where the flow moves, leaps along the plateaus, whose cost does not grow with
     ``log(1/α)``; docs/math.md, *Plateau leaps*), ``"tsit5"`` (explicit steps throughout, their number
     ∝ ``log(1/α)``), ``"kvaerno5"`` (L-stable, with a dense Jacobian of the state) or ``"auto"`` (``"leap"``); a
     leap counts as a step for ``max_steps``. The tolerances bound the local error of ``ρ`` (absolute) and of
