@@ -21,7 +21,6 @@ from gradflow._factorized._explicit import LeapTolerances
 from gradflow._factorized._flow import _advance, _run, _start
 from gradflow._factorized._model import check_factors
 from gradflow._factorized._qr import imbalance, initial_state
-from gradflow._results import Interrupted  # not exported from gradflow yet
 
 SIG = np.array([3.0, 1.5, 0.0])
 TS = np.linspace(0.0, 1.0, 21)
@@ -177,7 +176,7 @@ def test_max_steps_keeps_the_outputs_reached():
     np.testing.assert_allclose(part.log_singular_values[0][done], full.log_singular_values[0][done], rtol=1e-12)
 
 
-@pytest.mark.parametrize("batching", ["vmap", "separate"])
+@pytest.mark.parametrize("batching", [pytest.param("vmap", marks=pytest.mark.slow), "separate"])
 def test_stop_flag_interrupts_the_leaps(monkeypatch, batching):
     """The stop flag that Ctrl-C sets (``gradflow._config.stop_requested``, read by ``run_segments`` between
     segments) ends a leap solve with ``Interrupted``, whose result keeps the outputs reached; a batch too, run by run
@@ -192,7 +191,7 @@ def test_stop_flag_interrupts_the_leaps(monkeypatch, batching):
 
     full = _mf_flow(np.array([-1e4, -50.0]), batching=batching)
     monkeypatch.setattr(segments, "stop_requested", stop_after_two)
-    with pytest.raises(Interrupted) as stop:
+    with pytest.raises(gradflow.Interrupted) as stop:
         _mf_flow(np.array([-1e4, -50.0]), batching=batching)
     res = stop.value.result
     assert list(res.result) == ["interrupted"] * 2
