@@ -253,6 +253,26 @@ def test_resume_skips_finished_points(reference, tmp_path, monkeypatch):
     _assert_rows_equal(list(again.rows), list(result.rows), tol=0.0)
 
 
+def test_ctrl_c_writes_no_row_of_a_stopped_flow(reference, tmp_path, monkeypatch):
+    """Ctrl-C as the flows run (the stop flag every solve checks between segments): the sweep raises
+    ``KeyboardInterrupt`` without writing a row for a flow it stopped, and a rerun computes those points."""
+    from gradflow._solver import _segments
+
+    result, out = reference
+    out = Path(shutil.copytree(out, tmp_path / "out"))
+    lost = [p for p in grid(result.config) if p.task.model == "diagonal_linear"]
+    for point in lost:
+        (out / "points" / f"{point.hash}.json").unlink()
+    with monkeypatch.context() as stop:
+        stop.setattr(_segments, "stop_requested", lambda: True)
+        with pytest.raises(KeyboardInterrupt):
+            gradflow.sweep(result.config, out=out, progress=False, table_format="csv", figures=False)
+    assert not any((out / "points" / f"{point.hash}.json").exists() for point in lost)
+    again = gradflow.sweep(result.config, out=out, progress=False, table_format="csv", figures=False)
+    assert (again.computed, again.reused) == (12, 6)
+    _assert_rows_equal(list(again.rows), list(result.rows), tol=0.0)
+
+
 _LINEAR = TOML.split('[[model]]\nname = "diagonal_attention"')[0]
 
 
