@@ -22,6 +22,7 @@ import numpy as np
 from ._checks import check_int, check_scales, check_times, init_checked
 from ._comparison import check_distinct, check_options, check_windows, default_delta, default_times
 from ._config import float64
+from ._family import FlowRequest
 from ._greedy import GreedyTolerances
 from ._registry import FAMILIES, family_of
 from ._results import finish
@@ -127,21 +128,9 @@ def simulate_flow(
         raise ValueError(f"rtol and atol must be >= 0 and not both 0; got rtol={rtol!r}, atol={atol!r}.")
     family.check_resolved(log_a, ts, rtol=rtol, atol=atol)
     options = _family_options(family, model, jacobian_rank=jacobian_rank, solver=solver)
-    result = family.flow(
-        model,
-        ts=ts,
-        u0=u0,
-        v0=v0,
-        start=start,
-        log_a=log_a,
-        batched=batched,
-        rtol=rtol,
-        atol=atol,
-        max_steps=max_steps,
-        batching=batching,
-        progress=progress,
-        **options,
-    )
+    model = _on_device(model)
+    request = FlowRequest(ts, u0, v0, start, log_a, batched, rtol, atol, max_steps, batching, progress)
+    result = family.flow(model, request, **options)
     return finish(result, throw=throw)
 
 
@@ -294,8 +283,7 @@ def greedy_limit(
         max_stages = check_int(max_stages, "max_stages", minimum=0)
     if (u0 is None) != (v0 is None):
         raise ValueError("give both u0 and v0, or neither.")
-    # The data go to the device once, not with every compiled call.
-    model = jax.tree_util.tree_map(lambda x: jnp.asarray(x) if eqx.is_array(x) else x, model)
+    model = _on_device(model)
     path = family.greedy(
         model,
         u0=u0,
@@ -400,6 +388,11 @@ def compare_limits(
             gd_comparison = family.compare(model, path, runs, log_alphas, method="gd", **options)
             comparison = dataclasses.replace(comparison, gd=finish(gd_comparison, throw=throw, prefix=_WHO))
     return finish(comparison, throw=throw, prefix=_WHO)
+
+
+def _on_device(model):
+    """``model`` with its arrays on the device: the data go there once, not with every compiled call."""
+    return jax.tree_util.tree_map(lambda x: jnp.asarray(x) if eqx.is_array(x) else x, model)
 
 
 _WHO = "compare_limits: "

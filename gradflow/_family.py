@@ -11,11 +11,32 @@ never the entry points, the registry or another family.
 from __future__ import annotations
 
 import abc
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 from ._checks import check_resolved
+
+
+@dataclasses.dataclass(frozen=True)
+class FlowRequest:
+    """What ``simulate_flow`` asks of a family's flow once the checks every family shares are done: the output times
+    ``ts``, the start (``u0, v0``, or ``start`` for a family that can continue a flow), the scales ``log_a`` (one, or a
+    batch if ``batched``), the tolerances, the step cap, how a batch is solved (``batching``) and whether to show a
+    progress bar."""
+
+    ts: Any
+    u0: Any
+    v0: Any
+    start: Any
+    log_a: Any
+    batched: bool
+    rtol: float
+    atol: float
+    max_steps: int | None
+    batching: str
+    progress: bool = False
 
 
 class ModelFamily(abc.ABC):
@@ -38,10 +59,10 @@ class ModelFamily(abc.ABC):
         ``AssumptionWarning`` for a near-degenerate one)."""
 
     @abc.abstractmethod
-    def flow(self, model, *, ts, u0, v0, start, log_a, batched, rtol, atol, max_steps, batching, progress, **options):
-        """The exact flow (a result with ``result`` and ``message`` per run; ``throw`` is the caller's), with a
-        progress bar if ``progress``; Ctrl-C ends it with the runs it stopped ``interrupted`` (see
-        ``gradflow._solver.run_segments``)."""
+    def flow(self, model, request: FlowRequest, **options):
+        """The exact flow of ``request`` (a result with ``result`` and ``message`` per run; ``throw`` is the
+        caller's), with a progress bar if ``request.progress``; Ctrl-C ends it with the runs it stopped
+        ``interrupted`` (see ``gradflow._solver.run_segments``). ``options``: the family's ``flow_options``."""
 
     def check_resolved(self, log_a, ts, *, rtol: float, atol: float, names=("alpha", "log_alpha")) -> None:
         """Refuse (a ``ValueError`` that states the supported range) the scales ``log_a`` and output times ``ts`` (or

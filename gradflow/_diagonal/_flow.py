@@ -25,14 +25,12 @@ from jax.sharding import Mesh, PartitionSpec
 
 from .._checks import check_init, degenerate_error
 from .._config import float64
+from .._family import FlowRequest
 from .._solver import (
     PredictiveController,
-    Progress,
     Solve,
-    run_segments,
-    segment_result,
-    segment_status,
-    solve_separately,
+    solve_in_segments,
+    solve_runs,
     solve_status,
     vmap_batches,
 )
@@ -93,16 +91,14 @@ def _run(model, y0, log_wwbar, log_alpha, ts, rtol, atol, *, solver, batched, ma
     outputs ``(log w, log w̄, loss, diffrax's result, stats)`` and whether Ctrl-C stopped each run."""
     static = dict(solver=solver, batched=batched)
     t_end = ts[-1] * -log_alpha
-    seg = _start(model, y0, log_wwbar, log_alpha, ts, rtol, atol, **static)
-    seg, interrupted = run_segments(
+    seg, result, stopped = solve_in_segments(
         lambda seg, budget: _advance(model, seg, budget, log_wwbar, log_alpha, ts, rtol, atol, **static),
-        seg,
-        lambda seg: segment_status(seg, t_end),
+        _start(model, y0, log_wwbar, log_alpha, ts, rtol, atol, **static),
+        t_end,
         max_steps=max_steps,
         progress=progress,
     )
     log_wbar, loss = _outputs(model, seg.ys, log_wwbar, batched=batched)
-    result, stopped = segment_result(seg, t_end, interrupted)
     return (seg.ys, log_wbar, loss, result, seg.stats), stopped
 
 
@@ -136,25 +132,12 @@ def check_state(start, p: int):
     return log_w, log_wbar, np.broadcast_to(swap, log_w.shape), np.broadcast_to(sign, log_w.shape)
 
 
-def flow(
-    model: DiagonalModel,
-    *,
-    ts,
-    u0,
-    v0,
-    start,
-    log_a,
-    batched,
-    rtol,
-    atol,
-    max_steps,
-    batching,
-    progress=False,
-    jacobian_rank=None,
-) -> FlowResult:
+def flow(model: DiagonalModel, request: FlowRequest, *, jacobian_rank=None) -> FlowResult:
     """The flow of ``simulate_flow`` once the checks every family shares are done: from ``α (u0, v0)`` or from
     ``start``, single or batched, ``vmap``-ed or run by run (see ``simulate_flow``), with a progress bar if
-    ``progress``."""
+    ``request.progress``."""
+    u0, v0, start, log_a, batched = request.u0, request.v0, request.start, request.log_a, request.batched
+    ts, rtol, atol, max_steps = request.ts, request.rtol, request.atol, request.max_steps
     if start is None:
         if u0 is None or v0 is None:
             raise ValueError(
@@ -177,48 +160,20 @@ def flow(
         n = max(np.shape(log_a)[:1] + np.shape(y0)[:-1])
         y0, log_wwbar, swap, sign = (np.broadcast_to(x, (n, model.p)) for x in (y0, log_wwbar, swap, sign))
         log_a = np.broadcast_to(log_a, (n,))
-    vmapped = vmap_batches(batching) and batched
+    vmapped = vmap_batches(request.batching) and batched
     rank = default_rank(model.p, vmapped) if jacobian_rank is None else int(jacobian_rank)
     if not 1 <= rank <= model.p:
         raise ValueError(f"jacobian_rank must lie in [1, p={model.p}]; got {jacobian_rank!r}.")
     solver = implicit_solver(rank, atol + rtol) if vmapped else switching_solver(rank, rtol, atol)
-    model = jax.tree_util.tree_map(lambda x: jnp.asarray(x) if eqx.is_array(x) else x, model)  # on the device once
     y0, log_wwbar, la, times = (jnp.asarray(x) for x in (y0, log_wwbar, log_a, ts))
-    runs = len(y0) if batched else 1
-    bar = Progress(ts[-1], runs, desc=f"simulate_flow{f' ({runs} runs)' if batched else ''}", enabled=progress)
     options = dict(solver=solver, max_steps=max_steps)
-    try:
-        if batched and not vmapped:
-            out, stopped = solve_separately(
-                lambda j: _run(
-                    model,
-                    y0[j],
-                    log_wwbar[j],
-                    la[j],
-                    times,
-                    rtol,
-                    atol,
-                    batched=False,
-                    progress=bar.run(j, -la[j]),
-                    **options,
-                ),
-                runs,
-            )
-        else:
-            out, stopped = _run(
-                model,
-                y0,
-                log_wwbar,
-                la,
-                times,
-                rtol,
-                atol,
-                batched=batched,
-                progress=bar.run(slice(None), -la),
-                **options,
-            )
-    finally:
-        bar.close()
+
+    def run(j, progress):
+        pick = (lambda x: x) if j is None else (lambda x: x[j])
+        one = dict(batched=batched and j is None, progress=progress)
+        return _run(model, pick(y0), pick(log_wwbar), pick(la), times, rtol, atol, **one, **options)
+
+    out, stopped = solve_runs(run, la, ts[-1], batched=batched, separately=not vmapped, progress=request.progress)
     return flow_result(out, ts, log_a, swap, sign, max_steps, stopped)
 
 
@@ -338,15 +293,13 @@ def solve_sharded(
     y0, log_wwbar, la, ts = (jnp.asarray(pad(x)) for x in (y0, log_wwbar, log_a, ts))
     options = dict(solver=implicit_solver(min(p, 16), atol + rtol), mesh=mesh)
     t_end = ts[:, -1] * -la
-    seg = _start_sharded(models, y0, log_wwbar, la, ts, rtol, atol, **options)
-    seg, interrupted = run_segments(
+    seg, result, stopped = solve_in_segments(
         lambda seg, budget: _advance_sharded(models, seg, budget, log_wwbar, la, ts, rtol, atol, **options),
-        seg,
-        lambda seg: segment_status(seg, t_end),
+        _start_sharded(models, y0, log_wwbar, la, ts, rtol, atol, **options),
+        t_end,
         max_steps=max_steps,
     )
     log_wbar, loss = _outputs_sharded(models, seg.ys, log_wwbar, mesh=mesh)
-    result, stopped = segment_result(seg, t_end, interrupted)
     out = (seg.ys, log_wbar, loss, result, seg.stats)
     runs = []
     for j in range(B):

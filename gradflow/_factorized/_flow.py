@@ -11,13 +11,11 @@ import jax.numpy as jnp
 import numpy as np
 import optimistix as optx
 
+from .._family import FlowRequest
 from .._solver import (
-    Progress,
     Solve,
-    run_segments,
-    segment_result,
-    segment_status,
-    solve_separately,
+    solve_in_segments,
+    solve_runs,
     solve_status,
     vmap_batches,
 )
@@ -88,35 +86,18 @@ def _run(model, y0, log_alpha, ts, rtol, atol, *, solver, batched, max_steps, pr
     result, stats)`` and whether Ctrl-C stopped each run."""
     static = dict(solver=solver, batched=batched)
     t_end = ts[-1] * -log_alpha
-    seg = _start(model, y0, log_alpha, ts, rtol, atol, **static)
-    seg, interrupted = run_segments(
+    seg, result, stopped = solve_in_segments(
         lambda seg, budget: _advance(model, seg, budget, log_alpha, ts, rtol, atol, **static),
-        seg,
-        lambda seg: segment_status(seg, t_end),
+        _start(model, y0, log_alpha, ts, rtol, atol, **static),
+        t_end,
         max_steps=max_steps,
         progress=progress,
     )
     Ws, loss = _outputs(model, seg.ys, batched=batched)
-    result, stopped = segment_result(seg, t_end, interrupted)
     return (seg.ys, Ws, loss, result, seg.stats), stopped
 
 
-def flow(
-    model: FactorizedModel,
-    *,
-    ts,
-    u0,
-    v0,
-    start,
-    log_a,
-    batched,
-    rtol,
-    atol,
-    max_steps,
-    batching,
-    progress=False,
-    solver="auto",
-) -> FactorizedFlowResult:
+def flow(model: FactorizedModel, request: FlowRequest, *, solver="auto") -> FactorizedFlowResult:
     """``simulate_flow`` for a factorised model once the checks every family shares are done: the exact flow from
     ``U_j(0) = α u0[j]``, ``V_j(0) = α v0[j]`` (docs/math.md, *Full weights: the exact flow*). ``solver``:
     ``"leap"`` (explicit steps where the flow moves, leaps along the plateaus, whose cost does not grow with
@@ -124,35 +105,28 @@ def flow(
     ∝ ``log(1/α)``), ``"kvaerno5"`` (L-stable, with a dense Jacobian of the state) or ``"auto"`` (``"leap"``); a
     leap counts as a step for ``max_steps``. The tolerances bound the local error of ``ρ`` (absolute) and of
     ``Q, R̃`` per step; a progress bar if ``progress``."""
-    if start is not None:
+    if request.start is not None:
         raise ValueError("start applies to diagonal models only; a FactorizedModel starts from u0, v0.")
-    if u0 is None or v0 is None:
+    if request.u0 is None or request.v0 is None:
         raise ValueError("give the initial factors u0 and v0 (U_j(0) = α u0[j], V_j(0) = α v0[j]).")
-    us, vs = check_factors(u0, v0, model)
+    us, vs = check_factors(request.u0, request.v0, model)
+    ts, log_a, rtol, atol, max_steps = request.ts, request.log_a, request.rtol, request.atol, request.max_steps
     if solver not in _SOLVERS:
         raise ValueError(f"solver must be one of {_SOLVERS}; got {solver!r}.")
     if solver == "auto":
         solver = "leap"
     y0 = jax.tree_util.tree_map(jnp.asarray, initial_state(us, vs))
-    model = jax.tree_util.tree_map(lambda x: jnp.asarray(x) if eqx.is_array(x) else x, model)  # on the device once
     la, times = jnp.asarray(log_a), jnp.asarray(ts)
-    runs = len(log_a) if batched else 1
-    bar = Progress(ts[-1], runs, desc=f"simulate_flow{f' ({runs} runs)' if batched else ''}", enabled=progress)
     options = dict(solver=solver, max_steps=max_steps)
-    try:
-        if batched and not vmap_batches(batching):
-            out, stopped = solve_separately(
-                lambda j: _run(
-                    model, y0, la[j], times, rtol, atol, batched=False, progress=bar.run(j, -la[j]), **options
-                ),
-                runs,
-            )
-        else:
-            out, stopped = _run(
-                model, y0, la, times, rtol, atol, batched=batched, progress=bar.run(slice(None), -la), **options
-            )
-    finally:
-        bar.close()
+
+    def run(j, progress):
+        one = dict(batched=request.batched and j is None, progress=progress)
+        return _run(model, y0, la if j is None else la[j], times, rtol, atol, **one, **options)
+
+    separately = not vmap_batches(request.batching)
+    out, stopped = solve_runs(
+        run, la, ts[-1], batched=request.batched, separately=separately, progress=request.progress
+    )
     ys, Ws, loss, solver_result, stats = jax.tree_util.tree_map(np.asarray, out)
     leaps = solver == "leap"
     log_sv = tuple(log_singular_values(f, m) for f, (m, _) in zip(ys, model.shapes))

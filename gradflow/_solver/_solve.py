@@ -10,7 +10,7 @@ import numpy as np
 
 from .._config import BATCHING, PerCore
 from .._results import RESULTS
-from ._segments import Segment
+from ._segments import Progress, Segment, run_segments, segment_status
 
 
 def vmap_batches(batching: str) -> bool:
@@ -40,6 +40,33 @@ def solve_separately(solve_one: Callable, runs: int):
                 raise
     stacked = jax.tree_util.tree_map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *[out for out, _ in outs])
     return stacked, np.array([stopped for _, stopped in outs])
+
+
+def solve_runs(run: Callable, log_a, tau_end: float, *, batched: bool, separately: bool, progress: bool):
+    """The flow of one run or a batch with one progress bar: ``run(j, progress)`` solves run ``j`` alone (``j`` an
+    index, for a batch solved ``separately``, one per core by :func:`solve_separately`) or all of them at once
+    (``j = None``: the single run, or the ``vmap``-ed batch), with ``progress`` its :class:`Progress` callback.
+    ``log_a`` are the runs' scales (the bar shows the rescaled time ``τ = t / log(1/α)`` up to ``tau_end``).
+    Returns ``run``'s outputs (stacked, for a batch solved separately) and whether Ctrl-C stopped each run."""
+    runs = len(log_a) if batched else 1
+    bar = Progress(tau_end, runs, desc=f"simulate_flow{f' ({runs} runs)' if batched else ''}", enabled=progress)
+    try:
+        if batched and separately:
+            return solve_separately(lambda j: run(j, bar.run(j, -log_a[j])), runs)
+        return run(None, bar.run(slice(None), -log_a))
+    finally:
+        bar.close()
+
+
+def solve_in_segments(advance: Callable, start, t_end, *, max_steps: int | None, progress: Callable | None = None):
+    """Advance ``start`` (a :class:`Segment`, or the state of any integrator with ``t``, ``stats``, ``result`` and
+    ``ys``) to ``t_end`` by ``advance(state, budget)`` in :func:`run_segments`'s segments. Returns the state reached,
+    diffrax's result per run (:func:`segment_result`) and whether Ctrl-C stopped each run."""
+    state, interrupted = run_segments(
+        advance, start, lambda state: segment_status(state, t_end), max_steps=max_steps, progress=progress
+    )
+    result, stopped = segment_result(state, t_end, interrupted)
+    return state, result, stopped
 
 
 def segment_result(seg: Segment, t_end, interrupted: bool):

@@ -63,12 +63,15 @@ def test_matrix_factorization_closed_form(log_alpha):
     np.testing.assert_allclose(res.loss[-1], 0.5 * np.sum((res.W[0][-1] - M) ** 2), rtol=1e-10, atol=1e-20)
 
 
+@pytest.mark.parametrize("solver", ["kvaerno5", "leap"])
 @pytest.mark.parametrize("alpha", [1e-2, 1e-6])
-def test_matches_direct_integration(alpha):
-    """Against DOP853 on the plain equations ``U' = G V``, ``V' = Gᵀ U`` (rtol 1e-12) from a Gaussian init."""
+def test_matches_direct_integration(alpha, solver):
+    """Against DOP853 on the plain equations ``U' = G V``, ``V' = Gᵀ U`` (rtol 1e-12) from a Gaussian init, with
+    Kvaerno5 and with the plateau leaps (the default)."""
     task = models.matrix_factorization(m=4, n=3, singular_values=(3.0, 1.5), seed=1)
     M = task.teacher_beta[0]
-    res = _flow(task.model, task.u0, task.v0, alpha=alpha)
+    res = gradflow.simulate_flow(task.model, u0=task.u0, v0=task.v0, ts=TS, alpha=alpha, solver=solver)
+    assert res.stats["solver"] == solver
     L = -np.log(alpha)
 
     def rhs(t, y):
