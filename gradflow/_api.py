@@ -268,9 +268,9 @@ def greedy_limit(
             ``θ⁰ = 0``: ``h`` is not differentiable at zero weights, and the greedy limit does not apply.
         RuntimeError: with ``throw=True``, the path could not go on (see ``Returns``).
         Interrupted: Ctrl-C (a ``KeyboardInterrupt``, whatever ``throw``) while a stage is computed; the
-            exception's ``result`` is the path up to the last finished stage (``result == "interrupted"``). A
-            stage's phase (B) runs as one compiled call, bounded by ``tolerances.max_steps``: Ctrl-C takes effect
-            when it returns.
+            exception's ``result`` is the path up to the last finished stage (``result == "interrupted"``). Phase
+            (B) runs as compiled calls bounded by ``tolerances.max_steps`` (for a factorised model one per start, ε
+            and perturbed, for a diagonal one one per stage): Ctrl-C takes effect when the call under way returns.
 
     Ties in eq. (9) (Δ within ``tolerances.tie · T_{k+1}``) are broken towards the lowest coordinate
     index; the other tied coordinates land on ``b ∈ {0, 2}`` too and are activated at the next stages

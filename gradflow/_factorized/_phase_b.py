@@ -219,13 +219,12 @@ def exponential_step(field, mask, y, f, h, rtol, atol):
     return y, f, error, hvps, converged
 
 
-def phase_b(model, layout, starts, mask, thresholds, max_steps, newton_steps):
-    """Phase (B) from each row of ``starts``, one after the other: the gradient flow of the factors on ``mask``
-    (:func:`flow`) until :func:`residual` ``≤ steady``, then :func:`newton` until it is ``≤ stationary``. The flow
-    chooses the basin; the trust-region Newton method goes down its flat directions and gives the digits.
-    Returns the endpoints, a status per row (0: stationary, else an ``_Outcome``: 1, the flow ran out of steps;
-    2, it reached t1 without becoming steady; 3, Newton's method did not converge) and per row the counts
-    ``(flow steps, gradients, Newton steps, Hessian-vector products)``."""
+def phase_b(model, layout, y0, mask, thresholds, max_steps, newton_steps):
+    """Phase (B) from ``y0``: the gradient flow of the factors on ``mask`` (:func:`flow`) until :func:`residual`
+    ``≤ steady``, then :func:`newton` until it is ``≤ stationary``. The flow chooses the basin; the trust-region
+    Newton method goes down its flat directions and gives the digits. Returns the endpoint, a status (0: stationary,
+    else an ``_Outcome``: 1, the flow ran out of steps; 2, it reached t1 without becoming steady; 3, Newton's method
+    did not converge) and the counts ``(flow steps, gradients, Newton steps, Hessian-vector products)``."""
     steady, stationary, support, rtol, atol, t1, dt0, scale = thresholds
     grad = jax.grad(lambda y: layout_loss(model, layout, y))
 
@@ -235,19 +234,13 @@ def phase_b(model, layout, starts, mask, thresholds, max_steps, newton_steps):
     def is_steady(y, f):
         return residual(layout, y, -f, mask, support) <= steady
 
-    def one(y0):
-        end = flow(field, mask, y0, is_steady, dt0, t1, rtol, atol, max_steps)
-        y, converged, n_newton, hvps = newton(
-            model, layout, end.y, -end.f, mask, support, stationary, scale, newton_steps
-        )
-        status = jnp.where(end.steady, jnp.where(converged, 0, 3), jnp.where(end.steps >= max_steps, 1, 2))
-        # Tsit5: six new stages a step (the first is the last of the step before); exprb32: three (with the
-        # linearisation); Newton's method: two a step.
-        gradients = 1 + 6 * (end.steps - end.exponential_steps) + 3 * end.exponential_steps + 2 * n_newton
-        counts = jnp.stack([end.steps, gradients, n_newton, end.hvps + hvps])
-        return y, status, counts
-
-    return jax.lax.map(one, starts)
+    end = flow(field, mask, y0, is_steady, dt0, t1, rtol, atol, max_steps)
+    y, converged, n_newton, hvps = newton(model, layout, end.y, -end.f, mask, support, stationary, scale, newton_steps)
+    status = jnp.where(end.steady, jnp.where(converged, 0, 3), jnp.where(end.steps >= max_steps, 1, 2))
+    # Tsit5: six new stages a step (the first is the last of the step before); exprb32: three (with the
+    # linearisation); Newton's method: two a step.
+    gradients = 1 + 6 * (end.steps - end.exponential_steps) + 3 * end.exponential_steps + 2 * n_newton
+    return y, status, jnp.stack([end.steps, gradients, n_newton, end.hvps + hvps])
 
 
 _QUICK_SIZE = 512  # factor entries up to which phase (B) is compiled that way
@@ -256,9 +249,12 @@ _phase_b_fast = eqx.filter_jit(phase_b)
 
 
 def solve_phase_b(model, layout, starts, mask, thresholds, max_steps, newton_steps):
-    """:func:`phase_b`, compiled quickly for at most ``_QUICK_SIZE`` factor entries, for speed above."""
+    """:func:`phase_b` from each row of ``starts``, one compiled call after the other (so that Ctrl-C stops a stage
+    between two of them), compiled quickly for at most ``_QUICK_SIZE`` factor entries, for speed above. Returns the
+    endpoints, statuses and counts stacked by row."""
     compiled = _phase_b_quick if layout.size <= _QUICK_SIZE else _phase_b_fast
-    return compiled(model, layout, starts, mask, thresholds, max_steps, newton_steps)
+    runs = [compiled(model, layout, y0, mask, thresholds, max_steps, newton_steps) for y0 in starts]
+    return tuple(np.stack([np.asarray(run[i]) for run in runs]) for i in range(3))
 
 
 @eqx.filter_jit
