@@ -207,6 +207,7 @@ def _write_outputs(config, step, task, path, flows, gd, comparison) -> list[Path
             task=task,
             path=path,
             flows=flows,
+            gd=gd,
             comparison=comparison,
             timings=step.timings,
             figures=figures,

@@ -93,7 +93,7 @@ def test_quick_full_weights_demo_writes_everything_and_reuses_it(tmp_path, capsy
     report = (out / "report.md").read_text()
     for T in path.times[1:]:
         assert f"| {T:.4g} |" in report
-    assert "What is exact and what is conjectured" in report
+    assert "What is exact and what is conjectured" in report and "| log₁₀ ε σ_1 (GD) |" in report
     assert report.count("minimum not run") == path.times.size - 1  # QUICK_FULL skips the checks; W̄^0 = 0 needs none
     mtimes = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file() and p.name != "log.txt"}
     assert main(argv) == 0
