@@ -115,13 +115,13 @@ PAPER_FULL = RankDemoConfig(
         ("teacher_kq", PAPER_TEACHER),
         ("teacher_vo", PAPER_TEACHER),
     ),
-    gd_log_alphas=tuple(math.log(a) for a in (1e-2, 1e-4, 1e-8, 1e-16)),
+    gd_log_alphas=tuple(math.log(a) for a in (1e-2, 1e-4, 1e-8, 1e-16, 1e-32)),
     check_assumptions=False,
 )
 """The paper's size (``gradflow demo --full-weights --paper-size``): 1,000 samples of 10 tokens in dimension 50, a
 teacher of rank 3 in both products (singular values 1, 0.6, 0.3), the flows at 1e-2 … 1e-32 and ``log α = −1000``.
-GD also runs at 1e-8 and 1e-16, where its sleeping singular values meet float64's rounding of the awake ones
-(≈ 1e-16 relative) while the flow's go on down. Without the greedy path's Hessian and perturbed-start checks, which
+GD also runs at 1e-8, 1e-16 and 1e-32, where its sleeping singular values meet float64's rounding of the awake
+ones (≈ 1e-16 relative) while the flow's go on down, and at 1e-32 its last rank jumps come early. Without the greedy path's Hessian and perturbed-start checks, which
 at d = 50 multiply its phase-(B) work (docs/benchmarks.md, "Greedy low-rank limit against one flow")."""
 
 
