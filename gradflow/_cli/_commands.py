@@ -30,7 +30,8 @@ def _times(args):
 
 
 def demo(args) -> int:
-    """``gradflow demo``: the paper's toy task; with ``--full-weights``, Figure 2 d–f into ``OUT/full_weights``."""
+    """``gradflow demo``: the paper's toy task; with ``--full-weights``, Figure 2 d–f into ``OUT/full_weights``
+    (with ``--paper-size``, at the paper's size into ``OUT/full_weights_paper``)."""
     if args.paper_size and not args.full_weights:
         raise CLIError("--paper-size applies to the full-weights demo: give --full-weights too")
     folder = ("full_weights_paper" if args.paper_size else "full_weights") if args.full_weights else ""
