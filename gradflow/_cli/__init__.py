@@ -52,7 +52,7 @@ def build_parser(*, networks: bool = True) -> argparse.ArgumentParser:
         "--paper-size",
         action="store_true",
         help="with --full-weights: the paper's size (1,000 samples, 10 tokens, d = 50, a rank-3 teacher), into "
-        "OUT/full_weights_paper; long on two cores (its measured time: docs, Full weights)",
+        "OUT/full_weights_paper; about half an hour on two cores (docs: Full weights)",
     )
     p.add_argument(
         "--full-weights",
