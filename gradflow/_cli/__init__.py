@@ -8,6 +8,7 @@ Usage::
     gradflow compare --model diagonal_linear --log-alpha -10 -100 -1000 --out compare_output
     gradflow compare --model attention_full --alpha 1e-4 1e-16 --out compare_output   # full weights W = U Vᵀ
     gradflow demo --full-weights --out demo_output       # Figure 2 d–f exactly, into demo_output/full_weights
+    gradflow demo --full-weights --paper-size            # ... at the paper's size, into demo_output/full_weights_paper
     gradflow sweep sweep.toml --out sweep_output            # a grid of tasks × seeds × α (see docs: Scaling out)
 
 Bad input exits with status 2 and a one-line ``gradflow: error: ...`` message, before anything is computed; an output
@@ -42,10 +43,17 @@ def build_parser(*, networks: bool = True) -> argparse.ArgumentParser:
         help="the paper's toy task: flows at α = 0.1 ... 1e-32 and on to log α = -1e4, greedy limit, "
         "Figures 6–10, comparison table and report",
     )
-    add_out(p, "demo_output", "results", "figures", "full_weights")
+    add_out(p, "demo_output", "results", "figures", "full_weights", "full_weights_paper")
     p.add_argument("--force", action="store_true", help="recompute everything (default: reuse finished parts)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--quick", action="store_true", help=argparse.SUPPRESS)
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help=argparse.SUPPRESS)
+    size.add_argument(
+        "--paper-size",
+        action="store_true",
+        help="with --full-weights: the paper's size (1,000 samples, 10 tokens, d = 50, a rank-3 teacher), into "
+        "OUT/full_weights_paper; about half an hour on two cores (docs: Full weights)",
+    )
     p.add_argument(
         "--full-weights",
         action="store_true",

@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import models
 from .._api import greedy_limit, simulate_flow
-from .._demo import PIPELINES, QUICK, QUICK_FULL, DemoConfig, RankDemoConfig, run_demo, run_rank_demo
+from .._demo import PAPER_FULL, PIPELINES, QUICK, QUICK_FULL, DemoConfig, RankDemoConfig, run_demo, run_rank_demo
 from .._io import claim_folder, save_result
 from .._registry import family_of
 from .._report import format_alpha, markdown_table
@@ -30,11 +30,16 @@ def _times(args):
 
 
 def demo(args) -> int:
-    """``gradflow demo``: the paper's toy task; with ``--full-weights``, Figure 2 d–f into ``OUT/full_weights``."""
-    _claim(args, Path(args.out) / ("full_weights" if args.full_weights else ""), quick=args.quick)
+    """``gradflow demo``: the paper's toy task; with ``--full-weights``, Figure 2 d–f into ``OUT/full_weights``
+    (with ``--paper-size``, at the paper's size into ``OUT/full_weights_paper``)."""
+    if args.paper_size and not args.full_weights:
+        raise CLIError("--paper-size applies to the full-weights demo: give --full-weights too")
+    folder = ("full_weights_paper" if args.paper_size else "full_weights") if args.full_weights else ""
+    paper = dict(paper_size=True) if args.paper_size else {}  # an earlier record of the other folders still matches
+    _claim(args, Path(args.out) / folder, quick=args.quick, **paper)
     if args.full_weights:
-        config = QUICK_FULL if args.quick else RankDemoConfig()
-        out = str(Path(args.out) / "full_weights")
+        config = QUICK_FULL if args.quick else PAPER_FULL if args.paper_size else RankDemoConfig()
+        out = str(Path(args.out) / folder)
         result = run_rank_demo(config, out=out, force=args.force, progress=not args.no_progress)
         return _print_pipeline(result, PIPELINES["factorized"], out)
     result = run_demo(

@@ -106,6 +106,25 @@ QUICK_FULL = RankDemoConfig(
 float64), one GD run, without the greedy path's Hessian and phase-(B) checks."""
 
 
+PAPER_TEACHER = (1.0, 0.6, 0.3)
+PAPER_FULL = RankDemoConfig(
+    model_options=(
+        ("n", 1000),
+        ("tokens", 10),
+        ("dim", 50),
+        ("teacher_kq", PAPER_TEACHER),
+        ("teacher_vo", PAPER_TEACHER),
+    ),
+    gd_log_alphas=tuple(math.log(a) for a in (1e-2, 1e-4, 1e-8, 1e-16, 1e-32)),
+    check_assumptions=False,
+)
+"""The paper's size (``gradflow demo --full-weights --paper-size``): 1,000 samples of 10 tokens in dimension 50, a
+teacher of rank 3 in both products (singular values 1, 0.6, 0.3), the flows at 1e-2 … 1e-32 and ``log α = −1000``.
+GD also runs at 1e-8, 1e-16 and 1e-32, where its sleeping singular values meet float64's rounding of the awake
+ones (≈ 1e-16 relative) while the flow's go on down, and at 1e-32 its last rank jumps come early. Without the greedy path's Hessian and perturbed-start checks, which
+at d = 50 multiply its phase-(B) work (docs/benchmarks.md, "Greedy low-rank limit against one flow")."""
+
+
 @dataclasses.dataclass(frozen=True)
 class RankDemoResult:
     """What :func:`run_rank_demo` produced: the results, the written files and the step log."""
@@ -137,6 +156,16 @@ def run_rank_demo(
     base = dict(model=config.model, options=config.model_options)
     path, delta = step.greedy(config, task, base)
     ts = default_times(path.times, num=config.num_times, horizon=config.tau_max, delta=delta)
+    gd = [  # first: GD's cost is bounded by its step count, horizon · log(1/α) / lr; the flows' at tiny α is not
+        step(
+            f"gd_alpha={format_alpha(la)}",
+            dict(base, log_alpha=la, lr=config.gd_lr, horizon=float(ts[-1])),
+            lambda la=la: run_gd(
+                model, log_alphas=[la], u0=u0, v0=v0, horizon=float(ts[-1]), options=dict(lr=config.gd_lr)
+            )[0],
+        )
+        for la in config.gd_log_alphas
+    ]
     tol = dict(rtol=config.rtol, atol=config.atol)
     flow_key = dict(base, ts=ts, **tol)
     flows = [
@@ -146,16 +175,6 @@ def run_rank_demo(
             lambda la=la: simulate_flow(model, u0=u0, v0=v0, ts=ts, log_alpha=la, throw=False, **tol),
         )
         for la in config.log_alphas
-    ]
-    gd = [
-        step(
-            f"gd_alpha={format_alpha(la)}",
-            dict(base, log_alpha=la, lr=config.gd_lr, horizon=float(ts[-1])),
-            lambda la=la: run_gd(
-                model, log_alphas=[la], u0=u0, v0=v0, horizon=float(ts[-1]), options=dict(lr=config.gd_lr)
-            )[0],
-        )
-        for la in config.gd_log_alphas
     ]
 
     comparison = compare_runs(config, task, path, flows, config.log_alphas, delta=delta, ts=ts)
@@ -188,6 +207,7 @@ def _write_outputs(config, step, task, path, flows, gd, comparison) -> list[Path
             task=task,
             path=path,
             flows=flows,
+            gd=gd,
             comparison=comparison,
             timings=step.timings,
             figures=figures,

@@ -81,7 +81,28 @@ def demo_report(*, config, task, path, comparison, perturbations, drawn, perturb
     return text + figures_and_runtime(figures, timings, config)
 
 
-def rank_demo_report(*, config, task, path, flows, comparison, timings, figures, key: str) -> str:
+def rounding_floor(flows, gd, path, names) -> str:
+    """GD's sleeping singular values against the flow's at the last time, per GD α that has a flow: float64 holds
+    ``W = U Vᵀ`` to about ``ε σ_1`` (ε = 2.2e-16), so below that GD's ``σ_{r+1}`` (``r``: the greedy path's last
+    rank of ``W_j``) and ``σ_min`` are rounding noise, where the flow's, kept as logs, are exact."""
+    by_alpha = {float(f.log_alpha): f for f in flows}
+    eps = math.log10(np.finfo(np.float64).eps)
+    rows = []
+    for run in gd:
+        flow = by_alpha.get(float(run.log_alpha))
+        if flow is None:
+            continue
+        for j, name in enumerate(names):
+            r = int(np.asarray(path.ranks)[-1, j])
+            lf, lg = (np.asarray(x.log_singular_values[j])[-1] / math.log(10) for x in (flow, run))
+            if r < lf.size:  # at full rank nothing sleeps
+                cells = [f"{lf[r]:.1f} / {lg[r]:.1f}", f"{lf[-1]:.1f} / {lg[-1]:.1f}", f"{eps + lg[0]:.1f}"]
+                rows.append([format_alpha(float(run.log_alpha)), f"W_{name}", r, *cells])
+    header = ["α", "W", "r", "log₁₀ σ_{r+1}: flow / GD", "log₁₀ σ_min: flow / GD", "log₁₀ ε σ_1 (GD)"]
+    return markdown_table(header, rows) if rows else ""
+
+
+def rank_demo_report(*, config, task, path, flows, gd, comparison, timings, figures, key: str) -> str:
     """The full-weights demo's Markdown report."""
     names = task.model.names
     K = np.asarray(path.times).size - 1
@@ -105,7 +126,10 @@ def rank_demo_report(*, config, task, path, flows, comparison, timings, figures,
             "Float64 gradient descent (learning rate "
             f"{config.gd_lr:g}) at α ∈ {{{', '.join(format_alpha(la) for la in comparison.gd.log_alpha)}}} is drawn "
             "dotted over the flows: it trains α U⁰ itself, so it exists only above float64's range, and it departs "
-            "from the exact flow by O(lr) per unit time.\n\n"
+            "from the exact flow by O(lr) per unit time. Its sleeping singular values also cannot go below float64's "
+            "rounding of its awake ones, about ε σ_1: at the last time,\n\n"
+            + rounding_floor(flows, gd, path, names)
+            + "\n"
         )
     text += (
         "## What is exact and what is conjectured\n\n"

@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from gradflow._cli import main
-from gradflow._demo import QUICK_FULL, RankDemoConfig
+from gradflow._cli import _commands, main
+from gradflow._demo import FIGURE2_ALPHAS, PAPER_FULL, QUICK_FULL, RankDemoConfig
 from gradflow._factorized import figure2_order
 from gradflow._io import load_result
 
@@ -21,6 +21,39 @@ def test_config_validation():
         RankDemoConfig(gd_lr=0.0)
     assert RankDemoConfig().log_alphas[-1] == -1000.0 and min(RankDemoConfig().log_alphas[:-1]) == math.log(1e-32)
     assert figure2_order(("KQ", "VO")) == [1, 0] and figure2_order(("W",)) == [0]
+
+
+def test_paper_size_config_and_wiring(tmp_path, monkeypatch, capsys):
+    """``--paper-size`` runs ``PAPER_FULL`` (the paper's head, Figure 2's α and −1000) into its own claimed folder;
+    nothing is computed here."""
+    task = dict(PAPER_FULL.model_options)
+    assert (task["n"], task["tokens"], task["dim"]) == (1000, 10, 50)
+    assert task["teacher_kq"] == task["teacher_vo"] == (1.0, 0.6, 0.3)
+    assert PAPER_FULL.log_alphas == tuple(math.log(a) for a in FIGURE2_ALPHAS) + (-1000.0,)
+    assert min(PAPER_FULL.gd_log_alphas) > math.log(np.finfo(np.float64).tiny)
+    ran = []
+
+    class Stop(Exception):
+        pass
+
+    def run(config, *, out, force, progress):
+        ran.append((config, out))
+        raise Stop
+
+    monkeypatch.setattr(_commands, "run_rank_demo", run)
+    argv = ["demo", "--full-weights", "--paper-size", "--out", str(tmp_path), "--no-progress"]
+    with pytest.raises(Stop):
+        main(argv)
+    assert ran == [(PAPER_FULL, str(tmp_path / "full_weights_paper"))]
+    record = json.loads((tmp_path / "full_weights_paper" / "gradflow.json").read_text())
+    assert record == dict(command="demo", quick=False, paper_size=True)
+    (tmp_path / "full_weights_paper" / "gradflow.json").write_text(json.dumps(dict(command="demo", quick=True)))
+    assert main(argv) == 2 and "pass --overwrite to replace it" in capsys.readouterr().err
+    assert main(["demo", "--paper-size", "--out", str(tmp_path)]) == 2
+    assert "--paper-size applies to the full-weights demo" in capsys.readouterr().err
+    assert main(["demo", "--full-weights", "--paper-size", "--quick"]) == 2
+    assert "argument --quick: not allowed with argument --paper-size" in capsys.readouterr().err
+    assert len(ran) == 1
 
 
 def test_cli_errors_for_factorised_models(capsys):
@@ -60,7 +93,7 @@ def test_quick_full_weights_demo_writes_everything_and_reuses_it(tmp_path, capsy
     report = (out / "report.md").read_text()
     for T in path.times[1:]:
         assert f"| {T:.4g} |" in report
-    assert "What is exact and what is conjectured" in report
+    assert "What is exact and what is conjectured" in report and "| log₁₀ ε σ_1 (GD) |" in report
     assert report.count("minimum not run") == path.times.size - 1  # QUICK_FULL skips the checks; W̄^0 = 0 needs none
     mtimes = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file() and p.name != "log.txt"}
     assert main(argv) == 0
