@@ -33,3 +33,21 @@ def unoptimised_xla():
     jax.config.update("jax_disable_most_optimizations", True)
     yield
     jax.config.update("jax_disable_most_optimizations", before)
+
+
+@pytest.fixture
+def ctrl_c_at_call():
+    """``wrap(fn, n)``: ``fn`` that raises ``KeyboardInterrupt`` at its ``n``-th call, as Ctrl-C would there."""
+
+    def wrap(fn, n: int):
+        calls = []
+
+        def wrapped(*args, **kwargs):
+            calls.append(1)
+            if len(calls) == n:
+                raise KeyboardInterrupt
+            return fn(*args, **kwargs)
+
+        return wrapped
+
+    return wrap

@@ -116,22 +116,13 @@ def test_orthonormal_design_matches_closed_form():
     _check_invariants(path)
 
 
-def test_ctrl_c_during_a_stage_keeps_the_stages_finished(monkeypatch):
+def test_ctrl_c_during_a_stage_keeps_the_stages_finished(monkeypatch, ctrl_c_at_call):
     """A ``KeyboardInterrupt`` in stage 3's phase (B) (as Ctrl-C raises it) ends the path ``"interrupted"``:
     ``greedy_limit`` raises ``Interrupted``, whatever ``throw``, carrying the stages 0–2 it had finished."""
     from gradflow._diagonal import _greedy
 
     task = models.diagonal_linear(n=N, p=P, orthonormal=True, beta_star=np.array([0.5, -3.0, 0.0, 1.25]), seed=3)
-    finish_phase_b = _greedy._phase_b_ends
-    calls = []
-
-    def interrupted_at_stage_3(*args):
-        calls.append(1)
-        if len(calls) == 3:
-            raise KeyboardInterrupt
-        return finish_phase_b(*args)
-
-    monkeypatch.setattr(_greedy, "_phase_b_ends", interrupted_at_stage_3)
+    monkeypatch.setattr(_greedy, "_phase_b_ends", ctrl_c_at_call(_greedy._phase_b_ends, 3))  # stage 3's phase (B)
     with pytest.raises(Interrupted, match="interrupted .Ctrl-C. during stage 3") as stop:
         _quiet(task.model, u0=task.u0, v0=task.v0, throw=False)
     path = stop.value.result

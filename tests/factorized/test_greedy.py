@@ -178,21 +178,13 @@ def test_attention_toy_learns_the_teacher_ranks():
         np.testing.assert_allclose(w[-1], teacher, atol=1e-8)
 
 
-def test_ctrl_c_between_phase_b_runs_keeps_the_stages_finished(monkeypatch):
+def test_ctrl_c_between_phase_b_runs_keeps_the_stages_finished(monkeypatch, ctrl_c_at_call):
     """Phase (B) runs from one start after the other, so Ctrl-C (a ``KeyboardInterrupt`` as the third run starts:
     the first of stage 2, with two runs, one per ε, a stage) ends the path ``"interrupted"`` with stage 1 kept."""
     from gradflow._factorized import _phase_b
 
     task = models.matrix_factorization(m=3, n=3, singular_values=(3.0, 2.0, 1.0), seed=0)
-    runs, compiled = [], _phase_b._phase_b_quick
-
-    def interrupted_at_the_third(*args):
-        runs.append(1)
-        if len(runs) == 3:
-            raise KeyboardInterrupt
-        return compiled(*args)
-
-    monkeypatch.setattr(_phase_b, "_phase_b_quick", interrupted_at_the_third)
+    monkeypatch.setattr(_phase_b, "_phase_b_quick", ctrl_c_at_call(_phase_b._phase_b_quick, 3))
     with pytest.raises(gradflow.Interrupted, match="interrupted .Ctrl-C. during stage 2") as stop:
         gradflow.greedy_limit(task.model, check_assumptions=False)
     path = stop.value.result
