@@ -172,7 +172,9 @@ def run_rank_demo(
         step(
             flow_name(la),
             dict(flow_key, log_alpha=la),
-            lambda la=la: simulate_flow(model, u0=u0, v0=v0, ts=ts, log_alpha=la, throw=False, **tol),
+            lambda la=la: simulate_flow(
+                model, u0=u0, v0=v0, ts=ts, log_alpha=la, throw=False, progress=progress, **tol
+            ),
         )
         for la in config.log_alphas
     ]
