@@ -49,9 +49,9 @@ float64*). Rounding ``y`` moves an awake weight ``w̄ = exp(log(w w̄) − y)`` 
 on the toy at ``atol = 1e-8`` the step count grows by a third when that spacing is a third of ``atol``
 (``log α = −1e7``), and the solve stalls when it exceeds ``atol`` (``log α = −1e8``)."""
 
-_EPS = float(np.finfo(np.float64).eps)
+EPS = float(np.finfo(np.float64).eps)  # float64's machine epsilon, 2⁻⁵²
 
-T_MAX = 0.1 / (100.0 * _EPS)
+T_MAX = 0.1 / (100.0 * EPS)
 """The longest unscaled time ``t = τ log(1/α)`` a flow is solved to, ``≈ 4.5e12`` (docs/floating-point.md, *Long
 times*): the solver's steps must be longer than 100 ulps of ``t`` (its guard against step-size underflow), and a
 jump, which moves on a time scale of order 1 in ``t``, needs steps of about 0.1: at ``t = T_MAX`` the shortest step
@@ -62,26 +62,26 @@ linear task from ``α = e^{−20}``, the converged loss 5e-29 at ``t = 2e11`` be
 def max_state(rtol: float, atol: float) -> float:
     """The largest ``|y|`` of a state in log coordinates that float64 resolves at ``rtol, atol`` (see
     :data:`RESOLUTION`): ``(atol + rtol) / (RESOLUTION · eps)``, ``4.5e6`` at ``atol = 1e-8``."""
-    return (atol + rtol) / (RESOLUTION * _EPS)
+    return (atol + rtol) / (RESOLUTION * EPS)
 
 
-def check_resolved(log_a, ts, *, rtol: float, atol: float, reach: float = 2.0, names=("alpha", "log_alpha")) -> None:
+def check_resolved(log_a, ts, *, rtol: float, atol: float, names=("alpha", "log_alpha")) -> None:
     """Refuse, with the supported range in the message, the scales ``log α`` whose flow float64 cannot resolve at the
     tolerances and output times ``ts`` (or None) it cannot step to.
 
-    The flow's state reaches ``reach · |log α|`` (``log w ∈ [2 log α, O(1)]`` for diagonal weights), so gradflow
-    takes ``log α ≥ −max_state(rtol, atol) / reach`` (:func:`max_state`), and ``ts[-1] · log(1/α) ≤ T_MAX``.
+    The state of diagonal weights reaches ``2 |log α|`` (``log w ∈ [2 log α, O(1)]``), so gradflow takes
+    ``log α ≥ −max_state(rtol, atol) / 2`` (:func:`max_state`), and ``ts[-1] · log(1/α) ≤ T_MAX``.
     ``names`` are the arguments' names in the messages (the scales given as ``alpha`` or ``log_alpha``).
     """
     log_a = np.atleast_1d(np.asarray(log_a, dtype=np.float64))
-    lowest = -max_state(rtol, atol) / reach
+    lowest = -max_state(rtol, atol) / 2.0
     below = log_a < lowest
     if np.any(below):
         la = float(log_a[below][0])
         raise ValueError(
             f"{names[1]} = {la:.6g} is below what float64 resolves at atol = {atol:g}, rtol = {rtol:g}: the flow's "
-            f"state log w reaches {reach:g}·|log α| = {reach * -la:.3g}, which float64 resolves to "
-            f"{_EPS * reach * -la:.2g} (eps·|log w|), more than a tenth of atol + rtol. gradflow takes log α ≥ "
+            f"state log w reaches 2·|log α| = {2.0 * -la:.3g}, which float64 resolves to "
+            f"{EPS * 2.0 * -la:.2g} (eps·|log w|), more than a tenth of atol + rtol. gradflow takes log α ≥ "
             f"{lowest:.3g} at these tolerances (the range grows with atol + rtol) (docs/floating-point.md, Scales far "
             "below float64)."
         )

@@ -8,7 +8,7 @@ from typing import ClassVar
 import jax
 import numpy as np
 
-from .._checks import check_long_times
+from .._checks import EPS, check_long_times
 from .._family import ModelFamily
 from .._greedy import check_path_of
 from .._plots import save_figure
@@ -20,8 +20,6 @@ from ._model import FactorizedModel, check_factors
 from ._path import FactorizedGreedyPath
 from ._plots import plot_log_scales, plot_spectra
 from ._report import rank_greedy_summary
-
-_EPS = float(np.finfo(np.float64).eps)
 
 
 class FactorizedFamily(ModelFamily):
@@ -37,11 +35,11 @@ class FactorizedFamily(ModelFamily):
         column shrunk to ``α²``), whose rounding ``2 |log α| 2⁻⁵²`` must stay within ``atol + 2 rtol |log α|``
         (``|log α| ≤ 2.25e7`` at ``atol = 1e-8``); and the output times of ``gradflow._checks.check_long_times``."""
         worst = 2.0 * float(np.max(-np.asarray(log_a, dtype=np.float64)))
-        if worst * _EPS > atol + rtol * worst:
-            limit = "any" if rtol >= _EPS else f"|log α| ≤ {atol / (2.0 * (_EPS - rtol)):.4g}"
+        if worst * EPS > atol + rtol * worst:
+            limit = "any" if rtol >= EPS else f"|log α| ≤ {atol / (2.0 * (EPS - rtol)):.4g}"
             raise ValueError(
                 f"{names[1]} = {-worst / 2:.6g} is beyond what float64 resolves at atol = {atol:g}, rtol = {rtol:g}: "
-                f"the log scales of the factors reach 2 log α, where float64's rounding ({worst * _EPS:.3g}) exceeds "
+                f"the log scales of the factors reach 2 log α, where float64's rounding ({worst * EPS:.3g}) exceeds "
                 f"the tolerance ({atol + rtol * worst:.3g}). Supported at these tolerances: {limit}. Loosen atol or "
                 "set rtol to go further."
             )

@@ -73,7 +73,7 @@ def segment_result(seg: Segment, t_end, interrupted: bool):
     """diffrax's result of each run of a solve run in segments (``run_segments``), as one uninterrupted
     ``diffeqsolve`` with the same ``max_steps`` gives it (``max_steps_reached`` for a run that stopped short of
     ``t_end`` without failing), and whether Ctrl-C stopped it (``interrupted``: the loop was stopped)."""
-    going = (np.asarray(seg.t) < np.asarray(t_end)) & np.asarray(seg.result == dfx.RESULTS.successful)
+    _, _, going = segment_status(seg, t_end)  # stopped short of t_end without failing
     hit = jax.tree_util.tree_map(lambda a, b: np.where(going, a, b), dfx.RESULTS.max_steps_reached, seg.result)
     return hit, interrupted & going
 
