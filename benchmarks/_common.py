@@ -254,7 +254,7 @@ def bench_torch(
 def results_table(rows: list[dict], unit: str) -> str:
     """Markdown table of benchmark rows, throughput relative to the first."""
     head = ["implementation", unit, "ms/step", "TFLOP/s", "MFU", "step memory MB", "vs first row"]
-    lines = [_cells(head), _cells(["---"] * len(head))]
+    lines = table_head(head)
     base = rows[0]["per_s"]
     for r in rows:
         mfu = "n/a" if r["mfu"] is None else f"{100 * r['mfu']:.1f}%"
@@ -279,6 +279,11 @@ def results_table(rows: list[dict], unit: str) -> str:
         f"process (`memory_stats()`): {_mb(peak_memory_bytes())}.",
     ]
     return "\n".join(lines)
+
+
+def table_head(head) -> list[str]:
+    """The first two lines of a Markdown table: the column names and the rule under them."""
+    return [_cells(head), _cells(["---"] * len(head))]
 
 
 def _cells(cells) -> str:

@@ -117,7 +117,7 @@ def render(results, argv) -> str:
         "max abs Δτ",
         "log₁₀ σ_min/σ_max at τ_max: flow / GD",
     ]
-    lines = [_common._cells(head), _common._cells(["---"] * len(head))]
+    lines = _common.table_head(head)
     for r in results:
         kq, vo = r["rows"]
 
@@ -273,7 +273,7 @@ def accuracy_checks() -> list[str]:
 
 def render_solvers(rows, checks, argv) -> str:
     head = ["case", "α", 'leaps (`"auto"` now)', 'before (`"auto"` until now)', "max \\|Δ log σ\\|"]
-    lines = [_common._cells(head), _common._cells(["---"] * len(head))]
+    lines = _common.table_head(head)
     for r in rows:
         old, new = r["old"], r["new"]
         both = old is not None and old["done"] and new["done"]

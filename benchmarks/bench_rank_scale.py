@@ -248,7 +248,7 @@ def render(rows: list[dict], argv, when: str) -> str:
         "GD: s (CPU s), Δτ",
         "load",
     ]
-    lines = [_common._cells(head), _common._cells(["---"] * len(head))]
+    lines = _common.table_head(head)
     for r in rows:
         flows = [r["flows"][n] for n, _ in FLOWS]
         loads = [f["load"][0] for f in flows]
