@@ -1,0 +1,111 @@
+"""How the cost of the exact full-weight flow grows with log(1/α): the steps of the plateau leaps (``solver="leap"``,
+what ``"auto"`` takes) from α = 1e-32 down to log α = −1e7, the bottom of the range the leaps accept.
+
+    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_rank_growth.py [--dims 6 20] [--log-alphas ...] [--record]
+
+On ``models.attention_full(n=50, tokens=4, dim=d, teacher_kq=(1, 0.5), teacher_vo=(1, 0.5))``, τ ∈ [0, 2.5] at 31
+times (the setting of ``bench_rank_flow.py --solvers``), one process: each flow after compiling it (a first call
+over τ ∈ [0, 1e-6] on the same shapes), with its steps (explicit steps and leaps), leaps, pieces and evaluations of G,
+its seconds and those steps over the steps at 1e-32. ``--record`` writes the section "Full weights: how the cost
+grows with log(1/α)" of docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import pathlib
+import sys
+import time
+
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run from a checkout without installing gradflow
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks import _common  # noqa: E402
+from gradflow import models, simulate_flow  # noqa: E402
+
+SECTION = "Full weights: how the cost grows with log(1/α)"
+TS = np.linspace(0.0, 2.5, 31)
+LOG_ALPHAS = (math.log(1e-32), -200.0, -500.0, -1e3, -2e3, -5e3, -1e4, -1e5, -1e6, -1e7)
+
+
+def run(task, log_alpha: float) -> dict:
+    kw = dict(u0=task.u0, v0=task.v0, log_alpha=log_alpha, solver="leap", throw=False)
+    simulate_flow(task.model, ts=TS * 1e-6 / TS[-1], **kw)
+    start = time.perf_counter()
+    res = simulate_flow(task.model, ts=TS, **kw)
+    st = res.stats
+    return dict(
+        log_alpha=log_alpha,
+        seconds=time.perf_counter() - start,
+        load=", ".join(f"{x:.1f}" for x in os.getloadavg()),
+        steps=int(st["num_steps"]),
+        rejected=int(st["num_rejected_steps"]),
+        leaps=int(st["num_leaps"]),
+        pieces=int(st["num_pieces"]),
+        evaluations=int(st["num_evaluations"]),
+        done=str(res.result) == "successful",
+    )
+
+
+def _scale(log_alpha: float) -> str:
+    """``1e-32``, ``−5,000`` or ``−1e5``: how the table names a scale."""
+    if log_alpha == LOG_ALPHAS[0]:
+        return "1e-32"
+    if -log_alpha < 1e4:
+        return f"−{-log_alpha:,.0f}"
+    mantissa, exponent = f"{-log_alpha:.0e}".split("e")
+    return f"−{mantissa}e{int(exponent)}"
+
+
+def render(rows_by_d: dict, argv) -> str:
+    lines = _common.table_head(["d", "log α", "steps (rejected)", "leaps, pieces", "G", "s", "steps / steps at 1e-32"])
+    for d, rows in rows_by_d.items():
+        base = rows[0]["steps"]
+        for r in rows:
+            scale = _scale(r["log_alpha"])
+            steps = f"{r['steps']:,} ({r['rejected']})" + ("" if r["done"] else ", not finished")
+            cells = [d, scale, steps, f"{r['leaps']}, {r['pieces']}", f"{r['evaluations']:,}"]
+            lines.append(_common._cells([*cells, f"{r['seconds']:.1f} [{r['load']}]", f"{r['steps'] / base:.2f}"]))
+    intro = (
+        f"`python benchmarks/bench_rank_growth.py{(' ' + ' '.join(argv)) if argv else ''}` (see its docstring). "
+        f"Machine: {_common.cpu_name()}, 2 cores shared with other jobs (load averages in brackets), no GPU; "
+        f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}. Seconds after compilation."
+    )
+    reading = (
+        "Reading: the steps grow from 1e-32 while the plateaus, Δτ · log(1/α) long in t, are shorter than the "
+        "relaxation of the awake columns after each jump, which explicit steps follow at their stability limit; once "
+        "the plateaus outlast it, from log α ≈ −2,000 (d = 6) or −5,000 (d = 20), they do not grow any more: only the "
+        "leaps' pieces (no G) do. See *Full weights: solvers* for what that relaxation costs and what was tried to "
+        "shorten it."
+    )
+    return "\n".join([_common.header(SECTION, argv), intro, "", *lines, "", reading, ""])
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dims", type=int, nargs="*", default=[6, 20])
+    parser.add_argument("--log-alphas", type=float, nargs="*", default=list(LOG_ALPHAS[1:]), help="besides 1e-32")
+    parser.add_argument("--record", action="store_true", help="write the section into docs/benchmarks.md")
+    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    rows_by_d = {}
+    for d in args.dims:
+        task = models.attention_full(n=50, tokens=4, dim=d, teacher_kq=(1, 0.5), teacher_vo=(1, 0.5))
+        rows_by_d[d] = []
+        for la in (LOG_ALPHAS[0], *args.log_alphas):
+            r = run(task, la)
+            rows_by_d[d].append(r)
+            print(f"d = {d}, log α = {la:g}: {r['steps']} steps, {r['seconds']:.1f} s", flush=True)
+    text = render(rows_by_d, argv)
+    print(text)
+    if args.record:
+        _common.record_section(ROOT / "docs" / "benchmarks.md", SECTION, text)
+
+
+if __name__ == "__main__":
+    main()
