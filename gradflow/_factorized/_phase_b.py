@@ -50,9 +50,10 @@ def residual(layout, y, grad, mask, support):
 def newton(model, layout, y, g, mask, support, stationary, scale, steps):
     """A trust-region Newton method on L in the active factor entries (``mask``) until :func:`residual`
     ``≤ stationary`` (Nocedal & Wright, Algorithm 4.1): each step minimises the quadratic model in a ball by
-    :func:`steihaug_cg` on Hessian-vector products, to a relative residual ``min(0.1, 0.1 ‖∂L/∂y‖ / scale)`` (an
-    inexact Newton method, quadratically convergent, Dembo, Eisenstat & Steihaug 1982), off the gauge
-    ``(U X, −V Xᵀ)`` (:func:`project_off_gauge` on both sides of H and on the gradient). The gauge is a null space
+    :func:`steihaug_cg` on Hessian-vector products, to a relative residual ``min(0.5, √(‖∂L/∂y‖ / scale))`` (an
+    inexact Newton method, superlinearly convergent, Dembo, Eisenstat & Steihaug 1982; Nocedal & Wright, Algorithm
+    7.1: far from the critical point, where the ball cuts the steps short, loose solves save products), off the
+    gauge ``(U X, −V Xᵀ)`` (:func:`project_off_gauge` on both sides of H and on the gradient). The gauge is a null space
     of H only at a critical point (its curvature is of the order of the gradient elsewhere), and only the rounding
     of the gradient points along it. Where the Newton step ``−H⁺ ∂L/∂y`` lies inside the ball this is Newton's
     method with the pseudo-inverse of the Hessian; far from the critical point, along the nearly flat directions of
@@ -76,7 +77,7 @@ def newton(model, layout, y, g, mask, support, stationary, scale, steps):
         blocks = gauge_blocks(layout, y)
         project = lambda v: project_off_gauge(layout, blocks, v)  # noqa: E731
         matvec = lambda v: project(hvp(project(v)))  # noqa: E731
-        forcing = jnp.minimum(0.1, 0.1 * jnp.linalg.norm(g) / scale)
+        forcing = jnp.minimum(0.5, jnp.sqrt(jnp.linalg.norm(g) / scale))
         step, model_value, iterations = steihaug_cg(matvec, project(g), radius, forcing, y.size)
         y_next = jnp.where(mask, y + step, 0.0)
         value_next, g_next, converged = evaluate(y_next)
