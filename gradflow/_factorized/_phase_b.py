@@ -153,11 +153,11 @@ def flow(field, mask, y0, steady, dt0, t1, rtol, atol, max_steps) -> _FlowState:
     - by Tsit5 (``diffrax.Tsit5().step``, exponent 1/5) while its steps are limited by accuracy, the new column
       escaping and the others following it;
     - by the exponential Rosenbrock method ``exprb32`` (:func:`exponential_step`, exponent 1/3) once Tsit5 is stiff:
-      ``_STIFF_STEPS`` accepted steps with ``h ρ ≥ _STIFF_EDGE`` (:func:`stiffness_count`), ``ρ ≈ ‖f(y⁺) − f(Y_6)‖ / ‖y⁺ − Y_6‖``
-      from its last two stages (both at the step's end; Hairer & Wanner, *Solving ODEs II*, §IV.2) estimating the
-      largest eigenvalue of the Hessian. Stiffness comes with an ill-conditioned Hessian: a slow factor still moving
-      while the fast ones have settled, and the flat directions near the end, where an explicit method would need
-      about ``λ_max / λ_min`` steps."""
+      ``_STIFF_STEPS`` accepted steps with ``h ρ ≥ _STIFF_EDGE`` (:func:`stiffness_count`),
+      ``ρ ≈ ‖f(y⁺) − f(Y_6)‖ / ‖y⁺ − Y_6‖`` from its last two stages (both at the step's end; Hairer & Wanner,
+      *Solving ODEs II*, §IV.2) estimating the largest eigenvalue of the Hessian. Stiffness comes with an
+      ill-conditioned Hessian: a slow factor still moving while the fast ones have settled, and the flat directions
+      near the end, where an explicit method would need about ``λ_max / λ_min`` steps."""
     active = jnp.sum(mask)
     term = diffrax.ODETerm(lambda t, y, args: field(y))
     tableau = _TSIT5.tableau
