@@ -83,7 +83,7 @@ class GreedyTolerances:
         newton_steps: the most Newton steps of the polish (from ``steady`` it takes 2–6, the first ones with the
             matrix the flow kept; for full weights, the steps of a trust-region method, accepted or not: 1–3 where
             the Hessian is well conditioned; on the d = 50 head of the benchmarks, where the flow becomes steady near
-            another saddle and the method descends from there, 50 to over 100).
+            another saddle and the method walks a flat valley from there, 50 to over 130).
     """
 
     g_zero: float = 1e-6

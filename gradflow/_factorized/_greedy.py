@@ -259,7 +259,8 @@ def _stage(ctx: _Context, k: int, time: float, y, ranks, exponents, orientation,
 
 
 def _phase_b_ends(ctx: _Context, stage: _Stage, j: int):
-    """Phase (B) into factor j from every ε and the perturbed starts. Returns (outcome, ε, y, ranks, disc, spread)."""
+    """Phase (B) into factor j from every ε (in turn, until one fails) and then the perturbed starts. Returns
+    (outcome, ε, y, ranks, disc, spread)."""
     tol, layout, model = ctx.tol, ctx.layout, ctx.model
     a, b = stage.pairs[j]
     sigma = float(stage.rates[j][0])
@@ -296,14 +297,24 @@ def _phase_b_ends(ctx: _Context, stage: _Stage, j: int):
             ctx.G,
         )
     )
-    ends, status, _ = solve_phase_b(
-        model, layout, jnp.asarray(starts), jnp.asarray(mask), thresholds, tol.max_steps, tol.newton_steps
-    )
-    ends, status = np.asarray(ends), np.asarray(status)
-    n_eps = len(tol.epsilons)
-    outcome, eps = kit.first_failure(status[:n_eps], tol)
+
+    def solve(start):
+        end, code, _ = solve_phase_b(
+            model, layout, jnp.asarray(start[None]), jnp.asarray(mask), thresholds, tol.max_steps, tol.newton_steps
+        )
+        ends.append(np.asarray(end)[0])
+        status.append(int(np.asarray(code)[0]))
+
+    n_eps, ends, status = len(tol.epsilons), [], []
+    for start in starts[:n_eps]:  # ε by ε: the first failure ends the path, and the runs after it are not needed
+        solve(start)
+        if status[-1]:
+            break
+    outcome, eps = kit.first_failure(status, tol)
     if outcome is not kit.PhaseB.STATIONARY:
         return outcome, eps, None, None, math.nan, math.nan
+    for start in starts[n_eps:]:
+        solve(start)
     products = [layout.products(e) for e in ends]
     size = max(float(np.linalg.norm(w, 2)) for w in products[n_eps - 1])
     found = [_ranks(ws, size, tol.support) for ws in products]

@@ -50,9 +50,10 @@ def residual(layout, y, grad, mask, support):
 def newton(model, layout, y, g, mask, support, stationary, scale, steps):
     """A trust-region Newton method on L in the active factor entries (``mask``) until :func:`residual`
     ``≤ stationary`` (Nocedal & Wright, Algorithm 4.1): each step minimises the quadratic model in a ball by
-    :func:`steihaug_cg` on Hessian-vector products, to a relative residual ``min(0.1, 0.1 ‖∂L/∂y‖ / scale)`` (an
-    inexact Newton method, quadratically convergent, Dembo, Eisenstat & Steihaug 1982), off the gauge
-    ``(U X, −V Xᵀ)`` (:func:`project_off_gauge` on both sides of H and on the gradient). The gauge is a null space
+    :func:`steihaug_cg` on Hessian-vector products, to a relative residual ``min(0.5, √(‖∂L/∂y‖ / scale))`` (an
+    inexact Newton method, superlinearly convergent, Dembo, Eisenstat & Steihaug 1982; Nocedal & Wright, Algorithm
+    7.1: far from the critical point, where the ball cuts the steps short, loose solves save products), off the
+    gauge ``(U X, −V Xᵀ)`` (:func:`project_off_gauge` on both sides of H and on the gradient). The gauge is a null space
     of H only at a critical point (its curvature is of the order of the gradient elsewhere), and only the rounding
     of the gradient points along it. Where the Newton step ``−H⁺ ∂L/∂y`` lies inside the ball this is Newton's
     method with the pseudo-inverse of the Hessian; far from the critical point, along the nearly flat directions of
@@ -76,7 +77,7 @@ def newton(model, layout, y, g, mask, support, stationary, scale, steps):
         blocks = gauge_blocks(layout, y)
         project = lambda v: project_off_gauge(layout, blocks, v)  # noqa: E731
         matvec = lambda v: project(hvp(project(v)))  # noqa: E731
-        forcing = jnp.minimum(0.1, 0.1 * jnp.linalg.norm(g) / scale)
+        forcing = jnp.minimum(0.5, jnp.sqrt(jnp.linalg.norm(g) / scale))
         step, model_value, iterations = steihaug_cg(matvec, project(g), radius, forcing, y.size)
         y_next = jnp.where(mask, y + step, 0.0)
         value_next, g_next, converged = evaluate(y_next)
@@ -115,7 +116,8 @@ class _FlowState(NamedTuple):
     f: jax.Array  # the field −∂L/∂y at y
     steps: jax.Array  # steps tried, accepted or not
     rejected: jax.Array  # the last step was rejected: the next one does not grow
-    stiff: jax.Array  # accepted Tsit5 steps in a row at the edge of stability
+    stiff: jax.Array  # accepted Tsit5 steps at the edge of stability since the last calm stretch
+    calm: jax.Array  # accepted Tsit5 steps in a row inside it
     steady: jax.Array  # steady after an accepted step
     exponential_steps: jax.Array  # of them, by exprb32
     hvps: jax.Array  # Hessian-vector products
@@ -123,7 +125,18 @@ class _FlowState(NamedTuple):
 
 _TSIT5 = diffrax.Tsit5()
 _STIFF_EDGE = 3.0  # h ρ beyond this (Tsit5's stability interval on the negative axis ends near −3.5) ...
-_STIFF_STEPS = 15  # ... for this many accepted steps in a row: the flow is stiff (as in Hairer's DOPRI5)
+_STIFF_STEPS = 15  # ... for this many accepted steps: the flow is stiff (as in Hairer's DOPRI5) ...
+_CALM_STEPS = 6  # ... unless this many accepted steps in a row were inside it in between
+
+
+def stiffness_count(stiff, calm, ok, edge):
+    """Hairer's stiffness detection of DOPRI5 (Hairer & Wanner, *Solving ODEs II*, §IV.2) after a step (``ok``:
+    accepted; ``edge``: ``h ρ ≥ _STIFF_EDGE``): an accepted step at the edge counts (``stiff + 1``) and breaks the
+    ``calm`` run; ``_CALM_STEPS`` accepted steps in a row inside the edge clear the count; rejected steps change
+    nothing. Where the step-size controller hovers at the stability limit, accepted steps fall on both sides of the
+    edge, and a count cleared by every step inside it would never reach ``_STIFF_STEPS``. Returns ``(stiff, calm)``."""
+    calm = jnp.where(ok, jnp.where(edge, 0, calm + 1), calm)
+    return jnp.where(ok & edge, stiff + 1, jnp.where(calm >= _CALM_STEPS, 0, stiff)), calm
 
 
 def _error_ratio(error, y, rtol, atol, active):
@@ -140,11 +153,11 @@ def flow(field, mask, y0, steady, dt0, t1, rtol, atol, max_steps) -> _FlowState:
     - by Tsit5 (``diffrax.Tsit5().step``, exponent 1/5) while its steps are limited by accuracy, the new column
       escaping and the others following it;
     - by the exponential Rosenbrock method ``exprb32`` (:func:`exponential_step`, exponent 1/3) once Tsit5 is stiff:
-      ``_STIFF_STEPS`` accepted steps in a row with ``h ρ ≥ _STIFF_EDGE``, ``ρ ≈ ‖f(y⁺) − f(Y_6)‖ / ‖y⁺ − Y_6‖``
-      from its last two stages (both at the step's end; Hairer & Wanner, *Solving ODEs II*, §IV.2) estimating the
-      largest eigenvalue of the Hessian. Stiffness comes with an ill-conditioned Hessian: a slow factor still moving
-      while the fast ones have settled, and the flat directions near the end, where an explicit method would need
-      about ``λ_max / λ_min`` steps."""
+      ``_STIFF_STEPS`` accepted steps with ``h ρ ≥ _STIFF_EDGE`` (:func:`stiffness_count`),
+      ``ρ ≈ ‖f(y⁺) − f(Y_6)‖ / ‖y⁺ − Y_6‖`` from its last two stages (both at the step's end; Hairer & Wanner,
+      *Solving ODEs II*, §IV.2) estimating the largest eigenvalue of the Hessian. Stiffness comes with an
+      ill-conditioned Hessian: a slow factor still moving while the fast ones have settled, and the flat directions
+      near the end, where an explicit method would need about ``λ_max / λ_min`` steps."""
     active = jnp.sum(mask)
     term = diffrax.ODETerm(lambda t, y, args: field(y))
     tableau = _TSIT5.tableau
@@ -167,6 +180,7 @@ def flow(field, mask, y0, steady, dt0, t1, rtol, atol, max_steps) -> _FlowState:
         ok = (ratio <= 1) & jnp.all(jnp.isfinite(y)) & jnp.all(jnp.isfinite(f))
         factor = jnp.clip(0.9 * ratio ** (-exponent), 0.2, jnp.where(s.rejected, 1.0, 10.0))
         t = jnp.where(ok, s.t + s.h, s.t)
+        count, calm = stiffness_count(s.stiff, s.calm, ok, edge)
         return _FlowState(
             t=t,
             h=jnp.minimum(s.h * jnp.where(jnp.isfinite(ratio), factor, 0.5), t1 - t),
@@ -174,7 +188,8 @@ def flow(field, mask, y0, steady, dt0, t1, rtol, atol, max_steps) -> _FlowState:
             f=jnp.where(ok, f, s.f),
             steps=s.steps + 1,
             rejected=~ok,
-            stiff=jnp.where(stiff, s.stiff, jnp.where(ok, jnp.where(edge, s.stiff + 1, 0), s.stiff)),
+            stiff=jnp.where(stiff, s.stiff, count),
+            calm=calm,
             steady=ok & steady(y, f),
             exponential_steps=s.exponential_steps + stiff,
             hvps=s.hvps + hvps,
@@ -185,7 +200,7 @@ def flow(field, mask, y0, steady, dt0, t1, rtol, atol, max_steps) -> _FlowState:
 
     zero, no = jnp.zeros((), jnp.int32), jnp.array(False)
     start = _FlowState(
-        jnp.zeros((), y0.dtype), jnp.asarray(dt0, y0.dtype), y0, field(y0), zero, no, zero, no, zero, zero
+        jnp.zeros((), y0.dtype), jnp.asarray(dt0, y0.dtype), y0, field(y0), zero, no, zero, zero, no, zero, zero
     )
     return jax.lax.while_loop(cond, body, start)
 
@@ -235,6 +250,7 @@ def phase_b(model, layout, y0, mask, thresholds, max_steps, newton_steps):
         return residual(layout, y, -f, mask, support) <= steady
 
     end = flow(field, mask, y0, is_steady, dt0, t1, rtol, atol, max_steps)
+    newton_steps = jnp.where(end.steady, newton_steps, 0)  # a flow that is not steady has failed already
     y, converged, n_newton, hvps = newton(model, layout, end.y, -end.f, mask, support, stationary, scale, newton_steps)
     status = jnp.where(end.steady, jnp.where(converged, 0, 3), jnp.where(end.steps >= max_steps, 1, 2))
     # Tsit5: six new stages a step (the first is the last of the step before); exprb32: three (with the

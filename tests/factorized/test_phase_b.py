@@ -237,3 +237,19 @@ def test_flow_through_stiffness():
     assert end.steady and 0 < end.exponential_steps < end.steps < 100
     np.testing.assert_allclose(end.y, np.exp(-np.diag(A) * float(end.t)) * y0, rtol=1e-3, atol=1e-12)
     assert float(end.t) >= np.log(1e3) * 1e6  # steady: the slow mode below 1e-3
+
+
+def test_stiffness_count_survives_steps_inside_the_edge():
+    """Hairer's count: at the stability limit accepted steps fall on both sides of the edge (the pattern of the d = 50
+    head's fifth phase (B): an edge step, then up to five inside it, rejections in between); the count still
+    reaches 15, and only six calm accepted steps in a row clear it."""
+    pattern = [(True, True), (False, False), (True, False), (True, False), (False, False), (True, False)] * 15
+    stiff, calm = jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32)
+    for ok, edge in pattern:
+        stiff, calm = _phase_b.stiffness_count(stiff, calm, jnp.array(ok), jnp.array(edge))
+    assert int(stiff) == 15 and int(calm) == 3
+    for _ in range(2):  # five calm steps in a row
+        stiff, calm = _phase_b.stiffness_count(stiff, calm, jnp.array(True), jnp.array(False))
+    assert int(stiff) == 15 and int(calm) == 5
+    stiff, calm = _phase_b.stiffness_count(stiff, calm, jnp.array(True), jnp.array(False))
+    assert int(stiff) == 0
