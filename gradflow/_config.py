@@ -7,6 +7,11 @@ enabled ``jax_enable_x64``. Results come back as NumPy float64 arrays, so they s
 after the context has closed. The GPU networks (``gradflow.nets``) do not use this scope:
 they run in float32 with bf16 compute, with explicit dtypes.
 
+XLA's compiled CPU programs take thousands of the process's memory mappings each; at the kernel's limit
+(``vm.max_map_count``, 65,530 by default on Linux) the next compilation aborts the whole process. Each entry point
+therefore first checks the count (:func:`release_compiled_if_crowded`) and, past three quarters of the limit, clears
+JAX's caches of compiled programs, with a warning.
+
 Independent solves run on threads, one per core (:class:`PerCore`). Ctrl-C reaches only the main thread: there it
 sets a stop flag that the workers' solves check between their segments (:func:`stop_requested`), so that every
 worker ends within a segment, keeping what it reached, instead of running to its end.
@@ -17,7 +22,9 @@ from __future__ import annotations
 import contextvars
 import functools
 import os
+import pathlib
 import threading
+import warnings
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
@@ -27,11 +34,45 @@ import jax
 F = TypeVar("F", bound=Callable)
 
 
+MAPS = pathlib.Path("/proc/self/maps")  # one line per memory mapping of this process (Linux)
+MAP_LIMIT = pathlib.Path("/proc/sys/vm/max_map_count")
+MAP_SHARE = 0.75  # the share of the limit beyond which JAX's compiled programs are released
+
+
+def release_compiled_if_crowded() -> bool:
+    """``jax.clear_caches()``, with a warning, where this process uses more than ``MAP_SHARE`` of the kernel's limit
+    on memory mappings: each compiled CPU program takes thousands (a factorised flow 2,000–5,000), and at the limit
+    the next compilation fails inside LLVM ("Cannot allocate memory") and aborts the process, results and all.
+    Returns whether it cleared them; nothing where the counts cannot be read (not Linux)."""
+    try:
+        limit = int(MAP_LIMIT.read_text())
+        with MAPS.open("rb") as maps:
+            used = sum(1 for _ in maps)
+    except (OSError, ValueError):
+        return False
+    if used < MAP_SHARE * limit:
+        return False
+    jax.clear_caches()
+    warnings.warn(
+        f"gradflow cleared JAX's caches of compiled programs: this process had {used:,} memory mappings of the "
+        f"{limit:,} the kernel allows (vm.max_map_count), and every compiled CPU program takes thousands; at the "
+        "limit the next compilation would abort the process. Programs compile again when next used; to keep them, "
+        "raise the limit (sysctl -w vm.max_map_count=262144).",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+    return True
+
+
 def float64(fn: F) -> F:
-    """Decorate ``fn`` so that it runs with 64-bit JAX types enabled, then restores the user's setting."""
+    """Decorate ``fn`` so that it runs with 64-bit JAX types enabled, then restores the user's setting; called
+    from the main thread, it first releases compiled programs if memory mappings run short
+    (:func:`release_compiled_if_crowded`)."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        if threading.current_thread() is threading.main_thread():
+            release_compiled_if_crowded()
         with jax.enable_x64(True):
             return fn(*args, **kwargs)
 
