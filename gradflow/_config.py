@@ -24,6 +24,7 @@ import functools
 import os
 import pathlib
 import threading
+import time
 import warnings
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -37,13 +38,20 @@ F = TypeVar("F", bound=Callable)
 MAPS = pathlib.Path("/proc/self/maps")  # one line per memory mapping of this process (Linux)
 MAP_LIMIT = pathlib.Path("/proc/sys/vm/max_map_count")
 MAP_SHARE = 0.75  # the share of the limit beyond which JAX's compiled programs are released
+MAP_CHECK_EVERY = 1.0  # seconds between two counts (a count reads up to 65,530 lines; a compilation takes longer)
+_last_count = [-float("inf")]
 
 
 def release_compiled_if_crowded() -> bool:
     """``jax.clear_caches()``, with a warning, where this process uses more than ``MAP_SHARE`` of the kernel's limit
     on memory mappings: each compiled CPU program takes thousands (a factorised flow 2,000–5,000), and at the limit
     the next compilation fails inside LLVM ("Cannot allocate memory") and aborts the process, results and all.
-    Returns whether it cleared them; nothing where the counts cannot be read (not Linux)."""
+    Counts at most every ``MAP_CHECK_EVERY`` seconds. Returns whether it cleared them; nothing where the counts
+    cannot be read (not Linux)."""
+    now = time.monotonic()
+    if now - _last_count[0] < MAP_CHECK_EVERY:
+        return False
+    _last_count[0] = now
     try:
         limit = int(MAP_LIMIT.read_text())
         with MAPS.open("rb") as maps:

@@ -18,6 +18,7 @@ def mappings(tmp_path, monkeypatch):
     monkeypatch.setattr(_config, "MAPS", maps)
     monkeypatch.setattr(_config, "MAP_LIMIT", limit)
     monkeypatch.setattr(_config.jax, "clear_caches", lambda: cleared.append(True))
+    monkeypatch.setattr(_config, "MAP_CHECK_EVERY", 0.0)
 
     def set_counts(used, most):
         maps.write_text("m\n" * used)
@@ -52,3 +53,12 @@ def test_unreadable_counts_release_nothing(mappings, tmp_path, monkeypatch):
     cleared = mappings(900, 1000)
     monkeypatch.setattr(_config, "MAP_LIMIT", tmp_path / "missing")
     assert not _config.release_compiled_if_crowded() and cleared == []
+
+
+def test_counts_at_most_once_a_second(mappings, monkeypatch):
+    cleared = mappings(900, 1000)
+    monkeypatch.setattr(_config, "MAP_CHECK_EVERY", 3600.0)
+    monkeypatch.setattr(_config, "_last_count", [-float("inf")])
+    with pytest.warns(RuntimeWarning):
+        assert _config.release_compiled_if_crowded()
+    assert not _config.release_compiled_if_crowded() and cleared == [True]
