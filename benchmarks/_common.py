@@ -367,6 +367,13 @@ def record_section(path: pathlib.Path, title: str, text: str) -> None:
     path.write_text(new)
 
 
+def show(text: str, title: str, record: bool) -> None:
+    """Print a section's ``text`` and, if ``record``, put it into docs/benchmarks.md under ``## title``."""
+    print(text)
+    if record:
+        record_section(ROOT / "docs" / "benchmarks.md", title, text)
+
+
 def torch_missing(*modules: str) -> str | None:
     """None if ``torch`` and ``modules`` import, else the note saying which is missing."""
     import importlib

@@ -313,10 +313,7 @@ def main(argv=None):
         rows = solver_rows(args.dims, args.paper, args.paper_tsit5, args.leap_cap)
         checks = accuracy_checks()
         print("\n".join(checks), flush=True)
-        text = render_solvers(rows, checks, argv)
-        print(text)
-        if args.record:
-            _common.record_section(ROOT / "docs" / "benchmarks.md", SOLVERS_SECTION, text)
+        _common.show(render_solvers(rows, checks, argv), SOLVERS_SECTION, args.record)
         return
     task = models.attention_full()
     ts = np.round(np.arange(0.0, TAU_MAX + DT / 2, DT), 10)
@@ -325,10 +322,7 @@ def main(argv=None):
         r = run(alpha, task, ts)
         print(f"α={alpha:g}: max |Δτ| {r['dev']:.3f}; flow {r['flow_s']:.1f} s, GD {r['gd_s']:.1f} s", flush=True)
         results.append(r)
-    text = render(results, argv)
-    print(text)
-    if args.record:
-        _common.record_section(ROOT / "docs" / "benchmarks.md", SECTION, text)
+    _common.show(render(results, argv), SECTION, args.record)
 
 
 if __name__ == "__main__":

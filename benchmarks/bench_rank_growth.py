@@ -101,10 +101,7 @@ def main(argv=None):
             r = run(task, la)
             rows_by_d[d].append(r)
             print(f"d = {d}, log α = {la:g}: {r['steps']} steps, {r['seconds']:.1f} s", flush=True)
-    text = render(rows_by_d, argv)
-    print(text)
-    if args.record:
-        _common.record_section(ROOT / "docs" / "benchmarks.md", SECTION, text)
+    _common.show(render(rows_by_d, argv), SECTION, args.record)
 
 
 if __name__ == "__main__":
