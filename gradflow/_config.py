@@ -72,17 +72,25 @@ def release_compiled_if_crowded() -> bool:
     return True
 
 
+_ENTERED: contextvars.ContextVar[bool] = contextvars.ContextVar("gradflow_entered", default=False)
+
+
 def float64(fn: F) -> F:
-    """Decorate ``fn`` so that it runs with 64-bit JAX types enabled, then restores the user's setting; called
-    from the main thread, it first releases compiled programs if memory mappings run short
-    (:func:`release_compiled_if_crowded`)."""
+    """Decorate ``fn`` so that it runs with 64-bit JAX types enabled, then restores the user's setting. The
+    outermost such call of the main thread (the user's, not gradflow's own inside it) first releases compiled
+    programs if memory mappings run short (:func:`release_compiled_if_crowded`), so its warning names the user's
+    line."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        if threading.current_thread() is threading.main_thread():
+        if not _ENTERED.get() and threading.current_thread() is threading.main_thread():
             release_compiled_if_crowded()
-        with jax.enable_x64(True):
-            return fn(*args, **kwargs)
+        token = _ENTERED.set(True)
+        try:
+            with jax.enable_x64(True):
+                return fn(*args, **kwargs)
+        finally:
+            _ENTERED.reset(token)
 
     return wrapper  # type: ignore[return-value]
 

@@ -36,6 +36,17 @@ def test_entry_point_releases_compiled_programs_near_the_limit(mappings):
     assert cleared == [True] and np.all(np.isfinite(g))
 
 
+def test_nested_float64_calls_count_once_and_warn_at_the_callers_line(mappings):
+    """An entry point that calls gradflow's own float64 functions inside it counts only once, at the outermost call,
+    so that the warning names the user's line (not a gradflow module, where the tests' filter makes it an error)."""
+    cleared = mappings(800, 1000)
+    inner = _config.float64(lambda: 1.0)
+    outer = _config.float64(lambda: inner() + inner())
+    with pytest.warns(RuntimeWarning, match="vm.max_map_count") as caught:
+        outer()
+    assert cleared == [True] and [w.filename for w in caught] == [__file__]
+
+
 def test_nothing_released_below_the_limit_or_off_the_main_thread(mappings):
     cleared = mappings(700, 1000)
     task = gradflow.models.diagonal_linear(n=10, p=3, seed=0)
