@@ -19,11 +19,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._checks import check_int, check_scales, check_times, init_checked
-from ._comparison import check_distinct, check_options, check_windows, default_delta, default_times
 from ._config import float64
-from ._family import FlowRequest
-from ._greedy import GreedyTolerances
+from ._kit._checks import check_int, check_scales, check_times, init_checked
+from ._kit._comparison import check_distinct, check_options, check_windows, default_delta, default_times
+from ._kit._family import FlowRequest
+from ._kit._greedy import GreedyTolerances
 from ._registry import FAMILIES, family_of
 from ._results import finish
 

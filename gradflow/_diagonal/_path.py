@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._greedy import AbstractGreedyPath
+from .._kit._greedy import AbstractGreedyPath
 
 
 class GreedyPath(AbstractGreedyPath):

@@ -27,7 +27,7 @@ from typing import ClassVar, NamedTuple
 import equinox as eqx
 import numpy as np
 
-from .._comparison import AbstractComparison, check_run_scales, compare_runs, detect, window_masks
+from .._kit._comparison import AbstractComparison, check_run_scales, compare_runs, detect, window_masks
 from ._model import FactorizedModel
 
 _RUN_FIELDS = ("ts", "W", "log_singular_values", "loss", "log_alpha")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._greedy import AbstractGreedyPath
+from .._kit._greedy import AbstractGreedyPath
 from ._sleeping import fold
 
 

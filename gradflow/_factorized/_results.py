@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._trajectory import AbstractFlowResult, AbstractGDResult
+from .._kit._trajectory import AbstractFlowResult, AbstractGDResult
 
 _TINY = float(np.finfo(np.float64).tiny)
 

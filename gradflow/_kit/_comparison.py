@@ -14,7 +14,7 @@ import equinox as eqx
 import numpy as np
 from equinox import AbstractClassVar, AbstractVar
 
-from ._results import RESULTS
+from .._results import RESULTS
 
 
 class AbstractComparison(eqx.Module):

@@ -8,7 +8,7 @@ from typing import Protocol, runtime_checkable
 import equinox as eqx
 import numpy as np
 
-from ._results import RESULTS
+from .._results import RESULTS
 
 
 @runtime_checkable
