@@ -15,6 +15,7 @@ from ._demo import run_demo as run_demo
 from ._demo import run_rank_demo as run_rank_demo
 from ._diagonal import Comparison as Comparison
 from ._diagonal import DiagonalModel as DiagonalModel
+from ._diagonal import DiagonalSolver as DiagonalSolver
 from ._diagonal import FlowResult as FlowResult
 from ._diagonal import FlowState as FlowState
 from ._diagonal import GDResult as GDResult
@@ -27,6 +28,7 @@ from ._factorized import FactorizedFlowResult as FactorizedFlowResult
 from ._factorized import FactorizedGDResult as FactorizedGDResult
 from ._factorized import FactorizedGreedyPath as FactorizedGreedyPath
 from ._factorized import FactorizedModel as FactorizedModel
+from ._factorized import FactorizedSolver as FactorizedSolver
 from ._factorized import RankComparison as RankComparison
 from ._kit._assumptions import AssumptionWarning as AssumptionWarning
 from ._kit._greedy import GreedyTolerances as GreedyTolerances
@@ -43,10 +45,12 @@ __all__ = [
     "Comparison",
     "DemoConfig",
     "DiagonalModel",
+    "DiagonalSolver",
     "FactorizedFlowResult",
     "FactorizedGDResult",
     "FactorizedGreedyPath",
     "FactorizedModel",
+    "FactorizedSolver",
     "FlowResult",
     "FlowState",
     "GDResult",

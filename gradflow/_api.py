@@ -20,11 +20,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._config import float64
+from ._kit._assumptions import warn
 from ._kit._checks import check_int, check_scales, check_times, init_checked
 from ._kit._comparison import check_distinct, check_options, check_windows, default_delta, default_times
 from ._kit._family import FlowRequest
 from ._kit._greedy import GreedyTolerances
-from ._registry import FAMILIES, family_of
+from ._registry import family_of
 from ._results import finish
 
 _TINY = float(np.finfo(np.float64).tiny)
@@ -43,11 +44,11 @@ def simulate_flow(
     rtol: float = 0.0,
     atol: float = 1e-8,
     max_steps: int | None = None,
-    jacobian_rank: int | None = None,
     batching: str = "auto",
-    solver: str | None = None,
+    solver=None,
     progress: bool = False,
     throw: bool = True,
+    jacobian_rank: int | None = None,
 ):
     """Solve the gradient flow from ``θ(0) = α (u0, v0)`` (or from ``start``) exactly, at rescaled times ``ts``.
 
@@ -77,10 +78,6 @@ def simulate_flow(
             no cap, the solve runs until ``ts[-1]`` or until it cannot go on (its step size falls below the
             float64 resolution of ``t``, which it reports). Give a number to bound a run's cost: a step costs
             13 evaluations of ``g`` (explicit) or about 20 (implicit) (docs/benchmarks.md).
-        jacobian_rank: (diagonal models) how many Jacobian columns (those of the largest ``u_i² + v_i²``; sleeping
-            coordinates' are skipped) the implicit stages use; default ``min(p, 64)``, or ``min(p, 16)`` for
-            a batch (under ``vmap`` every column is computed at every step). Raise it if more coordinates
-            are awake at once.
         batching: how a batch of runs is solved. ``"separate"``: each run alone, as a single run is, as
             many at once as the machine has cores. ``"vmap"``: all together in one vmapped solve, the implicit
             method throughout, in lock-step (every run takes as many steps as the longest) and with the
@@ -88,12 +85,15 @@ def simulate_flow(
             step cost one. ``"auto"`` (the default): ``"vmap"`` on a GPU or TPU, ``"separate"`` on the CPU,
             where it is 24× faster on the dense attention head (docs/benchmarks.md, *Batches of runs on the
             CPU*).
-        solver: (factorised models) the integrator, see below.
+        solver: the options of the model's family for its solver: a [`DiagonalSolver`][gradflow.DiagonalSolver]
+            (``jacobian_rank``) for a ``DiagonalModel``, a [`FactorizedSolver`][gradflow.FactorizedSolver]
+            (``method``) for a ``FactorizedModel``; None: the family's defaults.
         progress: show a progress bar (tqdm, by the rescaled time reached; only for a solve that lasts more than
             a few seconds).
         throw: as in diffrax: raise a ``RuntimeError`` if a run does not reach ``ts[-1]``. With
             ``throw=False`` the result comes back with the failure in ``result`` and ``message``, and
             the state after the time it stopped at is ``+inf``.
+        jacobian_rank: deprecated, ``solver=DiagonalSolver(jacobian_rank=...)``.
 
     Returns:
         A [`FlowResult`][gradflow.FlowResult].
@@ -113,11 +113,10 @@ def simulate_flow(
             where each run got (``result == "interrupted"`` for the runs it stopped, later times ``+inf``).
 
     A [`FactorizedModel`][gradflow.FactorizedModel] (``u0, v0`` tuples of factors) gets its own exact flow and
-    a [`FactorizedFlowResult`][gradflow.FactorizedFlowResult] (docs/math.md, *Full weights: the exact flow*);
-    ``solver`` applies to it alone: ``"leap"`` (explicit steps where the flow moves, leaps along the plateaus, whose
-    cost does not grow with ``log(1/α)``; docs/math.md, *Plateau leaps*), ``"tsit5"`` (explicit steps throughout,
-    their number ∝ ``log(1/α)``), ``"kvaerno5"`` (L-stable, with a dense Jacobian of the state) or ``"auto"`` (the
-    default: ``"leap"``). Its range of scales is that of the log scales of the factors, ``ρ ∈ [2 log α, O(1)]``:
+    a [`FactorizedFlowResult`][gradflow.FactorizedFlowResult] (docs/math.md, *Full weights: the exact flow*), solved
+    by the method its ``FactorizedSolver`` names (by default the plateau leaps, whose cost does not grow with
+    ``log(1/α)``; docs/math.md, *Plateau leaps*); a string ``solver="leap"`` is the deprecated spelling of
+    ``solver=FactorizedSolver(method="leap")``. Its range of scales is that of the log scales of the factors, ``ρ ∈ [2 log α, O(1)]``:
     ``2 |log α| 2⁻⁵² ≤ atol + 2 rtol |log α|`` (``|log α| ≤ 2.25e7`` at ``atol = 1e-8``).
     """
     family = family_of(model)
@@ -127,23 +126,41 @@ def simulate_flow(
     if not (rtol >= 0 and atol >= 0 and rtol + atol > 0):
         raise ValueError(f"rtol and atol must be >= 0 and not both 0; got rtol={rtol!r}, atol={atol!r}.")
     family.check_resolved(log_a, ts, rtol=rtol, atol=atol)
-    options = _family_options(family, model, jacobian_rank=jacobian_rank, solver=solver)
+    solver = _solver_options(family, model, solver, jacobian_rank)
     model = _on_device(model)
     request = FlowRequest(ts, u0, v0, start, log_a, batched, rtol, atol, max_steps, batching, progress)
-    result = family.flow(model, request, **options)
+    result = family.flow(model, request, solver)
     return finish(result, throw=throw)
 
 
-def _family_options(family, model, **options) -> dict[str, Any]:
-    """The options given (not None), each checked to apply to ``family``."""
-    given = {k: v for k, v in options.items() if v is not None}
-    for name in given:
-        if name not in family.flow_options:
-            takers = [f.name for f in FAMILIES if name in f.flow_options]
-            raise ValueError(
-                f"{name} applies to {' and '.join(takers)} models only; a {type(model).__name__} does not take it."
-            )
-    return given
+_DEPRECATED_SOLVER_OPTIONS = {"jacobian_rank": ("diagonal", "jacobian_rank"), "solver": ("factorized", "method")}
+"""The solver options ``simulate_flow`` took as its own keywords before the families' solver objects (one release):
+the keyword, the family it applied to and the field of that family's ``solver_type`` it sets."""
+
+
+def _solver_options(family, model, solver, jacobian_rank):
+    """``solver`` checked to be ``family``'s solver options (the family's defaults if None), or made from a
+    deprecated keyword (``jacobian_rank=``, ``solver="leap"``) with a ``DeprecationWarning``."""
+    if jacobian_rank is not None and solver is not None:
+        raise ValueError("give the solver options once, in solver (jacobian_rank= is deprecated).")
+    legacy = [(k, v) for k, v in (("jacobian_rank", jacobian_rank), ("solver", solver)) if v is not None]
+    legacy = [(k, v) for k, v in legacy if k != "solver" or isinstance(v, str)]
+    if legacy:
+        ((keyword, value),) = legacy
+        owner, field = _DEPRECATED_SOLVER_OPTIONS[keyword]
+        if owner != family.name:
+            raise ValueError(f"{keyword} applies to {owner} models only; a {type(model).__name__} does not take it.")
+        new = f"solver=gradflow.{family.solver_type.__name__}({field}={value!r})"
+        warn(f"simulate_flow({keyword}={value!r}) is deprecated; pass {new}.", DeprecationWarning)
+        return family.solver_type(**{field: value})
+    if solver is None:
+        return family.solver_type()
+    if type(solver) is not family.solver_type:
+        raise TypeError(
+            f"solver must be a gradflow.{family.solver_type.__name__} for a {type(model).__name__}; got "
+            f"{type(solver).__name__}."
+        )
+    return solver
 
 
 @float64

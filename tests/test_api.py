@@ -63,6 +63,34 @@ def test_the_family_comes_from_the_models_type(linear, square):
         gradflow.simulate_flow(linear.model, u0=linear.u0, v0=linear.v0, ts=[0.0, 0.5], alpha=1e-2, solver="tsit5")
 
 
+def test_dispatch_is_by_the_exact_type(linear):
+    class Mine(gradflow.DiagonalModel):
+        pass
+
+    mine = Mine(linear.model.h, linear.model.X, linear.model.Y, p=linear.model.p, loss="square")
+    with pytest.raises(
+        TypeError, match="a subclass of gradflow.DiagonalModel: gradflow finds the family from the exact"
+    ):
+        gradflow.greedy_limit(mine)
+
+
+def test_solver_options_are_the_familys_object(linear):
+    """The solver options travel in the family's object; the old keywords give the same flow with a
+    DeprecationWarning at the caller's line, and a wrong object is a TypeError."""
+    kw = dict(u0=linear.u0, v0=linear.v0, ts=[0.0, 0.5], alpha=1e-2)
+    flow = gradflow.simulate_flow(linear.model, **kw, solver=gradflow.DiagonalSolver(jacobian_rank=2))
+    with pytest.warns(DeprecationWarning, match=r"solver=gradflow.DiagonalSolver\(jacobian_rank=2\)") as record:
+        old = gradflow.simulate_flow(linear.model, **kw, jacobian_rank=2)
+    assert {w.filename for w in record} == {__file__}
+    np.testing.assert_array_equal(np.asarray(old.beta), np.asarray(flow.beta))
+    with pytest.raises(TypeError, match="solver must be a gradflow.DiagonalSolver for a DiagonalModel; got Factor"):
+        gradflow.simulate_flow(linear.model, **kw, solver=gradflow.FactorizedSolver())
+    with pytest.raises(ValueError, match="jacobian_rank must be a positive integer"):
+        gradflow.DiagonalSolver(jacobian_rank=0)
+    with pytest.raises(ValueError, match="method must be one of"):
+        gradflow.FactorizedSolver(method="euler")
+
+
 def test_results_enumeration_and_finish():
     assert [r.value for r in RESULTS if r.failed] == [
         "max_steps_reached",

@@ -1,5 +1,6 @@
 """The theory engine's commands: ``demo``, ``flow``, ``greedy`` and ``compare`` for every built-in task, whatever its
-model family (the family, from ``gradflow._registry``, says how to describe and draw its runs)."""
+model family (the family, from ``gradflow._registry``, says how to describe, draw and table its runs, and names the
+pipeline of ``compare``)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import models
 from .._api import greedy_limit, simulate_flow
-from .._demo import PAPER_FULL, PIPELINES, QUICK, QUICK_FULL, DemoConfig, RankDemoConfig, run_demo, run_rank_demo
+from .._demo import PAPER_FULL, QUICK, QUICK_FULL, DemoConfig, RankDemoConfig, pipeline_of, run_demo, run_rank_demo
 from .._io import claim_folder, save_result
 from .._kit._report import format_alpha, markdown_table
-from .._registry import family_of
+from .._registry import builtin, family_named, family_of
 from .._results import Interrupted
 from ._options import CLIError, build_task, log_alphas, model_options
 
@@ -41,18 +41,21 @@ def demo(args) -> int:
         config = QUICK_FULL if args.quick else PAPER_FULL if args.paper_size else RankDemoConfig()
         out = str(Path(args.out) / folder)
         result = run_rank_demo(config, out=out, force=args.force, progress=not args.no_progress)
-        return _print_pipeline(result, PIPELINES["factorized"], out)
+        return _print_pipeline(result, family_named("factorized"), out)
     result = run_demo(
         QUICK if args.quick else DemoConfig(), out=args.out, force=args.force, progress=not args.no_progress
     )
-    return _print_pipeline(result, PIPELINES["diagonal"], args.out)
+    return _print_pipeline(result, family_named("diagonal"), args.out)
 
 
 def compare(args) -> int:
     """``gradflow compare``: the family's pipeline for the built-in task, then its tables."""
-    pipeline = PIPELINES[models.builtin(args.model).family]
-    task = build_task(args)  # the task's own checks, before anything is computed
-    family_of(task.model).check_resolved(log_alphas(args), _times(args), rtol=args.rtol, atol=args.atol)
+    family = family_named(builtin(args.model).family)
+    pipeline = pipeline_of(family)
+    if pipeline is None:
+        raise CLIError(f"gradflow compare has no pipeline for {family.name} models (--model {args.model}) yet")
+    build_task(args)  # the task's own checks, before anything is computed
+    family.check_resolved(log_alphas(args), _times(args), rtol=args.rtol, atol=args.atol)
     settings = dict(
         model=args.model,
         model_options=model_options(args),
@@ -67,17 +70,18 @@ def compare(args) -> int:
     config = pipeline.configure(**settings)
     _claim(args, Path(args.out), **settings)
     result = pipeline.run(config, out=args.out, force=args.force, progress=not args.no_progress)
-    return _print_pipeline(result, pipeline, args.out)
+    return _print_pipeline(result, family, args.out)
 
 
-def _print_pipeline(result, pipeline, out: str) -> int:
+def _print_pipeline(result, family, out: str) -> int:
+    """The tables of a pipeline's ``result`` that ``family`` makes: its stage times, the worst distances per α."""
     comp = result.comparison
-    print(markdown_table(*pipeline.stage_rows(comp)))
+    print(markdown_table(*family.stage_rows(comp)))
     print("worst distance over the stage windows, per α:")
-    quantities = [q for q, _ in pipeline.columns]
+    quantities = [q for q, _ in family.worst_columns]
     rows = [[format_alpha(la)] + [comp.worst(q)[a] for q in quantities] for a, la in enumerate(comp.log_alpha)]
     rows.append(["fitted r"] + [comp.summary()[q] for q in quantities])
-    print(markdown_table(["α"] + [label for _, label in pipeline.columns], rows))
+    print(markdown_table(["α"] + [label for _, label in family.worst_columns], rows))
     reused = sum(what == "reused" for _, what, _ in result.log)
     print(f"\n{len(result.log) - reused} steps computed, {reused} reused, {result.seconds:.1f} s")
     print(f"report: {Path(out) / 'report.md'}")

@@ -1,5 +1,5 @@
 """The command line's parser and options: numbers and output folders checked as argparse reads them (negative numbers
-such as ``-1e4`` read as values), and the built-in model's options."""
+such as ``-1e4`` read as values), and the built-in model's options, those of every registered family."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import os
 import re
 from pathlib import Path
 
-from .. import models
 from .._demo import PAPER_ALPHAS
 from .._kit._checks import check_int, check_scales
-from ..models._factorized import ATTENTION_SINGULAR_VALUES, SINGULAR_VALUES
+from .._kit._task import Task
+from .._registry import FAMILIES, TASKS, builtin
 
 
 class CLIError(Exception):
@@ -111,38 +111,29 @@ def _flag(option: str) -> str:
     return "--" + option.replace("_", "-")
 
 
-def _spaced(values) -> str:
-    return " ".join(f"{v:g}" for v in values)
-
-
-_TEACHER_OPTIONS = {
-    "singular_values": f"of the teacher matrix (matrix_factorization, matrix_sensing), at most min(m, n) of them "
-    f"(default {_spaced(SINGULAR_VALUES)}, or its first min(m, n))",
-    "teacher_kq": f"of the teacher's W_KQ (attention_full), at most dim of them "
-    f"(default {_spaced(ATTENTION_SINGULAR_VALUES)}, or its first dim)",
-    "teacher_vo": "of the teacher's W_VO (attention_full), as --teacher-kq",
-}
+def _merged(options: str) -> dict[str, str]:
+    """Every family's ``options`` (``size_options`` or ``teacher_options``) by name, in order, with their helps
+    joined where two families share one."""
+    helps: dict[str, dict[str, None]] = {}
+    for family in FAMILIES:
+        for name, help_ in getattr(family, options).items():
+            helps.setdefault(name, {})[help_] = None
+    return {name: "; ".join(h) for name, h in helps.items()}
 
 
 def add_model_options(p: argparse.ArgumentParser, *, alphas: bool = True, tau_default: str = "") -> None:
+    by_family = "; ".join(f"{f.name} weights: {', '.join(sorted(f.tasks))}" for f in FAMILIES)
     p.add_argument(
         "--model",
-        choices=sorted(models.BUILTIN) + sorted(models.FACTORIZED),
+        choices=[name for f in FAMILIES for name in sorted(f.tasks)],
         default="diagonal_attention",
-        help="built-in task (default: diagonal_attention, the paper's toy task); matrix_factorization, "
-        "matrix_sensing and attention_full have full weights W = U Vᵀ",
+        help=f"built-in task (default: diagonal_attention, the paper's toy task); {by_family}",
     )
     sizes = p.add_argument_group("model sizes (each model takes its own; defaults are the model's)")
-    sizes.add_argument("--n", type=positive_int, help="samples (matrix_factorization, matrix_sensing: columns of W)")
-    sizes.add_argument("--m", type=positive_int, help="rows of W (matrix_factorization, matrix_sensing)")
-    sizes.add_argument("--measurements", type=positive_int, help="measurements (matrix_sensing)")
-    sizes.add_argument("--p", type=positive_int, help="coordinates (diagonal_linear)")
-    sizes.add_argument("--tokens", type=positive_int, help="tokens per sample (attention, transformer)")
-    sizes.add_argument("--dim", type=positive_int, help="token dimension (attention, transformer)")
-    sizes.add_argument("--layers", type=positive_int, help="layers (diagonal_transformer)")
-    sizes.add_argument("--heads", type=positive_int, help="heads per layer (diagonal_transformer)")
+    for option, help_ in _merged("size_options").items():
+        sizes.add_argument(_flag(option), type=positive_int, help=help_)
     teacher = p.add_argument_group("the teacher's singular values (full weights; defaults are the model's)")
-    for option, help_ in _TEACHER_OPTIONS.items():
+    for option, help_ in _merged("teacher_options").items():
         teacher.add_argument(_flag(option), type=positive_float, nargs="+", metavar="S", help=help_)
     p.add_argument("--seed", type=non_negative_int, default=0, help="data, teacher and initialisation seed (default 0)")
     if alphas:
@@ -176,15 +167,14 @@ def add_model_options(p: argparse.ArgumentParser, *, alphas: bool = True, tau_de
 
 def model_options(args) -> tuple[tuple[str, object], ...]:
     """The size and teacher options given for ``--model`` (an error for one it does not take) and its seed."""
-    entry = models.builtin(args.model)
-    registry = [*models.BUILTIN.values(), *models.FACTORIZED.values()]
-    sizes = dict.fromkeys(k for e in registry for k in e.sizes)  # every size option, in order
+    entry = builtin(args.model)
+    sizes = dict.fromkeys(k for e in TASKS.values() for k in e.sizes)  # every size option, in order
     given = [k for k in sizes if getattr(args, k) is not None]
     bad = [k for k in given if k not in entry.sizes]
     if bad:
         takes = " ".join(f"--{k}" for k in entry.sizes)
         raise CLIError(f"--{bad[0]} does not apply to {args.model} (it takes {takes} --seed)")
-    teacher = [k for k in _TEACHER_OPTIONS if getattr(args, k) is not None]
+    teacher = [k for k in _merged("teacher_options") if getattr(args, k) is not None]
     bad = [k for k in teacher if k not in entry.teacher]
     if bad:
         takes = " ".join(_flag(k) for k in entry.teacher) or "none"
@@ -193,11 +183,11 @@ def model_options(args) -> tuple[tuple[str, object], ...]:
     return sizes_given + tuple((k, tuple(getattr(args, k))) for k in teacher) + (("seed", args.seed),)
 
 
-def build_task(args) -> models.Task:
+def build_task(args) -> Task:
     """The built-in task of ``--model`` with its options (a builder's error says which model it is about)."""
     options = model_options(args)
     try:
-        return models.builtin(args.model).build(**dict(options))
+        return builtin(args.model).build(**dict(options))
     except ValueError as err:
         raise CLIError(f"--model {args.model}: {err}") from None
 

@@ -100,7 +100,7 @@ def _cmd_sweep(args) -> int:
     rows = []
     for g in groups:
         K = f"{g.num_stages.min()}–{g.num_stages.max()}" if g.num_stages.size else "–"
-        med = [float(np.median(g.rates[q])) if g.rates[q].size else float("nan") for q in ("b", "time")]
+        med = [float(np.median(g.rates[q])) if np.size(g.rates.get(q, [])) else float("nan") for q in ("b", "time")]
         rows.append([g.label, g.tasks, K, *(g.failures[a] for a in ("4.2", "4.3", "4.4")), *med])
     print(markdown_table(header, rows))
     print(f"table: {result.table}")

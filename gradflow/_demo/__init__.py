@@ -1,6 +1,6 @@
 """The demos: the paper's toy task with diagonal weights (Figures 6–10) and the attention head with full weights
 (Figure 2 d–f), each run into an output folder, reusing finished parts; and the pipeline each family's
-``gradflow compare`` runs."""
+``gradflow compare`` runs (the family names it: :func:`pipeline_of`)."""
 
 from ._diagonal import PAPER_ALPHAS as PAPER_ALPHAS
 from ._diagonal import PAPER_LOG_ALPHAS as PAPER_LOG_ALPHAS
@@ -12,4 +12,5 @@ from ._full_weights import PAPER_FULL as PAPER_FULL
 from ._full_weights import QUICK_FULL as QUICK_FULL
 from ._full_weights import RankDemoConfig as RankDemoConfig
 from ._full_weights import run_rank_demo as run_rank_demo
-from ._pipelines import PIPELINES as PIPELINES
+from ._pipelines import Pipeline as Pipeline
+from ._pipelines import pipeline_of as pipeline_of

@@ -31,6 +31,7 @@ from .._diagonal._report import comparison_json
 from .._kit._checks import check_scales
 from .._kit._comparison import default_times
 from .._kit._plots import plot_convergence, save_figure
+from ._pipelines import Pipeline
 from ._report import demo_report, plot_perturbation
 from ._steps import DemoSteps, compare_runs, flow_name
 
@@ -46,7 +47,7 @@ class DemoConfig:
     """What the demo computes.
 
     Attributes:
-        model: a built-in task, a key of ``gradflow.models.BUILTIN`` (``diagonal_linear``,
+        model: a built-in task, a key of ``gradflow.models.TASKS`` of the diagonal family (``diagonal_linear``,
             ``diagonal_attention``, ``diagonal_transformer``).
         model_options: keyword arguments of the task builder, as ``(name, value)`` pairs.
         log_alphas: the initialisation scales ``log α`` of the flows: the convergence figure and the report
@@ -96,7 +97,7 @@ class DemoConfig:
     threshold: float = 0.5
 
     def __post_init__(self):
-        models.builtin(self.model, factorized=False)
+        models.builtin(self.model, family="diagonal")
         check_scales(None, self.log_alphas, names=("alpha", "log_alphas"))
         if self.figure_log_alphas is not None and not self.drawn():
             raise ValueError(
@@ -115,7 +116,7 @@ class DemoConfig:
 
     def task(self) -> models.Task:
         """Build the task."""
-        return models.builtin(self.model, factorized=False).build(**dict(self.model_options))
+        return models.builtin(self.model, family="diagonal").build(**dict(self.model_options))
 
 
 QUICK = DemoConfig(
@@ -298,3 +299,22 @@ def _write_outputs(config, step, task, path, flows, comparison, perturbations) -
 
     json = lambda: comparison_json(comparison, path, names)  # noqa: E731
     return step.write(config, comparison, figures, json=json, draw=draw, report=report)
+
+
+def _configure(model, model_options, log_alphas, tau_max, num_times, max_stages, perturb, rtol, atol) -> DemoConfig:
+    return DemoConfig(
+        model=model,
+        model_options=model_options,
+        log_alphas=log_alphas,
+        figure_log_alphas=None,
+        tau_max=tau_max,
+        num_times=num_times,
+        max_stages=max_stages,
+        perturb=perturb,
+        rtol=rtol,
+        atol=atol,
+    )
+
+
+PIPELINE = Pipeline(_configure, run_demo)
+"""What ``gradflow compare`` runs for a model with diagonal weights (``DIAGONAL.pipeline``)."""

@@ -31,6 +31,7 @@ from .._kit._checks import check_scales
 from .._kit._comparison import default_times
 from .._kit._plots import plot_convergence, save_figure
 from .._kit._report import format_alpha
+from ._pipelines import Pipeline
 from ._report import rank_demo_report
 from ._steps import DemoSteps, compare_runs, flow_name
 
@@ -46,7 +47,7 @@ class RankDemoConfig:
     """What the full-weights demo computes.
 
     Attributes:
-        model: a built-in task with full weights, a key of ``gradflow.models.FACTORIZED`` (``attention_full``,
+        model: a built-in task with full weights, a key of ``gradflow.models.TASKS`` of the factorized family (``attention_full``,
             ``matrix_factorization``, ``matrix_sensing``).
         model_options: keyword arguments of the task builder, as ``(name, value)`` pairs (default
             ``FIGURE2_TASK``).
@@ -79,7 +80,7 @@ class RankDemoConfig:
     threshold: float = 0.5
 
     def __post_init__(self):
-        models.builtin(self.model, factorized=True)
+        models.builtin(self.model, family="factorized")
         check_scales(None, self.log_alphas, names=("alpha", "log_alphas"))
         if self.gd_log_alphas:
             check_scales(None, self.gd_log_alphas, names=("alpha", "gd_log_alphas"))
@@ -92,7 +93,7 @@ class RankDemoConfig:
 
     def task(self) -> models.Task:
         """Build the task."""
-        return models.builtin(self.model, factorized=True).build(**dict(self.model_options))
+        return models.builtin(self.model, family="factorized").build(**dict(self.model_options))
 
 
 QUICK_FULL = RankDemoConfig(
@@ -218,3 +219,23 @@ def _write_outputs(config, step, task, path, flows, gd, comparison) -> list[Path
 
     json = lambda: rank_comparison_json(comparison, path)  # noqa: E731
     return step.write(config, comparison, figures, json=json, draw=draw, report=report)
+
+
+def _configure(model, model_options, log_alphas, tau_max, num_times, max_stages, perturb, rtol, atol):
+    if perturb:
+        raise ValueError("--perturb applies to the models with diagonal weights")
+    return RankDemoConfig(
+        model=model,
+        model_options=model_options,
+        log_alphas=log_alphas,
+        tau_max=tau_max,
+        num_times=num_times,
+        max_stages=max_stages,
+        gd_log_alphas=(),
+        rtol=rtol,
+        atol=atol,
+    )
+
+
+PIPELINE = Pipeline(_configure, run_rank_demo)
+"""What ``gradflow compare`` runs for a model with full, factorised weights (``FACTORIZED.pipeline``)."""

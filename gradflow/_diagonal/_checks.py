@@ -1,5 +1,6 @@
-"""The check of a diagonal model's initialisation directions against the paper's Assumption 4.2 (see
-``gradflow._kit._checks``: degenerate and near-degenerate initialisations)."""
+"""The checks of a diagonal model's flow: the scales float64 resolves (docs/floating-point.md, *Scales far below
+float64*) and the initialisation directions against the paper's Assumption 4.2 (see ``gradflow._kit._checks``:
+degenerate and near-degenerate initialisations)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,16 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .._kit._checks import NEAR_DEGENERATE, check_vector, degenerate_error, describe_coordinates, warn_near_degenerate
+from .._kit._checks import (
+    EPS,
+    NEAR_DEGENERATE,
+    check_long_times,
+    check_vector,
+    degenerate_error,
+    describe_coordinates,
+    max_state,
+    warn_near_degenerate,
+)
 
 
 def check_init(u0, v0, p: int, names: Sequence[str] | None = None):
@@ -35,3 +45,26 @@ def check_init(u0, v0, p: int, names: Sequence[str] | None = None):
             "Perturb u0 there for a gap of order one.",
         )
     return u0, v0
+
+
+def check_resolved(log_a, ts, *, rtol: float, atol: float, names=("alpha", "log_alpha")) -> None:
+    """Refuse, with the supported range in the message, the scales ``log α`` whose flow float64 cannot resolve at the
+    tolerances and output times ``ts`` (or None) it cannot step to.
+
+    The state of diagonal weights reaches ``2 |log α|`` (``log w ∈ [2 log α, O(1)]``), so gradflow takes
+    ``log α ≥ −max_state(rtol, atol) / 2`` (:func:`max_state`), and ``ts[-1] · log(1/α) ≤ T_MAX``.
+    ``names`` are the arguments' names in the messages (the scales given as ``alpha`` or ``log_alpha``).
+    """
+    log_a = np.atleast_1d(np.asarray(log_a, dtype=np.float64))
+    lowest = -max_state(rtol, atol) / 2.0
+    below = log_a < lowest
+    if np.any(below):
+        la = float(log_a[below][0])
+        raise ValueError(
+            f"{names[1]} = {la:.6g} is below what float64 resolves at atol = {atol:g}, rtol = {rtol:g}: the flow's "
+            f"state log w reaches 2·|log α| = {2.0 * -la:.3g}, which float64 resolves to "
+            f"{EPS * 2.0 * -la:.2g} (eps·|log w|), more than a tenth of atol + rtol. gradflow takes log α ≥ "
+            f"{lowest:.3g} at these tolerances (the range grows with atol + rtol) (docs/floating-point.md, Scales far "
+            "below float64)."
+        )
+    check_long_times(log_a, ts)

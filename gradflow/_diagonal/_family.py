@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import ClassVar
 
 import numpy as np
@@ -10,15 +12,50 @@ import numpy as np
 from .._kit._family import ModelFamily
 from .._kit._greedy import check_path_of
 from .._kit._plots import save_figure
-from ._checks import check_init
+from .._kit._task import BOOLEAN, NON_NEGATIVE, POSITIVE, SPARSITY, SPARSITY_PAIR, Builtin
+from ._attention import diagonal_attention
+from ._checks import check_init, check_resolved
 from ._compare import compare
 from ._flow import flow, solve_sharded
 from ._gd import gd
 from ._greedy import greedy
+from ._linear import diagonal_linear
 from ._model import DiagonalModel, evaluate_g
+from ._options import DiagonalSolver
 from ._path import GreedyPath
 from ._plots import coordinate_groups, plot_coordinates, plot_loss
-from ._report import greedy_summary
+from ._report import greedy_summary, stage_time_rows
+from ._transformer import diagonal_transformer
+
+TASKS: Mapping[str, Builtin] = MappingProxyType(
+    {
+        "diagonal_linear": Builtin(
+            diagonal_linear,
+            ("n", "p"),
+            sweep=dict(n=POSITIVE, p=POSITIVE, nonzero=SPARSITY, orthonormal=BOOLEAN, noise=NON_NEGATIVE),
+        ),
+        "diagonal_attention": Builtin(
+            diagonal_attention,
+            ("n", "tokens", "dim"),
+            sweep=dict(n=POSITIVE, tokens=POSITIVE, dim=POSITIVE, teacher_nonzero=SPARSITY_PAIR),
+        ),
+        "diagonal_transformer": Builtin(
+            diagonal_transformer,
+            ("n", "tokens", "dim", "layers", "heads"),
+            sweep=dict(
+                n=POSITIVE,
+                tokens=POSITIVE,
+                dim=POSITIVE,
+                layers=POSITIVE,
+                heads=POSITIVE,
+                mlp=POSITIVE,
+                ffn_scale=NON_NEGATIVE,
+                teacher_nonzero=SPARSITY,
+            ),
+        ),
+    }
+)
+"""The built-in tasks with diagonal weights by name."""
 
 
 class DiagonalFamily(ModelFamily):
@@ -27,10 +64,31 @@ class DiagonalFamily(ModelFamily):
 
     name: ClassVar[str] = "diagonal"
     model_type: ClassVar[type] = DiagonalModel
-    flow_options: ClassVar[tuple[str, ...]] = ("jacobian_rank",)
+    solver_type: ClassVar[type] = DiagonalSolver
+    tasks: ClassVar[Mapping[str, Builtin]] = TASKS
+    size_options: ClassVar[Mapping[str, str]] = MappingProxyType(
+        {
+            "n": "samples",
+            "p": "coordinates (diagonal_linear)",
+            "tokens": "tokens per sample (attention, transformer)",
+            "dim": "token dimension (attention, transformer)",
+            "layers": "layers (diagonal_transformer)",
+            "heads": "heads per layer (diagonal_transformer)",
+        }
+    )
+    pipeline: ClassVar[str | None] = "gradflow._demo._diagonal:PIPELINE"
+    worst_columns: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("beta", "β"),
+        ("b", "b"),
+        ("loss", "loss"),
+        ("time", "stage time"),
+    )
 
     def check_init(self, model, u0, v0):
         return check_init(u0, v0, model.p, model.names)
+
+    def check_resolved(self, log_a, ts, *, rtol: float, atol: float, names=("alpha", "log_alpha")) -> None:
+        check_resolved(log_a, ts, rtol=rtol, atol=atol, names=names)
 
     def check_path(self, model, path):
         def shapes(path):
@@ -62,6 +120,14 @@ class DiagonalFamily(ModelFamily):
 
     def greedy_summary(self, path, names) -> str:
         return greedy_summary(path, names)
+
+    def activated(self, path, names, k: int) -> str:
+        return names[int(path.coordinate[k - 1])]
+
+    def stage_rows(self, comparison):
+        return stage_time_rows(comparison)
+
+    shards_models: ClassVar[bool] = True
 
     def solve_sharded(self, tasks, log_alphas, tss, **options):
         return solve_sharded(tasks, log_alphas, tss, **options)

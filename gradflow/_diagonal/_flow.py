@@ -133,10 +133,10 @@ def check_state(start, p: int):
     return log_w, log_wbar, np.broadcast_to(swap, log_w.shape), np.broadcast_to(sign, log_w.shape)
 
 
-def flow(model: DiagonalModel, request: FlowRequest, *, jacobian_rank=None) -> FlowResult:
+def flow(model: DiagonalModel, request: FlowRequest, solver) -> FlowResult:
     """The flow of ``simulate_flow`` once the checks every family shares are done: from ``α (u0, v0)`` or from
     ``start``, single or batched, ``vmap``-ed or run by run (see ``simulate_flow``), with a progress bar if
-    ``request.progress``."""
+    ``request.progress``; ``solver``: a ``DiagonalSolver`` (its ``jacobian_rank``)."""
     u0, v0, start, log_a, batched = request.u0, request.v0, request.start, request.log_a, request.batched
     ts, rtol, atol, max_steps = request.ts, request.rtol, request.atol, request.max_steps
     if start is None:
@@ -162,9 +162,9 @@ def flow(model: DiagonalModel, request: FlowRequest, *, jacobian_rank=None) -> F
         y0, log_wwbar, swap, sign = (np.broadcast_to(x, (n, model.p)) for x in (y0, log_wwbar, swap, sign))
         log_a = np.broadcast_to(log_a, (n,))
     vmapped = vmap_batches(request.batching) and batched
-    rank = default_rank(model.p, vmapped) if jacobian_rank is None else int(jacobian_rank)
+    rank = default_rank(model.p, vmapped) if solver.jacobian_rank is None else solver.jacobian_rank
     if not 1 <= rank <= model.p:
-        raise ValueError(f"jacobian_rank must lie in [1, p={model.p}]; got {jacobian_rank!r}.")
+        raise ValueError(f"jacobian_rank must lie in [1, p={model.p}]; got {solver.jacobian_rank!r}.")
     solver = implicit_solver(rank, atol + rtol) if vmapped else switching_solver(rank, rtol, atol)
     y0, log_wwbar, la, times = (jnp.asarray(x) for x in (y0, log_wwbar, log_a, ts))
     options = dict(solver=solver, max_steps=max_steps)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import ClassVar
 
 import jax
@@ -12,14 +14,53 @@ from .._kit._checks import EPS, check_long_times
 from .._kit._family import ModelFamily
 from .._kit._greedy import check_path_of
 from .._kit._plots import save_figure
+from .._kit._task import NON_NEGATIVE, POSITIVE, SINGULAR_VALUES, Builtin
 from ._compare import compare
 from ._flow import flow
 from ._gd import gd
 from ._greedy import greedy
 from ._model import FactorizedModel, check_factors
+from ._options import FactorizedSolver
 from ._path import FactorizedGreedyPath
 from ._plots import plot_log_scales, plot_spectra
-from ._report import rank_greedy_summary
+from ._report import rank_greedy_summary, rank_jump_rows
+from ._tasks import ATTENTION_SINGULAR_VALUES, attention_full, matrix_factorization, matrix_sensing
+from ._tasks import SINGULAR_VALUES as TEACHER_SINGULAR_VALUES
+
+TASKS: Mapping[str, Builtin] = MappingProxyType(
+    {
+        "matrix_factorization": Builtin(
+            matrix_factorization,
+            ("m", "n"),
+            "factorized",
+            ("singular_values",),
+            sweep=dict(m=POSITIVE, n=POSITIVE, singular_values=SINGULAR_VALUES),
+        ),
+        "matrix_sensing": Builtin(
+            matrix_sensing,
+            ("m", "n", "measurements"),
+            "factorized",
+            ("singular_values",),
+            sweep=dict(
+                m=POSITIVE, n=POSITIVE, measurements=POSITIVE, singular_values=SINGULAR_VALUES, noise=NON_NEGATIVE
+            ),
+        ),
+        "attention_full": Builtin(
+            attention_full,
+            ("n", "tokens", "dim"),
+            "factorized",
+            ("teacher_kq", "teacher_vo"),
+            sweep=dict(
+                n=POSITIVE, tokens=POSITIVE, dim=POSITIVE, teacher_kq=SINGULAR_VALUES, teacher_vo=SINGULAR_VALUES
+            ),
+        ),
+    }
+)
+"""The built-in tasks with full, factorised weights (a [`FactorizedModel`][gradflow.FactorizedModel]) by name."""
+
+
+def _spaced(values) -> str:
+    return " ".join(f"{v:g}" for v in values)
 
 
 class FactorizedFamily(ModelFamily):
@@ -28,12 +69,38 @@ class FactorizedFamily(ModelFamily):
 
     name: ClassVar[str] = "factorized"
     model_type: ClassVar[type] = FactorizedModel
-    flow_options: ClassVar[tuple[str, ...]] = ("solver",)
+    solver_type: ClassVar[type] = FactorizedSolver
+    tasks: ClassVar[Mapping[str, Builtin]] = TASKS
+    size_options: ClassVar[Mapping[str, str]] = MappingProxyType(
+        {
+            "n": "columns of W (matrix_factorization, matrix_sensing)",
+            "m": "rows of W (matrix_factorization, matrix_sensing)",
+            "measurements": "measurements (matrix_sensing)",
+            "tokens": "tokens per sample (attention, transformer)",
+            "dim": "token dimension (attention, transformer)",
+        }
+    )
+    teacher_options: ClassVar[Mapping[str, str]] = MappingProxyType(
+        {
+            "singular_values": "of the teacher matrix (matrix_factorization, matrix_sensing), at most min(m, n) of "
+            f"them (default {_spaced(TEACHER_SINGULAR_VALUES)}, or its first min(m, n))",
+            "teacher_kq": "of the teacher's W_KQ (attention_full), at most dim of them "
+            f"(default {_spaced(ATTENTION_SINGULAR_VALUES)}, or its first dim)",
+            "teacher_vo": "of the teacher's W_VO (attention_full), as --teacher-kq",
+        }
+    )
+    pipeline: ClassVar[str | None] = "gradflow._demo._full_weights:PIPELINE"
+    worst_columns: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("W", "W"),
+        ("b", "log scales b"),
+        ("loss", "loss"),
+        ("time", "rank jump"),
+    )
 
     def check_resolved(self, log_a, ts, *, rtol: float, atol: float, names=("alpha", "log_alpha")) -> None:
         """The leaps' range (docs/math.md, *Plateau leaps*: the range of α): the log scales reach ``ρ = 2 log α`` (a
         column shrunk to ``α²``), whose rounding ``2 |log α| 2⁻⁵²`` must stay within ``atol + 2 rtol |log α|``
-        (``|log α| ≤ 2.25e7`` at ``atol = 1e-8``); and the output times of ``gradflow._checks.check_long_times``."""
+        (``|log α| ≤ 2.25e7`` at ``atol = 1e-8``); and the output times of ``gradflow._kit._checks.check_long_times``."""
         worst = 2.0 * float(np.max(-np.asarray(log_a, dtype=np.float64)))
         if worst * EPS > atol + rtol * worst:
             limit = "any" if rtol >= EPS else f"|log α| ≤ {atol / (2.0 * (EPS - rtol)):.4g}"
@@ -85,6 +152,12 @@ class FactorizedFamily(ModelFamily):
 
     def greedy_summary(self, path, names) -> str:
         return rank_greedy_summary(path, names)
+
+    def activated(self, path, names, k: int) -> str:
+        return names[int(path.factor[k - 1])]
+
+    def stage_rows(self, comparison):
+        return rank_jump_rows(comparison)
 
 
 def figure2_order(names) -> list[int]:

@@ -27,7 +27,7 @@ from ._qr import Args, Gauge, factor_weights, initial_state, vector_field
 from ._results import FactorizedFlowResult
 from ._singular import log_singular_values
 
-_SOLVERS = ("auto", "leap", "tsit5", "kvaerno5")  # "auto" is "leap" (docs/benchmarks.md, Full weights: solvers)
+METHODS = ("auto", "leap", "tsit5", "kvaerno5")  # "auto" is "leap" (docs/benchmarks.md, Full weights: solvers)
 _ROOT_TOL = 0.1  # the implicit stages' tolerance, a fraction of the step's
 _ADVICE = "Try a looser atol, or a larger max_steps."
 
@@ -97,24 +97,21 @@ def _run(model, y0, log_alpha, ts, rtol, atol, *, solver, batched, max_steps, pr
     return (seg.ys, Ws, loss, result, seg.stats), stopped
 
 
-def flow(model: FactorizedModel, request: FlowRequest, *, solver="auto") -> FactorizedFlowResult:
+def flow(model: FactorizedModel, request: FlowRequest, solver) -> FactorizedFlowResult:
     """``simulate_flow`` for a factorised model once the checks every family shares are done: the exact flow from
     ``U_j(0) = α u0[j]``, ``V_j(0) = α v0[j]`` (docs/math.md, *Full weights: the exact flow*). ``solver``:
     ``"leap"`` (explicit steps where the flow moves, leaps along the plateaus, whose cost does not grow with
     ``log(1/α)``; docs/math.md, *Plateau leaps*), ``"tsit5"`` (explicit steps throughout, their number
     ∝ ``log(1/α)``), ``"kvaerno5"`` (L-stable, with a dense Jacobian of the state) or ``"auto"`` (``"leap"``); a
     leap counts as a step for ``max_steps``. The tolerances bound the local error of ``ρ`` (absolute) and of
-    ``Q, R̃`` per step; a progress bar if ``progress``."""
+    ``Q, R̃`` per step; a progress bar if ``progress``. ``solver``: a ``FactorizedSolver`` (its ``method``)."""
     if request.start is not None:
         raise ValueError("start applies to diagonal models only; a FactorizedModel starts from u0, v0.")
     if request.u0 is None or request.v0 is None:
         raise ValueError("give the initial factors u0 and v0 (U_j(0) = α u0[j], V_j(0) = α v0[j]).")
     us, vs = check_factors(request.u0, request.v0, model)
     ts, log_a, rtol, atol, max_steps = request.ts, request.log_a, request.rtol, request.atol, request.max_steps
-    if solver not in _SOLVERS:
-        raise ValueError(f"solver must be one of {_SOLVERS}; got {solver!r}.")
-    if solver == "auto":
-        solver = "leap"
+    solver = "leap" if solver.method == "auto" else solver.method
     y0 = jax.tree_util.tree_map(jnp.asarray, initial_state(us, vs))
     la, times = jnp.asarray(log_a), jnp.asarray(ts)
     options = dict(solver=solver, max_steps=max_steps)

@@ -65,29 +65,6 @@ def max_state(rtol: float, atol: float) -> float:
     return (atol + rtol) / (RESOLUTION * EPS)
 
 
-def check_resolved(log_a, ts, *, rtol: float, atol: float, names=("alpha", "log_alpha")) -> None:
-    """Refuse, with the supported range in the message, the scales ``log α`` whose flow float64 cannot resolve at the
-    tolerances and output times ``ts`` (or None) it cannot step to.
-
-    The state of diagonal weights reaches ``2 |log α|`` (``log w ∈ [2 log α, O(1)]``), so gradflow takes
-    ``log α ≥ −max_state(rtol, atol) / 2`` (:func:`max_state`), and ``ts[-1] · log(1/α) ≤ T_MAX``.
-    ``names`` are the arguments' names in the messages (the scales given as ``alpha`` or ``log_alpha``).
-    """
-    log_a = np.atleast_1d(np.asarray(log_a, dtype=np.float64))
-    lowest = -max_state(rtol, atol) / 2.0
-    below = log_a < lowest
-    if np.any(below):
-        la = float(log_a[below][0])
-        raise ValueError(
-            f"{names[1]} = {la:.6g} is below what float64 resolves at atol = {atol:g}, rtol = {rtol:g}: the flow's "
-            f"state log w reaches 2·|log α| = {2.0 * -la:.3g}, which float64 resolves to "
-            f"{EPS * 2.0 * -la:.2g} (eps·|log w|), more than a tenth of atol + rtol. gradflow takes log α ≥ "
-            f"{lowest:.3g} at these tolerances (the range grows with atol + rtol) (docs/floating-point.md, Scales far "
-            "below float64)."
-        )
-    check_long_times(log_a, ts)
-
-
 def check_long_times(log_a, ts) -> None:
     """Refuse, with the supported range in the message, output times ``ts`` (or None) beyond what float64 can step
     the flow to at the scales ``log_a``: ``ts[-1] · log(1/α) ≤ T_MAX``."""

@@ -1,22 +1,23 @@
 """The interface every model family implements (docs/extending.md).
 
 A family is a kind of model — diagonal weights ``h(x; u ⊙ v)``, factorised weights ``W_j = U_j V_jᵀ`` — with its
-exact flow, gradient descent, greedy limit and comparison. The public entry points (``simulate_flow``,
-``simulate_gd``, ``greedy_limit``, ``compare_limits``) do the checks that every family shares, then look the family
-up from the model's type (``gradflow._registry``) and call it with checked arguments; the command line and the demo
-ask the same family for its tables and figures. A family imports the solver kit and the shared modules below it,
-never the entry points, the registry or another family.
+exact flow, gradient descent, greedy limit and comparison, and the surface the apps show: its solver options, its
+built-in tasks with their command-line and sweep options, its tables and figures, and its ``gradflow compare``
+pipeline. The public entry points (``simulate_flow``, ``simulate_gd``, ``greedy_limit``, ``compare_limits``) do the
+checks that every family shares, then look the family up from the model's exact type (``gradflow._registry``) and
+call it with checked arguments; the command line, the demo and the sweep loop over the registered families. A
+family imports the solver kit and the family kit below it, never the entry points, the registry or another family.
 """
 
 from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ._checks import check_resolved
+from ._task import Builtin
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,9 +50,24 @@ class ModelFamily(abc.ABC):
     """
 
     name: ClassVar[str]
+    """How the command line, the sweep's tables and the built-in tasks' ``family`` name the family."""
     model_type: ClassVar[type]
-    flow_options: ClassVar[tuple[str, ...]]
-    """The keyword options of ``simulate_flow`` that apply to this family only (e.g. ``jacobian_rank``)."""
+    """The model type the family serves: the entry points dispatch on ``type(model)`` exactly."""
+    solver_type: ClassVar[type]
+    """The class of its solver options (``simulate_flow(..., solver=solver_type(...))``; ``solver_type()`` is the
+    default): an immutable object whose fields are checked on construction."""
+    tasks: ClassVar[Mapping[str, Builtin]]
+    """Its built-in tasks by name (``gradflow.models.TASKS`` gathers every family's)."""
+    size_options: ClassVar[Mapping[str, str]]
+    """The command line's size options of its tasks (``--n`` for ``n``), with their help."""
+    teacher_options: ClassVar[Mapping[str, str]] = {}
+    """The command line's options that set its tasks' teacher (lists of positive numbers), with their help."""
+    pipeline: ClassVar[str | None] = None
+    """Where its ``gradflow compare`` pipeline is, ``"module:attribute"`` (a ``gradflow._demo.Pipeline``): it runs
+    the entry points, so it lies above them and the family only names it; None: the command line has none."""
+    worst_columns: ClassVar[tuple[tuple[str, str], ...]]
+    """The quantities of its comparison's worst-distance table, ``(quantity, label)``: what ``comparison.worst``
+    and ``comparison.summary()`` take."""
 
     @abc.abstractmethod
     def check_init(self, model, u0, v0) -> tuple[Any, Any]:
@@ -59,17 +75,17 @@ class ModelFamily(abc.ABC):
         ``AssumptionWarning`` for a near-degenerate one)."""
 
     @abc.abstractmethod
-    def flow(self, model, request: FlowRequest, **options):
+    def flow(self, model, request: FlowRequest, solver):
         """The exact flow of ``request`` (a result with ``result`` and ``message`` per run; ``throw`` is the
         caller's), with a progress bar if ``request.progress``; Ctrl-C ends it with the runs it stopped
-        ``interrupted`` (see ``gradflow._solver.run_segments``). ``options``: the family's ``flow_options``."""
+        ``interrupted`` (see ``gradflow._solver.run_segments``). ``solver``: a ``solver_type``."""
 
+    @abc.abstractmethod
     def check_resolved(self, log_a, ts, *, rtol: float, atol: float, names=("alpha", "log_alpha")) -> None:
         """Refuse (a ``ValueError`` that states the supported range) the scales ``log_a`` and output times ``ts`` (or
-        None) that float64 cannot resolve with this family's flow at the tolerances, before any run. By default
-        ``gradflow._checks.check_resolved`` with the state reaching ``2 |log α|`` (``log w`` of diagonal weights);
-        a family whose state or integrator has another range overrides it."""
-        check_resolved(log_a, ts, rtol=rtol, atol=atol, names=names)
+        None) that float64 cannot resolve with this family's flow at the tolerances, before any run (the range of
+        its state in log coordinates, and ``gradflow._kit._checks.check_long_times``). ``names`` are the
+        arguments' names in the messages."""
 
     @abc.abstractmethod
     def gd(self, model, *, u0, v0, log_a, alphas, batched, lr, steps, record_every, optimizer, batch_size, seed):
@@ -109,6 +125,17 @@ class ModelFamily(abc.ABC):
     @abc.abstractmethod
     def greedy_summary(self, path, names: Sequence[str]) -> str:
         """The greedy path as a Markdown table, with its end and its warnings."""
+
+    @abc.abstractmethod
+    def activated(self, path, names: Sequence[str], k: int) -> str:
+        """What stage ``k ≥ 1`` of the greedy ``path`` activated, by name (a coordinate, a weight matrix)."""
+
+    @abc.abstractmethod
+    def stage_rows(self, comparison) -> tuple[list[str], list[list[Any]]]:
+        """The table (header, rows) of the greedy stage times against those detected on every run."""
+
+    shards_models: ClassVar[bool] = False
+    """Whether :meth:`solve_sharded` solves the flows of many models together (else a sweep solves them alone)."""
 
     def solve_sharded(self, tasks, log_alphas, tss, **options):
         """The flows of many tasks of one shape in one ``vmap``-ed call sharded over devices (the sweep's batches);

@@ -27,98 +27,23 @@ import inspect
 import itertools
 import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .. import models
 from .._config import BATCHING
-from .._kit._checks import check_resolved, check_scales
+from .._kit._checks import check_scales
+from .._registry import TASKS, builtin, family_named
 
 RUNS = ("greedy", "flow", "compare")
-DENSE = "dense"  # the TOML spelling of a dense teacher (the builders' None)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Kind:
-    """How one model option is written: ``check`` normalises a single value or raises ``ValueError``."""
-
-    expected: str
-    check: Callable[[Any], Any]
-    is_single: Callable[[Any], bool] = lambda v: not isinstance(v, list)
-
-
-def _int(low: int) -> Callable[[Any], int]:
-    def check(v):
-        if isinstance(v, bool) or not isinstance(v, int) or v < low:
-            raise ValueError
-        return v
-
-    return check
-
-
-def _non_negative(v) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not (math.isfinite(v) and v >= 0):
-        raise ValueError
-    return float(v)
-
-
-def _bool(v) -> bool:
-    if not isinstance(v, bool):
-        raise ValueError
-    return v
-
-
-def _sparsity(v) -> int | None:
-    return None if v == DENSE else _int(0)(v)
-
-
-def _pair(v) -> tuple[int | None, int | None]:
-    """A pair ``[KQ, VO]``, or one value for both."""
-    if not isinstance(v, (list, tuple)):
-        return (_sparsity(v), _sparsity(v))
-    if len(v) != 2:
-        raise ValueError
-    return (_sparsity(v[0]), _sparsity(v[1]))
-
-
-_POSITIVE = _Kind("a positive integer", _int(1))
-_SPARSITY = _Kind(f'a number of nonzero teacher entries (an integer >= 0) or "{DENSE}"', _sparsity)
-_OPTIONS: dict[str, dict[str, _Kind]] = {
-    "diagonal_linear": {
-        "n": _POSITIVE,
-        "p": _POSITIVE,
-        "nonzero": _SPARSITY,
-        "orthonormal": _Kind("true or false", _bool),
-        "noise": _Kind("a non-negative number", _non_negative),
-    },
-    "diagonal_attention": {
-        "n": _POSITIVE,
-        "tokens": _POSITIVE,
-        "dim": _POSITIVE,
-        "teacher_nonzero": _Kind(
-            f'a pair [KQ, VO] of numbers of nonzero teacher entries (integers >= 0 or "{DENSE}"), or one for both',
-            _pair,
-            lambda v: not (isinstance(v, list) and v and isinstance(v[0], list)),
-        ),
-    },
-    "diagonal_transformer": {
-        "n": _POSITIVE,
-        "tokens": _POSITIVE,
-        "dim": _POSITIVE,
-        "layers": _POSITIVE,
-        "heads": _POSITIVE,
-        "mlp": _POSITIVE,
-        "ffn_scale": _Kind("a non-negative number", _non_negative),
-        "teacher_nonzero": _SPARSITY,
-    },
-}
+SWEEPABLE = tuple(name for name, task in TASKS.items() if task.sweep)
+"""The built-in tasks a sweep takes (those whose family lists the options a sweep may vary), of every family."""
 
 
 def _defaults(model: str) -> dict[str, Any]:
     """The builder's default value of every sweepable option."""
-    params = inspect.signature(models.builtin(model, factorized=False).build).parameters
-    return {name: params[name].default for name in _OPTIONS[model]}
+    params = inspect.signature(builtin(model).build).parameters
+    return {name: params[name].default for name in builtin(model).sweep}
 
 
 def _hint(key: str, allowed) -> str:
@@ -131,7 +56,8 @@ class ModelGrid:
     """One built-in model and the values of each of its options (every option listed, defaults filled in).
 
     Attributes:
-        name: ``diagonal_linear``, ``diagonal_attention`` or ``diagonal_transformer``.
+        name: a built-in task of any family (``gradflow.models.TASKS``), e.g. ``diagonal_linear`` or
+            ``matrix_sensing``.
         options: ``(option, values)`` pairs in the builder's order; the grid is their product.
     """
 
@@ -144,11 +70,11 @@ class ModelGrid:
         if not isinstance(table, Mapping):
             raise ValueError(f"{where}: expected a table (write [[model]] followed by name = ...).")
         name = table.get("name")
-        if name not in models.BUILTIN:
+        if name not in SWEEPABLE:
             got = "no name" if name is None else f"name = {name!r}"
-            choices = ", ".join(f'"{m}"' for m in models.BUILTIN)
+            choices = ", ".join(f'"{m}"' for m in SWEEPABLE)
             raise ValueError(f"{where}: {got}; set name = one of {choices}.")
-        kinds = _OPTIONS[name]
+        kinds = builtin(name).sweep
         values = _defaults(name)
         given = {}
         for key, raw in table.items():
@@ -170,7 +96,7 @@ class ModelGrid:
         grid = cls(name, options)
         for setting in grid.settings():  # the builders' own checks (e.g. nonzero <= p), once per setting
             try:
-                models.builtin(name, factorized=False).build(**dict(setting), seed=0)
+                builtin(name).build(**dict(setting), seed=0)
             except ValueError as err:
                 shown = ", ".join(f"{k}={v!r}" for k, v in setting if k in given)
                 raise ValueError(f"{where} ({name}, {shown}): {err}") from None
@@ -271,9 +197,11 @@ class SweepConfig:
         self._check_number("atol", positive=True)
         self._check_number("rtol")
         self._check_number("delta", optional=True)
-        if self.run != "greedy":  # scales and times float64 resolves, as simulate_flow checks them
+        if self.run != "greedy":  # scales and times float64 resolves, as simulate_flow checks them, for each family
             tau = None if self.tau_max is None else [self.tau_max]
-            check_resolved(self.log_alphas, tau, rtol=self.rtol, atol=self.atol, names=("alphas", "log_alphas"))
+            for family in dict.fromkeys(family_named(builtin(m.name).family) for m in self.models):
+                names = ("alphas", "log_alphas")
+                family.check_resolved(self.log_alphas, tau, rtol=self.rtol, atol=self.atol, names=names)
         if not 0 < self.threshold < 1:
             raise ValueError(f"threshold = {self.threshold!r}; expected a fraction strictly between 0 and 1.")
 

@@ -10,12 +10,12 @@ from typing import Any
 
 import numpy as np
 
-from .. import models
 from .._io import config_hash
+from .._kit._task import Task
+from .._registry import builtin, family_named
 from ._config import SweepConfig
 
 ASSUMPTIONS = ("4.2", "4.3", "4.4")
-QUANTITIES = ("beta", "b", "loss", "time")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,8 +34,8 @@ class SweepTask:
     def hash(self) -> str:
         return config_hash(self.key)
 
-    def build(self) -> models.Task:
-        return models.builtin(self.model, factorized=False).build(**dict(self.setting), seed=self.seed)
+    def build(self) -> Task:
+        return builtin(self.model).build(**dict(self.setting), seed=self.seed)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,9 +111,10 @@ def point_params(point: SweepPoint) -> dict[str, Any]:
     return params
 
 
-def greedy_rows(path, names: Sequence[str]) -> list[dict[str, Any]]:
-    """One record per stage ``k = 0..K`` of a [`GreedyPath`][gradflow.GreedyPath]."""
-    K = int(path.coordinate.shape[0])
+def greedy_rows(path, names: Sequence[str], family) -> list[dict[str, Any]]:
+    """One record per stage ``k = 0..K`` of a greedy path of ``family``: ``coordinate`` is what stage ``k``
+    activated (a coordinate's name, or the weight matrix whose rank grew)."""
+    K = int(np.size(path.times)) - 1
     ok = np.asarray(path.assumptions_ok, dtype=bool)
     rows = []
     for k in range(K + 1):
@@ -124,7 +125,7 @@ def greedy_rows(path, names: Sequence[str]) -> list[dict[str, Any]]:
                 result=str(path.result),
                 T_greedy=float(path.times[k]),
                 loss_greedy=float(path.loss[k]),
-                coordinate=names[int(path.coordinate[k - 1])] if k else "",
+                coordinate=family.activated(path, names, k) if k else "",
                 **{f"ok_{a.replace('.', '_')}": bool(ok[k, j]) for j, a in enumerate(ASSUMPTIONS)},
                 hessian_min_eig=float(path.hessian_min_eig[k]),
             )
@@ -132,7 +133,10 @@ def greedy_rows(path, names: Sequence[str]) -> list[dict[str, Any]]:
     return rows
 
 
-_FLOW_COLUMNS = ("T_detected", "time_error", "beta_distance", "b_distance", "loss_distance")
+def flow_columns(family) -> tuple[str, ...]:
+    """The comparison's columns in a point's rows: the detected stage time, its error and the distance of each
+    quantity of ``family``'s comparison (``beta_distance``, ``b_distance``, ``loss_distance`` of a diagonal model)."""
+    return ("T_detected", "time_error", *(f"{q}_distance" for q, _ in family.worst_columns if q != "time"))
 
 
 def point_rows(point: SweepPoint, *, path=None, names=(), flow=None, comparison=None, error: str = ""):
@@ -150,9 +154,10 @@ def point_rows(point: SweepPoint, *, path=None, names=(), flow=None, comparison=
         extra = dict(final_loss=math.nan, flow_steps=-1)
     if path is None:
         return [dict(base, **extra, error=error)]
-    stages = greedy_rows(path, names)
+    family = family_named(builtin(point.task.model).family)
+    stages = greedy_rows(path, names, family)
     if point.log_alpha is not None:
         records = comparison.to_records() if comparison is not None else [{}] * len(stages)
         for stage, rec in zip(stages, records):
-            stage.update({c: float(rec.get(c, math.nan)) for c in _FLOW_COLUMNS})
+            stage.update({c: float(rec.get(c, math.nan)) for c in flow_columns(family)})
     return [dict(base, **stage, **extra, error=error) for stage in stages]

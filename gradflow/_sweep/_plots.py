@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .._kit._plots import colour_map, new_figure, save_figure
-from ._grid import ASSUMPTIONS, QUANTITIES
+from ._grid import ASSUMPTIONS
 from ._summary import GroupSummary
 
 if TYPE_CHECKING:
@@ -102,9 +102,16 @@ def plot_rates(groups: Sequence[GroupSummary]) -> Figure:
     """The fitted exponents ``r`` per quantity over the seeds."""
     fig = new_figure(figsize=(7, 4.2))
     ax = fig.add_subplot()
-    labels = {"beta": "sup |β − β^k|", "b": "sup |b − b-line|", "loss": "sup |L − L(θ^k)|", "time": "|T det. − T_k|"}
-    data = [[g.rates[q] for q in QUANTITIES] for g in groups]
-    _boxes(ax, np.arange(len(QUANTITIES)), groups, data, [labels[q] for q in QUANTITIES])
+    labels = {
+        "beta": "sup |β − β^k|",
+        "W": "sup ‖W − W^k‖₂",
+        "b": "sup |b − b-line|",
+        "loss": "sup |L − L(θ^k)|",
+        "time": "|T det. − T_k|",
+    }
+    quantities = list(dict.fromkeys(q for g in groups for q in g.rates if q != "time")) + ["time"]
+    data = [[g.rates.get(q, np.array([])) for q in quantities] for g in groups]
+    _boxes(ax, np.arange(len(quantities)), groups, data, [labels.get(q, f"sup distance of {q}") for q in quantities])
     ax.set_ylabel("exponent r in d ≈ C·log(1/α)^(−r)")
     ax.set_title("Convergence to the greedy limit over seeds")
     return fig

@@ -44,13 +44,13 @@ import numpy as np
 from jax.sharding import Mesh
 from tqdm.auto import tqdm
 
-from .. import models
 from .._api import compare_limits, greedy_limit, simulate_flow
 from .._config import PerCore
 from .._io import ResultStore, claim_folder, config_hash
 from .._kit._assumptions import AssumptionWarning
 from .._kit._comparison import default_times
-from .._registry import family_of
+from .._kit._task import Task
+from .._registry import builtin, family_named
 from .._results import RESULTS
 from .._solver import vmap_batches
 from ._config import SweepConfig
@@ -224,7 +224,7 @@ def _names(task: SweepTask) -> tuple[str, ...]:
 @functools.lru_cache(maxsize=64)
 def _setting_model(name: str, setting: tuple) -> Any:
     """A model of this setting (seed 0), for its shape and coordinate names (the same for every seed)."""
-    return models.builtin(name, factorized=False).build(**dict(setting), seed=0).model
+    return builtin(name).build(**dict(setting), seed=0).model
 
 
 def _times(config: SweepConfig, path) -> np.ndarray:
@@ -234,7 +234,7 @@ def _times(config: SweepConfig, path) -> np.ndarray:
     return default_times(path.times, num=config.num_times, horizon=config.tau_max, delta=config.delta)
 
 
-def solve_flow(task: models.Task, log_alpha: float, ts, *, rtol: float, atol: float, max_steps: int | None):
+def solve_flow(task: Task, log_alpha: float, ts, *, rtol: float, atol: float, max_steps: int | None):
     """One point's flow, alone: [`simulate_flow`][gradflow.simulate_flow]'s single run (a failure is recorded in the
     result, not raised)."""
     kw = dict(rtol=rtol, atol=atol, max_steps=max_steps, throw=False)
@@ -251,8 +251,12 @@ def _flows(config: SweepConfig, todo: list[SweepPoint], paths: dict, out: Path, 
             bar.update()
             continue
         runs.append((point, path, _times(config, path)))
-    if vmap_batches(config.batching):
-        _flows_batched(config, runs, out, bar)
+    if vmap_batches(config.batching):  # the families that batch the flows of many models; the others run alone
+        shards = [family_named(builtin(point.task.model).family).shards_models for point, _, _ in runs]
+        _flows_batched(config, [run for run, sharded in zip(runs, shards) if sharded], out, bar)
+        alone = [run for run, sharded in zip(runs, shards) if not sharded]
+        if alone:
+            _flows_separately(config, alone, out, bar)
     else:
         _flows_separately(config, runs, out, bar)
 
@@ -290,7 +294,7 @@ def _flows_batched(config: SweepConfig, runs: list, out: Path, bar) -> None:
         for c in range(calls):
             chunk = group[c * size : (c + 1) * size]
             built = {task: task.build() for task in dict.fromkeys(p.task for p, _, _ in chunk)}
-            family = family_of(built[chunk[0][0].task].model)
+            family = family_named(builtin(chunk[0][0].task.model).family)
             flows = family.solve_sharded(
                 [built[p.task] for p, _, _ in chunk],
                 [p.log_alpha for p, _, _ in chunk],
@@ -313,7 +317,7 @@ def _flows_batched(config: SweepConfig, runs: list, out: Path, bar) -> None:
                 raise KeyboardInterrupt
 
 
-def _compared(config: SweepConfig, point: SweepPoint, task: models.Task, path, flow) -> list[dict]:
+def _compared(config: SweepConfig, point: SweepPoint, task: Task, path, flow) -> list[dict]:
     """A point's rows from its greedy path (or None) and its flow, compared as [`compare_limits`][gradflow.compare_limits] does."""
     names = task.model.names
     if flow.result != "successful":

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from .._kit._comparison import fit_rate
-from ._grid import ASSUMPTIONS, QUANTITIES
+from ._grid import ASSUMPTIONS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,8 +24,9 @@ class GroupSummary:
         stage_times: ``T_k`` over the tasks, per stage ``k ≥ 1``.
         num_stages: ``K`` per task.
         failures: per assumption (``"4.2"``, ``"4.3"``, ``"4.4"``), the fraction of tasks where it fails at some stage.
-        rates: per quantity (``beta``, ``b``, ``loss``, ``time``), the fitted exponent ``r`` of
-            ``d ≈ C (log 1/α)^(−r)`` per task (the worst distance over its stages at each α; needs two α).
+        rates: per quantity of the model's comparison (``beta``, ``b``, ``loss``, ``time`` for diagonal weights;
+            ``W`` instead of ``beta`` for full weights), the fitted exponent ``r`` of ``d ≈ C (log 1/α)^(−r)`` per
+            task (the worst distance over its stages at each α; needs two α).
     """
 
     label: str
@@ -76,7 +77,7 @@ def _summarise_group(label: str, rows: list[dict]) -> GroupSummary:
         else math.nan
         for a in ASSUMPTIONS
     }
-    rates = {q: np.array([_task_rate(rs, q) for rs in by_task.values()]) for q in QUANTITIES}
+    rates = {q: np.array([_task_rate(rs, q) for rs in by_task.values()]) for q in quantities(rows)}
     return GroupSummary(
         label=label,
         tasks=len(first),
@@ -85,6 +86,12 @@ def _summarise_group(label: str, rows: list[dict]) -> GroupSummary:
         failures=failures,
         rates={q: r[np.isfinite(r)] for q, r in rates.items()},
     )
+
+
+def quantities(rows: Sequence[dict[str, Any]]) -> tuple[str, ...]:
+    """The quantities whose distances ``rows`` hold (their ``*_distance`` columns, in order), then ``time``."""
+    names = dict.fromkeys(k[: -len("_distance")] for row in rows for k in row if k.endswith("_distance"))
+    return (*names, "time") if names else ()
 
 
 def _task_rate(rows: list[dict], quantity: str) -> float:

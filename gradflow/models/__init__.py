@@ -1,30 +1,29 @@
 """Built-in models with diagonal weights (docs/math.md, *Models with diagonal weights*) and with full, factorised
-weights (*Full weights: the exact flow*), each with a seeded data generator."""
+weights (*Full weights: the exact flow*), each with a seeded data generator; every family's built-in tasks by name
+(``TASKS``)."""
 
-from ._attention import attention_head as attention_head
-from ._attention import diagonal_attention as diagonal_attention
-from ._attention import diagonal_attention_model as diagonal_attention_model
-from ._factorized import attention_full as attention_full
-from ._factorized import attention_full_model as attention_full_model
-from ._factorized import full_attention_head as full_attention_head
-from ._factorized import matrix_factorization as matrix_factorization
-from ._factorized import matrix_factorization_model as matrix_factorization_model
-from ._factorized import matrix_sensing as matrix_sensing
-from ._factorized import matrix_sensing_model as matrix_sensing_model
-from ._linear import diagonal_linear as diagonal_linear
-from ._linear import diagonal_linear_model as diagonal_linear_model
-from ._registry import BUILTIN as BUILTIN
-from ._registry import FACTORIZED as FACTORIZED
-from ._registry import Builtin as Builtin
+from .._diagonal import attention_head as attention_head
+from .._diagonal import diagonal_attention as diagonal_attention
+from .._diagonal import diagonal_attention_model as diagonal_attention_model
+from .._diagonal import diagonal_linear as diagonal_linear
+from .._diagonal import diagonal_linear_model as diagonal_linear_model
+from .._diagonal import diagonal_transformer as diagonal_transformer
+from .._diagonal import diagonal_transformer_model as diagonal_transformer_model
+from .._factorized import attention_full as attention_full
+from .._factorized import attention_full_model as attention_full_model
+from .._factorized import full_attention_head as full_attention_head
+from .._factorized import matrix_factorization as matrix_factorization
+from .._factorized import matrix_factorization_model as matrix_factorization_model
+from .._factorized import matrix_sensing as matrix_sensing
+from .._factorized import matrix_sensing_model as matrix_sensing_model
+from .._kit._task import Builtin as Builtin
+from .._kit._task import Task as Task
+from ._registry import TASKS as TASKS
 from ._registry import builtin as builtin
-from ._task import Task as Task
-from ._transformer import diagonal_transformer as diagonal_transformer
-from ._transformer import diagonal_transformer_model as diagonal_transformer_model
 
 __all__ = [
-    "BUILTIN",
-    "FACTORIZED",
     "Builtin",
+    "TASKS",
     "Task",
     "attention_full",
     "attention_full_model",
@@ -42,3 +41,12 @@ __all__ = [
     "matrix_sensing",
     "matrix_sensing_model",
 ]
+
+
+def __getattr__(name: str):
+    """The deprecated ``BUILTIN`` and ``FACTORIZED`` (one release; see CHANGELOG.md)."""
+    from ._registry import DEPRECATED, deprecated
+
+    if name in DEPRECATED:
+        return deprecated(name)
+    raise AttributeError(f"module 'gradflow.models' has no attribute {name!r}")

@@ -1,53 +1,48 @@
-"""The built-in tasks by name, with the size options each takes (what the demo and the command line offer)."""
+"""The built-in tasks of every registered family by name (``gradflow._registry``), with the size options each takes
+(what the demo, the sweep and the command line offer); and the names they had before, for one release."""
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable, Mapping
+import warnings
+from collections.abc import Mapping
 from types import MappingProxyType
 
-from ._attention import diagonal_attention
-from ._factorized import attention_full, matrix_factorization, matrix_sensing
-from ._linear import diagonal_linear
-from ._task import Task
-from ._transformer import diagonal_transformer
+from .._kit._task import Builtin
+from .._registry import TASKS as TASKS
+from .._registry import builtin as _builtin
+
+_UNSET = object()
 
 
-@dataclasses.dataclass(frozen=True)
-class Builtin:
-    """A built-in task: the function that builds it, the names of its size options (its keyword arguments
-    that set the sizes; ``seed`` applies to all), the name of its model's family (``"diagonal"`` or
-    ``"factorized"``) and its keyword arguments that set the teacher's singular values (full weights)."""
-
-    build: Callable[..., Task]
-    sizes: tuple[str, ...]
-    family: str = "diagonal"
-    teacher: tuple[str, ...] = ()
-
-
-BUILTIN: Mapping[str, Builtin] = MappingProxyType(
-    {
-        "diagonal_linear": Builtin(diagonal_linear, ("n", "p")),
-        "diagonal_attention": Builtin(diagonal_attention, ("n", "tokens", "dim")),
-        "diagonal_transformer": Builtin(diagonal_transformer, ("n", "tokens", "dim", "layers", "heads")),
-    }
-)
-"""The built-in tasks with diagonal weights by name (what the demo, the sweep and the command line offer)."""
-
-FACTORIZED: Mapping[str, Builtin] = MappingProxyType(
-    {
-        "matrix_factorization": Builtin(matrix_factorization, ("m", "n"), "factorized", ("singular_values",)),
-        "matrix_sensing": Builtin(matrix_sensing, ("m", "n", "measurements"), "factorized", ("singular_values",)),
-        "attention_full": Builtin(attention_full, ("n", "tokens", "dim"), "factorized", ("teacher_kq", "teacher_vo")),
-    }
-)
-"""The built-in tasks with full, factorised weights (a [`FactorizedModel`][gradflow.FactorizedModel]) by name."""
+def builtin(name: str, *, family: str | None = None, factorized=_UNSET) -> Builtin:
+    """``TASKS[name]`` (of the family called ``family``, e.g. ``"diagonal"``, if given), with an error naming the
+    choices for an unknown ``name``. ``factorized=True``/``False`` is the deprecated spelling of
+    ``family="factorized"``/``"diagonal"``."""
+    if factorized is not _UNSET:
+        spelled = {True: "family='factorized'", False: "family='diagonal'", None: "no family"}[factorized]
+        warnings.warn(
+            f"gradflow.models.builtin(..., factorized=...) is deprecated; pass {spelled} instead.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        if factorized is not None:
+            family = "factorized" if factorized else "diagonal"
+    return _builtin(name, family)
 
 
-def builtin(name: str, *, factorized: bool | None = None) -> Builtin:
-    """``BUILTIN[name]`` (``FACTORIZED[name]`` with ``factorized=True``; either with ``None``), with an error naming
-    the choices for an unknown ``name``."""
-    table = {True: FACTORIZED, False: BUILTIN, None: {**BUILTIN, **FACTORIZED}}[factorized]
-    if name not in table:
-        raise ValueError(f"unknown model {name!r}; choose one of {sorted(table)}.")
-    return table[name]
+def _family_table(family: str) -> Mapping[str, Builtin]:
+    return MappingProxyType({k: v for k, v in TASKS.items() if v.family == family})
+
+
+DEPRECATED = {
+    "BUILTIN": ("diagonal", "gradflow.models.TASKS (every family's tasks; each entry's family says which)"),
+    "FACTORIZED": ("factorized", "gradflow.models.TASKS (every family's tasks; each entry's family says which)"),
+}
+"""Old names of the per-family tables: ``gradflow.models.BUILTIN`` (diagonal) and ``FACTORIZED``."""
+
+
+def deprecated(name: str) -> Mapping[str, Builtin]:
+    """The table an old name stood for, with a ``DeprecationWarning``."""
+    family, instead = DEPRECATED[name]
+    warnings.warn(f"gradflow.models.{name} is deprecated; use {instead}.", DeprecationWarning, stacklevel=3)
+    return _family_table(family)

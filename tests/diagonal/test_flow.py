@@ -537,7 +537,7 @@ def test_near_degenerate_initialisation_warns_with_the_log_alpha_it_needs():
         (dict(ts=[-0.5, 1.0]), "must start at τ >= 0"),
         (dict(ts=np.ones((2, 2))), "1-D"),
         (dict(max_steps=0), "max_steps must be a positive integer"),
-        (dict(jacobian_rank=9), r"jacobian_rank must lie in \[1, p=8\]"),
+        (dict(solver=gradflow.DiagonalSolver(jacobian_rank=9)), r"jacobian_rank must lie in \[1, p=8\]"),
     ],
 )
 def test_bad_input_raises(kwargs, match):

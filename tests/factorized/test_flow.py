@@ -22,7 +22,7 @@ from gradflow._factorized._qr import initial_state
 
 SIG = np.array([3.0, 1.5, 0.0])
 TS = np.linspace(0.0, 1.0, 21)
-KW = dict(solver="kvaerno5")
+KW = dict(solver=gradflow.FactorizedSolver(method="kvaerno5"))
 
 
 def _flow(model, u0, v0, **kw):
@@ -143,8 +143,10 @@ def test_bad_input():
         gradflow.simulate_flow(m, **{**ok, "alpha": 2.0})
     with pytest.raises(ValueError, match="ts must be strictly increasing"):
         gradflow.simulate_flow(m, **{**ok, "ts": TS[::-1]})
-    with pytest.raises(ValueError, match="solver must be one of"):
-        gradflow.simulate_flow(m, **ok, solver="euler")
+    with pytest.raises(ValueError, match="method must be one of"):
+        gradflow.FactorizedSolver(method="euler")
+    with pytest.raises(TypeError, match="solver must be a gradflow.FactorizedSolver for a FactorizedModel"):
+        gradflow.simulate_flow(m, **ok, solver=gradflow.DiagonalSolver())
     with pytest.raises(TypeError, match="model must be a gradflow.DiagonalModel or a gradflow.FactorizedModel"):
         gradflow.simulate_gd(object(), u0=u0, v0=v0, alpha=0.1, lr=0.1, steps=1)
     with pytest.raises(ValueError, match="α must be a normal float64 number"):

@@ -12,9 +12,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._data import sample_blocks
-from .._diagonal import DiagonalModel
 from .._kit._checks import check_int
-from ._task import Task, check_seed, gaussian_init, sparse_gaussian
+from .._kit._task import Task, check_seed, gaussian_init, sparse_gaussian
+from ._model import DiagonalModel
 
 
 def attention_head(X, beta_kq, beta_vo):

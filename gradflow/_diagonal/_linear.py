@@ -5,9 +5,9 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from .._diagonal import DiagonalModel
 from .._kit._checks import check_int
-from ._task import Task, check_seed, gaussian_init, sparse_gaussian
+from .._kit._task import Task, check_seed, gaussian_init, sparse_gaussian
+from ._model import DiagonalModel
 
 
 def _linear_h(x, beta):

@@ -12,10 +12,10 @@ import equinox as eqx
 import jax
 import numpy as np
 
-from .._diagonal import DiagonalModel
 from .._kit._checks import check_int
+from .._kit._task import Task, check_seed, gaussian_init, sparse_gaussian
 from ._attention import attention_head
-from ._task import Task, check_seed, gaussian_init, sparse_gaussian
+from ._model import DiagonalModel
 
 
 class TransformerForward(eqx.Module):

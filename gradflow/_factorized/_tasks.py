@@ -11,9 +11,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._factorized import FactorizedModel
 from .._kit._checks import check_int
-from ._task import Task, check_seed
+from .._kit._task import Task, check_seed
+from ._model import FactorizedModel
 
 SINGULAR_VALUES = (3.0, 2.0, 1.0)
 """The default teacher's singular values of matrix factorisation and sensing (the first ``min(m, n)`` of them)."""

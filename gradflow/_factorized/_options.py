@@ -1,0 +1,27 @@
+"""The options of the exact flow of a factorised model, passed as
+``simulate_flow(..., solver=FactorizedSolver(...))``."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ._flow import METHODS
+
+
+@dataclasses.dataclass(frozen=True)
+class FactorizedSolver:
+    """How [`simulate_flow`][gradflow.simulate_flow] solves the flow of a
+    [`FactorizedModel`][gradflow.FactorizedModel] (docs/math.md, *Full weights: the exact flow*).
+
+    Attributes:
+        method: the integrator. ``"leap"``: explicit steps where the flow moves, leaps along the plateaus, whose
+            cost does not grow with ``log(1/α)`` (docs/math.md, *Plateau leaps*); ``"tsit5"``: explicit steps
+            throughout, their number ∝ ``log(1/α)``; ``"kvaerno5"``: L-stable, with a dense Jacobian of the state;
+            ``"auto"`` (the default): ``"leap"``. A leap counts as a step for ``max_steps``.
+    """
+
+    method: str = "auto"
+
+    def __post_init__(self):
+        if self.method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}; got {self.method!r}.")
