@@ -6,7 +6,7 @@
 
 ``--solvers`` (section "Full weights: solvers"): on `models.attention_full(n=50, tokens=4, dim=d,
 teacher_kq=(1, 0.5), teacher_vo=(1, 0.5))`, τ ∈ [0, 2.5] at 31 times, at α = 1e-32 and log α = −1e4, the leaps
-(`solver="leap"`, what `"auto"` takes) side by side with the solver `"auto"` took before them (Tsit5 up to
+(`method="leap"`, what `"auto"` takes) side by side with the solver `"auto"` took before them (Tsit5 up to
 log(1/α) = 2000, Kvaerno5 beyond, whose dense Jacobian of the state took 97 s on the d = 6 head at −1e4 and rules
 out the wider ones: Tsit5 stands in for it there, capped at `CAP` steps); `--paper` adds the paper's size,
 `attention_full(n=1000, tokens=10, dim=50)` with its default rank-3 teacher, at 1e-32 (the leaps only unless
@@ -44,7 +44,7 @@ if str(ROOT) not in sys.path:  # run from a checkout without installing gradflow
     sys.path.insert(0, str(ROOT))
 
 from benchmarks import _common  # noqa: E402
-from gradflow import models, simulate_flow, simulate_gd  # noqa: E402
+from gradflow import FactorizedSolver, models, simulate_flow, simulate_gd  # noqa: E402
 
 ALPHAS = (1e-4, 1e-8, 1e-16, 1e-24, 1e-32)
 TAU_MAX = 4.0
@@ -165,7 +165,8 @@ def load() -> str:
 
 def solver_run(task, log_alpha: float, solver: str, cap: int | None) -> dict:
     """One flow after compiling it (a first call over τ ∈ [0, 1e-6] on the same shapes)."""
-    kw = dict(u0=task.u0, v0=task.v0, log_alpha=log_alpha, solver=solver, max_steps=cap, throw=False)
+    solver_options = FactorizedSolver(method=solver)
+    kw = dict(u0=task.u0, v0=task.v0, log_alpha=log_alpha, solver=solver_options, max_steps=cap, throw=False)
     simulate_flow(task.model, ts=SOLVER_TS * 1e-6 / SOLVER_TS[-1], **kw)
     t = time.perf_counter()
     res = simulate_flow(task.model, ts=SOLVER_TS, **kw)

@@ -1,4 +1,4 @@
-"""How the cost of the exact full-weight flow grows with log(1/α): the steps of the plateau leaps (``solver="leap"``,
+"""How the cost of the exact full-weight flow grows with log(1/α): the steps of the plateau leaps (``FactorizedSolver(method="leap")``,
 what ``"auto"`` takes) from α = 1e-32 down to log α = −1e7, the bottom of the range the leaps accept.
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_rank_growth.py [--dims 6 20] [--log-alphas ...] [--record]
@@ -26,7 +26,7 @@ if str(ROOT) not in sys.path:  # run from a checkout without installing gradflow
     sys.path.insert(0, str(ROOT))
 
 from benchmarks import _common  # noqa: E402
-from gradflow import models, simulate_flow  # noqa: E402
+from gradflow import FactorizedSolver, models, simulate_flow  # noqa: E402
 
 SECTION = "Full weights: how the cost grows with log(1/α)"
 TS = np.linspace(0.0, 2.5, 31)
@@ -34,7 +34,7 @@ LOG_ALPHAS = (math.log(1e-32), -200.0, -500.0, -1e3, -2e3, -5e3, -1e4, -1e5, -1e
 
 
 def run(task, log_alpha: float) -> dict:
-    kw = dict(u0=task.u0, v0=task.v0, log_alpha=log_alpha, solver="leap", throw=False)
+    kw = dict(u0=task.u0, v0=task.v0, log_alpha=log_alpha, solver=FactorizedSolver(method="leap"), throw=False)
     simulate_flow(task.model, ts=TS * 1e-6 / TS[-1], **kw)
     start = time.perf_counter()
     res = simulate_flow(task.model, ts=TS, **kw)

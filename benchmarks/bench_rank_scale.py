@@ -6,7 +6,7 @@
 Model (issue 19's measurements): ``models.attention_full(n=50, tokens=4, dim=d, teacher_kq=(1, 0.5),
 teacher_vo=(1, 0.5))``, τ ∈ [0, 2.5] at 31 times (``SOLVER_TS`` of bench_rank_flow.py). Per d, in one process:
 
-- **flows** at α = 1e-8, 1e-32 and log α = −1e4 with the leaps (``solver="leap"``, what ``"auto"`` takes), each
+- **flows** at α = 1e-8, 1e-32 and log α = −1e4 with the leaps (``method="leap"``, what ``"auto"`` takes), each
   first called over τ ∈ [0, 1e-6] on the same shapes (its "cold" seconds: compilation, unless an earlier cell
   compiled the same program), then timed ("warm"); capped at ``--flow-cap`` steps (a capped cell gives the τ it
   reached);
@@ -84,7 +84,8 @@ def timed(fn):
 
 
 def flow_cell(task, log_alpha: float, cap: int) -> dict:
-    kw = dict(u0=task.u0, v0=task.v0, log_alpha=log_alpha, solver="leap", max_steps=cap, throw=False)
+    leap = gradflow.FactorizedSolver(method="leap")
+    kw = dict(u0=task.u0, v0=task.v0, log_alpha=log_alpha, solver=leap, max_steps=cap, throw=False)
     _, cold, cold_cpu, _ = timed(lambda: gradflow.simulate_flow(task.model, ts=SOLVER_TS * 1e-6 / TAU_MAX, **kw))
     res, wall, cpu, ld = timed(lambda: gradflow.simulate_flow(task.model, ts=SOLVER_TS, **kw))
     st = res.stats
@@ -108,7 +109,9 @@ def gd_cell(task) -> dict:
     L = -math.log(GD_ALPHA)
     ts = np.round(np.arange(0.0, TAU_MAX + DT / 2, DT), 10)
     records = len(ts) - 1
-    ref = gradflow.simulate_flow(task.model, u0=task.u0, v0=task.v0, ts=ts, alpha=GD_ALPHA, solver="leap")
+    ref = gradflow.simulate_flow(
+        task.model, u0=task.u0, v0=task.v0, ts=ts, alpha=GD_ALPHA, solver=gradflow.FactorizedSolver(method="leap")
+    )
     ref_jumps = [jump_times(ts, s) for s in ref.log_singular_values]
 
     def run(every: int):

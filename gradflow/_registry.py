@@ -1,5 +1,5 @@
 """The model families gradflow knows: one entry per family (docs/extending.md). The entry points find a model's
-family from its exact type; the command line, the demo, the sweep and ``gradflow.models`` loop over the entries."""
+family from its type (a dict from model type to family); the command line, the demo, the sweep and ``gradflow.models`` loop over the entries."""
 
 from __future__ import annotations
 
@@ -22,17 +22,15 @@ family."""
 
 
 def family_of(model) -> ModelFamily:
-    """The family of ``model``'s exact type, or a ``TypeError`` that names the model types gradflow takes."""
-    family = _BY_TYPE.get(type(model))
-    if family is not None:
-        return family
+    """The family of ``model``'s type, or a ``TypeError`` that names the model types gradflow takes.
+
+    The type's own entry, else that of its nearest registered base class along its method resolution order (a
+    ``DiagonalModel`` subclass that writes ``g`` out by hand stays diagonal): never the order of ``FAMILIES``.
+    """
+    for cls in type(model).__mro__:
+        if cls in _BY_TYPE:
+            return _BY_TYPE[cls]
     kinds = " or ".join(f"a gradflow.{t.__name__}" for t in _BY_TYPE)
-    parent = next((t for t in _BY_TYPE if isinstance(model, t)), None)
-    if parent is not None:
-        raise TypeError(
-            f"model must be {kinds}; got a {type(model).__name__}, a subclass of gradflow.{parent.__name__}: gradflow "
-            f"finds the family from the exact type (build a gradflow.{parent.__name__} with your functions instead)."
-        )
     raise TypeError(f"model must be {kinds}; got {type(model).__name__}.")
 
 

@@ -63,15 +63,27 @@ def test_the_family_comes_from_the_models_type(linear, square):
         gradflow.simulate_flow(linear.model, u0=linear.u0, v0=linear.v0, ts=[0.0, 0.5], alpha=1e-2, solver="tsit5")
 
 
-def test_dispatch_is_by_the_exact_type(linear):
+def test_dispatch_follows_the_models_type(linear, square):
+    """The family of the model's type, else of its nearest registered base (a subclass with its own ``g``); a type
+    no family registers is a TypeError naming those that are."""
+    from gradflow import _registry
+
     class Mine(gradflow.DiagonalModel):
         pass
 
     mine = Mine(linear.model.h, linear.model.X, linear.model.Y, p=linear.model.p, loss="square")
+    assert _registry.family_of(mine) is _registry.family_of(linear.model) is _registry.family_named("diagonal")
+    assert _registry.family_of(square.model).name == "factorized"
+
+    class Other:
+        pass
+
     with pytest.raises(
-        TypeError, match="a subclass of gradflow.DiagonalModel: gradflow finds the family from the exact"
+        TypeError, match="model must be a gradflow.DiagonalModel or a gradflow.FactorizedModel; got Other"
     ):
-        gradflow.greedy_limit(mine)
+        _registry.family_of(Other())
+    with pytest.raises(ValueError, match="unknown model family 'depth'; choose one of"):
+        _registry.family_named("depth")
 
 
 def test_solver_options_are_the_familys_object(linear):

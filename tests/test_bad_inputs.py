@@ -101,7 +101,7 @@ RAISES = {
         ValueError,
         r"Y\.shape == \(n,\); got Y\.shape=\(3, 2\)",
     ),
-    # scales that float64 cannot resolve (gradflow._checks.check_scales)
+    # scales that float64 cannot resolve (gradflow._kit._checks.check_scales)
     "log_alpha = -1e-300": (
         lambda t: _flow(t, log_alpha=-1e-300),
         ValueError,

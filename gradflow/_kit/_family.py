@@ -15,6 +15,7 @@ import abc
 import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 from ._task import Builtin
@@ -41,7 +42,9 @@ class FlowRequest:
 
 
 class ModelFamily(abc.ABC):
-    """A model family: the model type it serves and what the entry points and the command line need of it.
+    """A model family: the model type it serves, what the entry points need of it, and the surface the command
+    line, the demo and the sweep show for it (its class attributes). An instance is its entry in
+    ``gradflow._registry.FAMILIES``.
 
     Arguments named as in the public entry points have been checked there: ``ts`` (rescaled times), ``log_a``
     (``log α``, a float64 array, 1-D when ``batched``), ``max_steps`` (None or a positive int), ``rtol``/``atol``,
@@ -52,7 +55,8 @@ class ModelFamily(abc.ABC):
     name: ClassVar[str]
     """How the command line, the sweep's tables and the built-in tasks' ``family`` name the family."""
     model_type: ClassVar[type]
-    """The model type the family serves: the entry points dispatch on ``type(model)`` exactly."""
+    """The model type the family serves: ``gradflow._registry.family_of`` finds the family from ``type(model)``
+    (or its nearest registered base class)."""
     solver_type: ClassVar[type]
     """The class of its solver options (``simulate_flow(..., solver=solver_type(...))``; ``solver_type()`` is the
     default): an immutable object whose fields are checked on construction."""
@@ -60,7 +64,7 @@ class ModelFamily(abc.ABC):
     """Its built-in tasks by name (``gradflow.models.TASKS`` gathers every family's)."""
     size_options: ClassVar[Mapping[str, str]]
     """The command line's size options of its tasks (``--n`` for ``n``), with their help."""
-    teacher_options: ClassVar[Mapping[str, str]] = {}
+    teacher_options: ClassVar[Mapping[str, str]] = MappingProxyType({})
     """The command line's options that set its tasks' teacher (lists of positive numbers), with their help."""
     pipeline: ClassVar[str | None] = None
     """Where its ``gradflow compare`` pipeline is, ``"module:attribute"`` (a ``gradflow._demo.Pipeline``): it runs

@@ -1,24 +1,26 @@
 """Sweeps: many independent theory runs over a grid, batched, sharded over devices and split over processes.
 
-A [`SweepConfig`][gradflow.SweepConfig] names a grid: built-in models × their settings (sizes, teacher) ×
+A [`SweepConfig`][gradflow.SweepConfig] names a grid: built-in models of any family × their settings (sizes, teacher) ×
 seeds (a *task*: a model with its data, teacher and initialisation) × scales α (a *point*: a task at
 one α). :func:`sweep` computes every point and writes one tidy table, one row per (point, greedy
 stage k), with the point's parameters as columns:
 
 * ``greedy`` (Algorithm 1, [`greedy_limit`][gradflow.greedy_limit], once per task): ``T_greedy`` = ``T_k``,
-  ``loss_greedy`` = ``L(θ^k)``, the coordinate activated at ``T_k``, the flags of Assumptions 4.2,
+  ``loss_greedy`` = ``L(θ^k)``, what ``T_k`` activated (a coordinate; for full weights the weight matrix whose
+  rank grew), the flags of Assumptions 4.2,
   4.3, 4.4 for stage k (``GreedyPath.assumptions_ok``), the Hessian's smallest eigenvalue, the
   number of stages ``K`` and why the path ended;
 * ``compare`` adds the flow at the point's α, compared with the path as in
   [`compare_limits`][gradflow.compare_limits] (docs' Math page, "Comparing with the limit"): the detected stage
-  time ``T_detected``, ``time_error`` = ``|T_detected − T_k|``, and the sup distances of β, b and the
-  loss from the greedy values over the window of stage k;
+  time ``T_detected``, ``time_error`` = ``|T_detected − T_k|``, and the sup distances of β (``W`` for full
+  weights), b and the loss from the greedy values over the window of stage k;
 * ``flow`` runs the flow alone up to ``tau_max``: one row per point with its final loss.
 
 How the work is spread: the points are split between processes by task (tasks sorted by their hash,
 dealt round-robin), so each greedy path is computed once; greedy paths run one by one (a Python
 loop). On a GPU or TPU (``batching = "vmap"``) the flows of one process that share a shape (same model
-structure and array shapes; the data, ``u0, v0``, α and recorded times differ) are solved together,
+structure and array shapes; the data, ``u0, v0``, α and recorded times differ) are solved together (for the
+families that batch models, ``ModelFamily.shards_models``; the others' one by one),
 ``vmap``-ed over the batch and spread over the local devices with ``jax.shard_map`` on a 1-D ``Mesh``
 (the batch padded to a multiple of the device count); on the CPU (``batching = "separate"``) each flow
 is solved alone, as [`simulate_flow`][gradflow.simulate_flow] solves a single run, as many at once as

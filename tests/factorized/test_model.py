@@ -73,17 +73,6 @@ def test_attention_full_task():
     assert all(np.allclose(g, 0.0, atol=1e-12) for g in _g(m, task.teacher_beta))
 
 
-@pytest.mark.parametrize("name", sorted(n for n, t in models.TASKS.items() if t.family == "factorized"))
-def test_registry_builds_each_factorized_task(name):
-    entry = models.builtin(name, family="factorized")
-    task = entry.build(**{k: 4 for k in entry.sizes})
-    assert task.name == name and isinstance(task.model, FactorizedModel)
-    assert all(task.config[k] == 4 for k in entry.sizes)
-    check_factors(task.u0, task.v0, task.model)
-    with pytest.raises(ValueError, match="unknown model 'diagonal_linear'; choose one of"):
-        models.builtin("diagonal_linear", family="factorized")
-
-
 def _h(x, Ws):
     return x @ Ws[0] @ Ws[1]
 

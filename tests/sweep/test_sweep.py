@@ -81,7 +81,8 @@ def _assert_rows_equal(got: list[dict], want: list[dict], tol: float = 1e-10) ->
             x, y = a[key], b[key]
             if isinstance(y, float):
                 x = float(x)
-                assert (math.isnan(x) and math.isnan(y)) or abs(x - y) <= tol * (1 + abs(y)), (key, x, y, a["point"])
+                same = x == y or (math.isnan(x) and math.isnan(y)) or abs(x - y) <= tol * (1 + abs(y))
+                assert same, (key, x, y, a["point"])
                 if math.isfinite(x) and math.isfinite(y):
                     worst[key] = max(worst.get(key, 0.0), abs(x - y))
             else:
@@ -221,6 +222,57 @@ def test_sweep_equals_points_run_one_by_one(reference):
         want += rows
     worst = _assert_rows_equal(list(result.rows), want)
     print("largest differences:", {k: f"{v:.1e}" for k, v in worst.items() if v})
+
+
+_FACTORIZED = """\
+run = "compare"
+alphas = [1e-2, 1e-4]
+max_stages = 2
+check_assumptions = false
+num_times = 30
+batching = "vmap"
+
+[[model]]
+name = "matrix_factorization"
+m = 2
+n = 2
+singular_values = [1.0, 0.4]
+"""
+
+
+def test_a_factorised_greedy_sweep(tmp_path):
+    """The sweep takes every family's tasks: the rows of a full-weight task's greedy path, the rank jumps named by
+    weight matrix (the flows: the slow test below)."""
+    config = SweepConfig.from_toml(_config(tmp_path, _FACTORIZED.replace('run = "compare"', 'run = "greedy"')))
+    assert dict(config.models[0].options)["singular_values"] == ((1.0, 0.4),)
+    result = gradflow.sweep(config, out=tmp_path / "out", progress=False, figures=False)
+    task = grid(config)[0].task.build()
+    path = gradflow.greedy_limit(task.model, u0=task.u0, v0=task.v0, max_stages=2, check_assumptions=False)
+    want = point_rows(grid(config)[0], path=path, names=task.model.names)
+    assert [r["coordinate"] for r in want] == ["", "W", "W"] and [r["T_greedy"] for r in want] == path.times.tolist()
+    _assert_rows_equal(list(result.rows), want)
+
+
+@pytest.mark.slow
+def test_a_factorised_sweep_equals_its_points_run_one_by_one(tmp_path):
+    """The sweep runs every family: a full-weight task's rows are those of its points through the public API, the
+    rank jumps named by weight matrix; with ``batching = "vmap"`` its flows, which its family cannot batch across
+    models, are solved alone."""
+    config = SweepConfig.from_toml(_config(tmp_path, _FACTORIZED))
+    result = gradflow.sweep(config, out=tmp_path / "out", progress=False, figures=False)
+    assert result.computed == 2 and result.failed == 0
+    task = grid(config)[0].task.build()
+    path = gradflow.greedy_limit(task.model, u0=task.u0, v0=task.v0, max_stages=2, check_assumptions=False)
+    ts = default_times(path.times, num=config.num_times)
+    want = []
+    for point in grid(config):
+        flow = gradflow.simulate_flow(task.model, u0=task.u0, v0=task.v0, ts=ts, log_alpha=point.log_alpha)
+        comparison = gradflow.compare_limits(
+            task.model, log_alphas=[point.log_alpha], u0=task.u0, v0=task.v0, path=path, ts=ts, flows=flow
+        )
+        want += point_rows(point, path=path, names=task.model.names, flow=flow, comparison=comparison)
+    assert [r["coordinate"] for r in want] == ["", "W", "W"] * 2 and "W_distance" in want[0]
+    _assert_rows_equal(list(result.rows), want)
 
 
 def test_resume_skips_finished_points(reference, tmp_path, monkeypatch):
