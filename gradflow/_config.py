@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import importlib.util
 import os
 import pathlib
 import threading
@@ -120,13 +121,15 @@ def writable_directory(path: pathlib.Path) -> bool:
 
 def use_compilation_cache(environ=os.environ) -> pathlib.Path | None:
     """Keep compiled programs across processes: point JAX's persistent compilation cache at
-    :func:`compilation_cache_dir`, bounded to ``CACHE_MAX_BYTES`` (least recently used programs evicted, reads and
-    writes under a file lock, so processes can share it), storing programs that take over
-    ``CACHE_MIN_COMPILE_SECONDS`` to compile. These are global JAX settings: set once per process, only where the
-    user has configured no cache of their own (``jax_compilation_cache_dir`` unset and
-    ``jax_enable_compilation_cache`` on) and has not switched gradflow's off. A directory that cannot be written is
-    a warning, and no cache; a damaged entry is JAX's warning, and the program is compiled again. Returns the
-    directory in use, or None."""
+    :func:`compilation_cache_dir`, storing the programs that take over ``CACHE_MIN_COMPILE_SECONDS`` to compile,
+    bounded to ``CACHE_MAX_BYTES`` (the least recently used evicted; reads and writes under a file lock, so that
+    processes can share it; without the ``filelock`` package, unbounded and unlocked, as JAX's default, where an
+    entry two processes write at once may be read back damaged: a warning, and a compilation).
+
+    These are global JAX settings: set once per process, only where the user has configured no cache of their own
+    (``jax_compilation_cache_dir`` unset, ``jax_enable_compilation_cache`` on) and has not switched gradflow's off. A
+    directory that cannot be written is a warning, and no cache; a damaged entry is JAX's warning, and the program
+    is compiled again. Returns the directory in use, or None."""
     with _cache_lock:
         if _cache_done[0]:
             return None
@@ -136,7 +139,8 @@ def use_compilation_cache(environ=os.environ) -> pathlib.Path | None:
         path = compilation_cache_dir(environ)
         if path is None or not writable_directory(path):
             return None
-        jax.config.update("jax_compilation_cache_max_size", CACHE_MAX_BYTES)
+        if importlib.util.find_spec("filelock") is not None:  # a dependency; JAX refuses a size bound without it
+            jax.config.update("jax_compilation_cache_max_size", CACHE_MAX_BYTES)
         jax.config.update("jax_persistent_cache_min_compile_time_secs", CACHE_MIN_COMPILE_SECONDS)
         jax.config.update("jax_compilation_cache_dir", str(path))
         return path
