@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._config import float64
+from ._config import float64, map_per_core
 from ._kit._assumptions import warn
 from ._kit._checks import check_int, check_scales, check_times, init_checked
 from ._kit._comparison import check_distinct, check_options, check_windows, default_delta, default_times
@@ -417,7 +417,8 @@ _FLOW_TOLERANCES = {k: inspect.signature(simulate_flow).parameters[k].default fo
 
 
 def run_gd(model, *, log_alphas, u0, v0, horizon: float, options, throw: bool = True) -> list:
-    """Gradient-descent runs, one per ``log α``: ``options`` is a mapping of ``simulate_gd`` options, or the runs.
+    """Gradient-descent runs, one per ``log α`` and one per core: ``options`` is a mapping of ``simulate_gd``
+    options, or the runs.
 
     ``steps`` defaults to reaching the rescaled time ``horizon``, ``record_every`` to about 1000 records, ``throw``
     to ``throw``.
@@ -425,10 +426,10 @@ def run_gd(model, *, log_alphas, u0, v0, horizon: float, options, throw: bool = 
     if isinstance(options, Sequence) and not isinstance(options, (str, bytes)):
         return list(options)
     plans = gd_plans(options, log_alphas, horizon)
-    return [
-        simulate_gd(model, log_alpha=float(la), u0=u0, v0=v0, **dict(dict(throw=throw), **opts))
-        for la, opts in zip(log_alphas, plans)
-    ]
+    return map_per_core(  # one run per core: each is a serial chain of small XLA calls
+        lambda run: simulate_gd(model, log_alpha=float(run[0]), u0=u0, v0=v0, **dict(dict(throw=throw), **run[1])),
+        zip(log_alphas, plans),
+    )
 
 
 def gd_plans(options, log_alphas, horizon: float) -> list[dict]:

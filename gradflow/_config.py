@@ -12,6 +12,10 @@ XLA's compiled CPU programs take thousands of the process's memory mappings each
 therefore first checks the count (:func:`release_compiled_if_crowded`) and, past three quarters of the limit, clears
 JAX's caches of compiled programs, with a warning.
 
+Compiled programs are kept across processes in JAX's persistent compilation cache, in a user cache directory
+(:func:`use_compilation_cache`, called by the first entry point of a process), unless the user configured JAX's
+cache or switched gradflow's off (``GRADFLOW_NO_CACHE=1``).
+
 Independent solves run on threads, one per core (:class:`PerCore`). Ctrl-C reaches only the main thread: there it
 sets a stop flag that the workers' solves check between their segments (:func:`stop_requested`), so that every
 worker ends within a segment, keeping what it reached, instead of running to its end.
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import importlib.util
 import os
 import pathlib
 import threading
@@ -72,6 +77,75 @@ def release_compiled_if_crowded() -> bool:
     return True
 
 
+CACHE_DIR_ENV = "GRADFLOW_CACHE_DIR"  # where gradflow keeps compiled programs (default: the user cache directory)
+NO_CACHE_ENV = "GRADFLOW_NO_CACHE"  # 1: gradflow leaves JAX's persistent compilation cache off
+CACHE_MAX_BYTES = 2 * 2**30  # beyond this, the least recently used programs are evicted
+CACHE_MIN_COMPILE_SECONDS = 0.2  # programs that compile faster are not stored (JAX's default: 1 s)
+_cache_lock = threading.Lock()
+_cache_done = [False]
+
+
+def compilation_cache_dir(environ=os.environ) -> pathlib.Path | None:
+    """Where gradflow keeps JAX's compiled programs: ``$GRADFLOW_CACHE_DIR``, else ``$XDG_CACHE_HOME/gradflow/jax``,
+    else ``~/.cache/gradflow/jax``; None where ``GRADFLOW_NO_CACHE`` is set (to anything but ``""`` or ``0``)."""
+    if environ.get(NO_CACHE_ENV, "") not in ("", "0"):
+        return None
+    if environ.get(CACHE_DIR_ENV):
+        return pathlib.Path(environ[CACHE_DIR_ENV]).expanduser()
+    base = environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache"
+    return pathlib.Path(base) / "gradflow" / "jax"
+
+
+def _cache_warning(path: pathlib.Path, problem: str) -> None:
+    warnings.warn(
+        f"gradflow runs without its compilation cache: {path} {problem}. Programs compile in every new process "
+        f"(seconds to a minute each). Point {CACHE_DIR_ENV} to a writable directory, or set {NO_CACHE_ENV}=1 to "
+        "silence this.",
+        RuntimeWarning,
+        stacklevel=5,  # the user's call of the entry point (float64's wrapper → use_compilation_cache → here)
+    )
+
+
+def writable_directory(path: pathlib.Path) -> bool:
+    """Whether ``path`` is (or could be made) a directory this process can write; a warning where not."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        _cache_warning(path, f"cannot be made a directory ({error.strerror or error})")
+        return False
+    if not os.access(path, os.W_OK | os.X_OK):
+        _cache_warning(path, "is not writable")
+        return False
+    return True
+
+
+def use_compilation_cache(environ=os.environ) -> pathlib.Path | None:
+    """Keep compiled programs across processes: point JAX's persistent compilation cache at
+    :func:`compilation_cache_dir`, storing the programs that take over ``CACHE_MIN_COMPILE_SECONDS`` to compile,
+    bounded to ``CACHE_MAX_BYTES`` (the least recently used evicted; reads and writes under a file lock, so that
+    processes can share it; without the ``filelock`` package, unbounded and unlocked, as JAX's default, where an
+    entry two processes write at once may be read back damaged: a warning, and a compilation).
+
+    These are global JAX settings: set once per process, only where the user has configured no cache of their own
+    (``jax_compilation_cache_dir`` unset, ``jax_enable_compilation_cache`` on) and has not switched gradflow's off. A
+    directory that cannot be written is a warning, and no cache; a damaged entry is JAX's warning, and the program
+    is compiled again. Returns the directory in use, or None."""
+    with _cache_lock:
+        if _cache_done[0]:
+            return None
+        _cache_done[0] = True
+        if jax.config.jax_compilation_cache_dir is not None or not jax.config.jax_enable_compilation_cache:
+            return None
+        path = compilation_cache_dir(environ)
+        if path is None or not writable_directory(path):
+            return None
+        if importlib.util.find_spec("filelock") is not None:  # a dependency; JAX refuses a size bound without it
+            jax.config.update("jax_compilation_cache_max_size", CACHE_MAX_BYTES)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", CACHE_MIN_COMPILE_SECONDS)
+        jax.config.update("jax_compilation_cache_dir", str(path))
+        return path
+
+
 _ENTERED: contextvars.ContextVar[bool] = contextvars.ContextVar("gradflow_entered", default=False)
 
 
@@ -79,12 +153,15 @@ def float64(fn: F) -> F:
     """Decorate ``fn`` so that it runs with 64-bit JAX types enabled, then restores the user's setting. The
     outermost such call of the main thread (the user's, not gradflow's own inside it) first releases compiled
     programs if memory mappings run short (:func:`release_compiled_if_crowded`), so its warning names the user's
-    line."""
+    line; the first call of the process also sets up the compilation cache (:func:`use_compilation_cache`)."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        if not _ENTERED.get() and threading.current_thread() is threading.main_thread():
-            release_compiled_if_crowded()
+        if not _ENTERED.get():
+            if not _cache_done[0]:
+                use_compilation_cache()
+            if threading.current_thread() is threading.main_thread():
+                release_compiled_if_crowded()
         token = _ENTERED.set(True)
         try:
             with jax.enable_x64(True):

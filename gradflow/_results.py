@@ -51,7 +51,8 @@ _MEANINGS = {
     RESULTS.max_stages: "the greedy path stopped at max_stages activations",
     RESULTS.phase_b_failed: "a phase (B) of the greedy limit did not reach a stationary point",
     RESULTS.no_minimiser: "a phase (B) of the greedy limit runs off to infinity: on that stage's support the loss "
-    "decreases towards its infimum only as the weights grow without bound (e.g. cross-entropy on separable data)",
+    "decreases towards its infimum only as the weights grow without bound (e.g. cross-entropy on separable data; with "
+    "full weights, also along a curved valley where the factors' norm grows without slowing)",
     RESULTS.non_finite: "the loss, its gradient or the weights became NaN or infinite (the message says where)",
     RESULTS.run_failed: "a run of the comparison did not reach its last time or is not finite there, so its "
     "distances from then on are NaN or infinite",

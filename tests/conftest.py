@@ -5,7 +5,10 @@ no per-example deadline everywhere (the first example of a test pays JAX's compi
 
 JAX keeps compiled programs in a persistent cache, ``.jax_cache/`` at the repository root (``make clean`` removes
 it): a program compiled once — by another test, by the other ``pytest-xdist`` worker, or by an earlier run — is
-read back instead of compiled again. The tests' own processes only; gradflow never sets it.
+read back instead of compiled again. That is the tests' own setting, so gradflow leaves it alone (it keeps programs
+in a user cache directory only where none is configured: docs' *Floating point and JAX settings* page); the Python
+processes that tests start get ``GRADFLOW_NO_CACHE=1``, so that they do not write into the user's cache directory
+(``tests/test_config.py`` gives its own a temporary one).
 """
 
 import os
@@ -19,6 +22,7 @@ settings.register_profile("default", deadline=None)
 settings.register_profile("ci", deadline=None, derandomize=True, print_blob=True)
 settings.load_profile("ci" if os.environ.get("CI") else "default")
 
+os.environ.setdefault("GRADFLOW_NO_CACHE", "1")
 jax.config.update("jax_compilation_cache_dir", str(Path(__file__).resolve().parents[1] / ".jax_cache"))
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
 

@@ -73,3 +73,93 @@ def test_counts_at_most_once_a_second(mappings, monkeypatch):
     with pytest.warns(RuntimeWarning):
         assert _config.release_compiled_if_crowded()
     assert not _config.release_compiled_if_crowded() and cleared == [True]
+
+
+def test_cache_directory_from_the_environment(tmp_path):
+    home = _config.pathlib.Path.home()
+    assert _config.compilation_cache_dir({}) == home / ".cache" / "gradflow" / "jax"
+    assert _config.compilation_cache_dir({"XDG_CACHE_HOME": str(tmp_path)}) == tmp_path / "gradflow" / "jax"
+    moved = {"GRADFLOW_CACHE_DIR": str(tmp_path / "here"), "XDG_CACHE_HOME": "/elsewhere"}
+    assert _config.compilation_cache_dir(moved) == tmp_path / "here"
+    assert _config.compilation_cache_dir(dict(moved, GRADFLOW_NO_CACHE="1")) is None
+    assert _config.compilation_cache_dir(dict(moved, GRADFLOW_NO_CACHE="0")) == tmp_path / "here"
+
+
+def test_unusable_cache_directory_is_a_warning(tmp_path):
+    """A cache path through a file (a damaged cache directory) and a read-only directory: a warning naming the
+    variables, and no cache."""
+    (tmp_path / "file").write_text("")
+    with pytest.warns(RuntimeWarning, match="cannot be made a directory.*GRADFLOW_CACHE_DIR.*GRADFLOW_NO_CACHE=1"):
+        assert not _config.writable_directory(tmp_path / "file" / "jax")
+    assert _config.writable_directory(tmp_path / "new" / "jax") and (tmp_path / "new" / "jax").is_dir()
+
+
+@pytest.mark.skipif(not hasattr(_config.os, "geteuid") or _config.os.geteuid() == 0, reason="root writes anywhere")
+def test_read_only_cache_directory_is_a_warning(tmp_path):
+    tmp_path.chmod(0o500)
+    try:
+        with pytest.warns(RuntimeWarning, match="is not writable"):
+            assert not _config.writable_directory(tmp_path)
+    finally:
+        tmp_path.chmod(0o700)
+
+
+def test_users_cache_settings_are_left_alone(monkeypatch, tmp_path):
+    """Where the user configured JAX's cache (here tests/conftest.py did), gradflow sets nothing."""
+    monkeypatch.setattr(_config, "_cache_done", [False])
+    before = _config.jax.config.jax_compilation_cache_dir
+    assert before is not None
+    assert _config.use_compilation_cache({"GRADFLOW_CACHE_DIR": str(tmp_path)}) is None
+    assert _config.jax.config.jax_compilation_cache_dir == before and not any(tmp_path.iterdir())
+
+
+CHILD = """
+import json, pathlib, sys, warnings
+import jax, numpy as np
+from jax import monitoring
+import gradflow
+from gradflow import _config
+
+_config.CACHE_MIN_COMPILE_SECONDS = 0.0  # store every program, however quickly it compiles
+hits = []
+monitoring.register_event_listener(lambda event, **kw: hits.append(1) if event.endswith("cache_hits") else None)
+task = gradflow.models.diagonal_linear(n=10, p=3, seed=0)
+loss = float(gradflow.evaluate_loss(task.model, np.ones(3)))
+out = dict(loss=loss, hits=len(hits), dir=jax.config.jax_compilation_cache_dir)
+if sys.argv[1] == "damage":  # every entry cut short, as by a process killed while writing it
+    for entry in pathlib.Path(out["dir"]).glob("*-cache"):
+        entry.write_bytes(entry.read_bytes()[:50])
+    jax.clear_caches()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out["damaged_loss"] = float(gradflow.evaluate_loss(task.model, np.ones(3)))
+    out["warned"] = any("persistent compilation cache" in str(w.message) for w in caught)
+print("RESULT " + json.dumps(out))
+"""
+
+
+def test_second_process_reads_the_cache_and_survives_damaged_entries(tmp_path):
+    """Two fresh processes with one GRADFLOW_CACHE_DIR: the first compiles and stores, the second reads its programs
+    back (JAX's cache hits); then, its entries damaged, it warns, compiles again and gets the same loss."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    root = _config.pathlib.Path(__file__).resolve().parents[1]
+    env = dict(os.environ, GRADFLOW_CACHE_DIR=str(tmp_path / "cache"))
+    env.pop("GRADFLOW_NO_CACHE", None)
+    env["PYTHONPATH"] = os.pathsep.join([str(root), *filter(None, [os.environ.get("PYTHONPATH")])])
+
+    def child(mode):
+        run = subprocess.run([sys.executable, "-c", CHILD, mode], env=env, capture_output=True, text=True, timeout=300)
+        line = [x for x in run.stdout.splitlines() if x.startswith("RESULT ")]
+        assert line, run.stderr[-2000:]
+        return json.loads(line[0][len("RESULT ") :])
+
+    first = child("plain")
+    stored = sorted(p.name for p in (tmp_path / "cache").glob("*-cache"))
+    assert first["dir"] == str(tmp_path / "cache") and first["hits"] == 0 and stored
+    second = child("damage")
+    assert second["hits"] >= len(stored) and second["loss"] == first["loss"]
+    assert second["warned"] and second["damaged_loss"] == first["loss"]

@@ -24,6 +24,7 @@ import numpy as np
 
 from .. import models
 from .._api import run_gd, simulate_flow
+from .._config import PerCore
 from .._factorized import RankComparison, figure2_order
 from .._factorized._plots import LABELS, plot_log_scales, plot_ranks, plot_spectra
 from .._factorized._report import rank_comparison_json
@@ -157,28 +158,34 @@ def run_rank_demo(
     base = dict(model=config.model, options=config.model_options)
     path, delta = step.greedy(config, task, base)
     ts = default_times(path.times, num=config.num_times, horizon=config.tau_max, delta=delta)
-    gd = [  # first: GD's cost is bounded by its step count, horizon · log(1/α) / lr; the flows' at tiny α is not
-        step(
-            f"gd_alpha={format_alpha(la)}",
-            dict(base, log_alpha=la, lr=config.gd_lr, horizon=float(ts[-1])),
-            lambda la=la: run_gd(
-                model, log_alphas=[la], u0=u0, v0=v0, horizon=float(ts[-1]), options=dict(lr=config.gd_lr)
-            )[0],
-        )
-        for la in config.gd_log_alphas
-    ]
     tol = dict(rtol=config.rtol, atol=config.atol)
     flow_key = dict(base, ts=ts, **tol)
-    flows = [
-        step(
+
+    def gd_run(la):
+        key = dict(base, log_alpha=la, lr=config.gd_lr, horizon=float(ts[-1]))
+        options = dict(lr=config.gd_lr)
+        return step(
+            f"gd_alpha={format_alpha(la)}",
+            key,
+            lambda: run_gd(model, log_alphas=[la], u0=u0, v0=v0, horizon=float(ts[-1]), options=options)[0],
+        )
+
+    def flow(la):
+        return step(
             flow_name(la),
             dict(flow_key, log_alpha=la),
-            lambda la=la: simulate_flow(
-                model, u0=u0, v0=v0, ts=ts, log_alpha=la, throw=False, progress=progress, **tol
-            ),
+            lambda: simulate_flow(model, u0=u0, v0=v0, ts=ts, log_alpha=la, throw=False, progress=progress, **tol),
         )
-        for la in config.log_alphas
-    ]
+
+    # The GD runs and the flows are independent: one per core (gradflow._config.PerCore), the dearest first (the
+    # smallest α of each: a flow's cost and GD's step count, horizon · log(1/α) / lr, grow as α falls), so that
+    # the last ones to start are short.
+    runs = [(flow, la) for la in config.log_alphas] + [(gd_run, la) for la in config.gd_log_alphas]
+    order = sorted(range(len(runs)), key=lambda i: runs[i][1])
+    with PerCore(len(runs)) as pool:
+        futures = {i: pool.submit(*runs[i]) for i in order}
+        done = [futures[i].result() for i in range(len(runs))]
+    flows, gd = done[: len(config.log_alphas)], done[len(config.log_alphas) :]
 
     comparison = compare_runs(config, task, path, flows, config.log_alphas, delta=delta, ts=ts)
     if gd:

@@ -22,16 +22,20 @@ def gd(
     if optimizer != "gd" or batch_size is not None:
         raise ValueError("a FactorizedModel trains with full-batch gradient descent only (optimizer='gd').")
     us, vs = check_factors(u0, v0, model)
-    Ws, loss, bad = _gd(
-        model,
-        tuple(map(jnp.asarray, us)),
-        tuple(map(jnp.asarray, vs)),
-        jnp.asarray(alphas),
-        jnp.asarray(float(lr)),
-        jnp.asarray(record_every),
-        records=steps // record_every,
-        batched=batched,
-    )
+    us, vs, alphas = tuple(map(jnp.asarray, us)), tuple(map(jnp.asarray, vs)), jnp.asarray(alphas)
+    lr_, every = jnp.asarray(float(lr)), jnp.asarray(int(record_every))
+    carry, first = _start(model, us, vs, alphas, batched=batched)
+    chunks, axis = steps // record_every, int(batched)  # the record axis follows the α axis if batched
+    block = min(_BLOCK, 1 << (chunks - 1).bit_length())
+    records = [[np.expand_dims(np.asarray(x), axis) for x in jax.tree_util.tree_leaves(first)]]
+    for done in range(0, chunks, block):
+        active = min(block, chunks - done)
+        carry, rec = _advance(
+            model, carry, jnp.asarray(done), jnp.asarray(active), every, lr_, block=block, batched=batched
+        )
+        records.append([np.take(np.asarray(x), np.arange(active), axis=axis) for x in jax.tree_util.tree_leaves(rec)])
+    *Ws, loss = (np.concatenate(parts, axis=axis) for parts in zip(*records))
+    bad = carry[1]
     rec = np.arange(steps // record_every + 1, dtype=np.int64) * record_every
     Ws, loss = tuple(np.asarray(w) for w in Ws), np.asarray(loss)
     finite = np.isfinite(loss) & np.all([np.isfinite(w).all(axis=(-2, -1)) for w in Ws], axis=0)
@@ -47,14 +51,33 @@ def gd(
     )
 
 
+_BLOCK = 64  # records per compiled call: any `steps`, `record_every` and α reuse one compilation
+
+
+def _record(model, theta):
+    Ws = tuple(u @ v.T for u, v in zip(*theta))
+    return Ws, model.loss_of_weights(Ws)
+
+
 @eqx.filter_jit
-def _gd(model, us, vs, alphas, lr, every, *, records, batched):
-    """The records ``(W, L)`` of every ``every`` steps, and the first step whose gradient is not finite (−1: none)."""
+def _start(model, us, vs, alphas, *, batched):
+    """``(U, V)(0) = α (U⁰, V⁰)`` with no non-finite gradient yet (−1), and the first record ``(W, L)``."""
 
     def one(alpha):
         theta = (tuple(alpha * u for u in us), tuple(alpha * v for v in vs))
-        grad = jax.grad(lambda th: model.loss_value(*th))
+        return (theta, jnp.asarray(-1, dtype=jnp.int64)), _record(model, theta)
 
+    return jax.vmap(one)(alphas) if batched else one(alphas)
+
+
+@eqx.filter_jit
+def _advance(model, carry, done, active, every, lr, *, block, batched):
+    """``block`` records ``(W, L)`` of ``every`` steps each, from record ``done`` on; only the first ``active`` take
+    steps (the rest repeat the state), so the last, partial block of a run reuses the compilation. The carry keeps
+    the first step whose gradient is not finite (−1: none)."""
+    grad = jax.grad(lambda th: model.loss_value(*th))
+
+    def one(carry):
         def step(k, carry):
             th, bad = carry
             g = grad(th)
@@ -62,16 +85,11 @@ def _gd(model, us, vs, alphas, lr, every, *, records, batched):
             bad = jnp.where((bad < 0) & ~finite, k, bad)
             return jax.tree_util.tree_map(lambda x, g: x - lr * g, th, g), bad
 
-        def record(th):
-            Ws = tuple(u @ v.T for u, v in zip(*th))
-            return Ws, model.loss_of_weights(Ws)
-
         def chunk(carry, c):
-            carry = jax.lax.fori_loop(c * every, (c + 1) * every, step, carry)
-            return carry, record(carry[0])
+            first = (done + c) * every
+            carry = jax.lax.fori_loop(first, jnp.where(c < active, first + every, first), step, carry)
+            return carry, _record(model, carry[0])
 
-        (_, bad), recs = jax.lax.scan(chunk, (theta, jnp.asarray(-1, dtype=jnp.int64)), jnp.arange(records))
-        first = record(theta)
-        return *jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first, recs), bad
+        return jax.lax.scan(chunk, carry, jnp.arange(block))
 
-    return jax.vmap(one)(alphas) if batched else one(alphas)
+    return jax.vmap(one)(carry) if batched else one(carry)

@@ -32,11 +32,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._kit import _greedy as kit
+from .._results import RESULTS
 from ._gauge import min_eig_off_gauge
 from ._layout import Layout
 from ._model import FactorizedModel, check_factors
 from ._path import FactorizedGreedyPath
-from ._phase_b import curvature, evaluate, solve_phase_b
+from ._phase_b import RunOff, curvature, evaluate, runs_off, solve_phase_b
 from ._sleeping import escape_times, move, saddle_orientation, signed_rates
 
 
@@ -145,7 +146,9 @@ def _advance(ctx: _Context, stage: _Stage, k: int, delta):
             f"the escape at stage {k} is not unique: the top singular value of G for {names[j]} is not simple "
             f"((σ_1 − σ_2)/σ_1 = {gap:.3g}).",
         )
-    outcome, eps, Ws, ranks, disc, spread = _phase_b_ends(ctx, stage, j)
+    outcome, eps, Ws, ranks, disc, spread, off = _phase_b_ends(ctx, stage, j)
+    if off is not None:
+        return _no_minimiser(k, names[j], stage.ranks, j, outcome, eps, off, delta, tol, unique)
     if outcome is not kit.PhaseB.STATIONARY:
         return kit.phase_b_failed(k, f"a rank for {names[j]}", "critical point", outcome, eps, delta, tol, unique)
     ok44, messages = kit.limit_checks(k, disc, spread, tol, ends="saddles", support="ranks")
@@ -164,6 +167,25 @@ def _advance(ctx: _Context, stage: _Stage, k: int, delta):
     y = layout.balanced(Ws, ranks)
     following = _stage(ctx, k + 1, stage.time + step, y, ranks, exponents, orientation, leaving, lost)
     return transition, following, f"rank +1 in {names[j]}"
+
+
+def _no_minimiser(k: int, name: str, ranks, j: int, outcome, eps: float, off: RunOff, delta, tol, warned) -> kit.End:
+    """The end of a path whose phase (B) of stage ``k`` (a rank for ``name``, factor ``j``) failed while its flow ran
+    off to infinity (:func:`~gradflow._factorized._phase_b.runs_off`): no minimiser on the new ranks, with the
+    evidence."""
+    ranks = list(ranks)
+    ranks[j] += 1
+    points = "; ".join(f"t = {t:.3g}: L = {v:.6g}, ‖(U, V)‖ = {n:.4g}" for t, v, n in zip(off.t, off.loss, off.norm))
+    message = (
+        f"no minimiser at stage {k}: phase (B) (a rank for {name}, from ε = {eps:g}) runs off to infinity on the "
+        f"matrices of ranks {tuple(ranks)}: its flow went down a valley, the loss falling while the factors grew "
+        f"without slowing ({points}; growth per unit log t ∝ t^{off.exponent:.2f} by least squares, where a flow converging to a "
+        f"critical point slows like t^(−a), a ≥ 1/4 at minima of order ≤ 6), so the loss tends to its infimum only "
+        f"as the factors grow without bound, and phase (B) has no endpoint (where it stopped: {kit.why(outcome, tol)})"
+    )
+    return kit.End(
+        result=RESULTS.no_minimiser.value, message=message, final_delta=delta, ok=(not warned, False), warnings=warned
+    )
 
 
 def _carry(stage: _Stage, j: int, step: float, ranks, names, k: int):
@@ -260,7 +282,8 @@ def _stage(ctx: _Context, k: int, time: float, y, ranks, exponents, orientation,
 
 def _phase_b_ends(ctx: _Context, stage: _Stage, j: int):
     """Phase (B) into factor j from every ε (in turn, until one fails) and then the perturbed starts. Returns
-    (outcome, ε, y, ranks, disc, spread)."""
+    (outcome, ε, y, ranks, disc, spread, run-off): the last, where phase (B) failed and its flow ran off to infinity
+    (:func:`~gradflow._factorized._phase_b.runs_off`), the evidence, else None."""
     tol, layout, model = ctx.tol, ctx.layout, ctx.model
     a, b = stage.pairs[j]
     sigma = float(stage.rates[j][0])
@@ -299,20 +322,21 @@ def _phase_b_ends(ctx: _Context, stage: _Stage, j: int):
     )
 
     def solve(start):
-        end, code, _ = solve_phase_b(
+        end, code, _, record = solve_phase_b(
             model, layout, jnp.asarray(start[None]), jnp.asarray(mask), thresholds, tol.max_steps, tol.newton_steps
         )
         ends.append(np.asarray(end)[0])
         status.append(int(np.asarray(code)[0]))
+        records.append(np.asarray(record)[0])
 
-    n_eps, ends, status = len(tol.epsilons), [], []
+    n_eps, ends, status, records = len(tol.epsilons), [], [], []
     for start in starts[:n_eps]:  # ε by ε: the first failure ends the path, and the runs after it are not needed
         solve(start)
         if status[-1]:
             break
     outcome, eps = kit.first_failure(status, tol)
     if outcome is not kit.PhaseB.STATIONARY:
-        return outcome, eps, None, None, math.nan, math.nan
+        return outcome, eps, None, None, math.nan, math.nan, runs_off(records[-1])
     for start in starts[n_eps:]:
         solve(start)
     products = [layout.products(e) for e in ends]
@@ -328,7 +352,7 @@ def _phase_b_ends(ctx: _Context, stage: _Stage, j: int):
     spread = math.nan
     if n_pert:
         spread = max(distance(i) if status[i] == 0 else math.inf for i in range(n_eps, len(ends)))
-    return outcome, eps, products[n_eps - 1], found[n_eps - 1], disc, spread
+    return outcome, eps, products[n_eps - 1], found[n_eps - 1], disc, spread, None
 
 
 def _ranks(Ws, size: float, support: float) -> tuple[int, ...]:

@@ -121,6 +121,15 @@ class _FlowState(NamedTuple):
     steady: jax.Array  # steady after an accepted step
     exponential_steps: jax.Array  # of them, by exprb32
     hvps: jax.Array  # Hessian-vector products
+    record: jax.Array  # (RECORDS, 3): (t, L, ‖y‖) at the first accepted step past each checkpoint; NaN: none
+    recorded: jax.Array  # the last checkpoint recorded (−1: none)
+
+
+RECORDS = 64  # checkpoints of the flow, one per doubling of t ...
+_FIRST = 16  # ... from dt0 / 2**_FIRST on (dt0 = 1/σ_1(G), the escape's time scale), far past t1
+RUNOFF_POINTS = 6  # the last checkpoints :func:`runs_off` reads (five doublings of t) ...
+RUNOFF_DECAY = 0.15  # ... whose growth of ‖y‖ per unit log t must not decay faster than t^(−RUNOFF_DECAY) ...
+RUNOFF_ESCAPE = 1.0  # ... nor grow faster than t^RUNOFF_ESCAPE (the new column escaping, not a run-off)
 
 
 _TSIT5 = diffrax.Tsit5()
@@ -145,10 +154,11 @@ def _error_ratio(error, y, rtol, atol, active):
     return jnp.sqrt(jnp.sum(error**2) / active) / (atol + rtol * jnp.sqrt(jnp.sum(y**2) / active))
 
 
-def flow(field, mask, y0, steady, dt0, t1, rtol, atol, max_steps) -> _FlowState:
-    """The gradient flow ``dy/dt = f(y) = −∂L/∂y`` (``field``, zero off ``mask``) from ``y0`` until ``steady(y, f)``
-    after an accepted step (or ``t1``, or ``max_steps`` steps), with the error of every step against
-    :func:`_error_ratio` ``≤ 1`` (safety 0.9, growth at most 10 per step and none right after a rejection):
+def flow(field, mask, y0, steady, dt0, t1, rtol, atol, max_steps, *, loss) -> _FlowState:
+    """The gradient flow ``dy/dt = f(y) = −∂L/∂y`` (``field``, zero off ``mask``; ``loss``: L) from ``y0`` until
+    ``steady(y, f)`` after an accepted step (or ``t1``, or ``max_steps`` steps), with the error of every step against
+    :func:`_error_ratio` ``≤ 1`` (safety 0.9, growth at most 10 per step and none right after a rejection), recording
+    ``(t, L, ‖y‖)`` once per doubling of t (the evidence :func:`runs_off` reads where phase (B) fails):
 
     - by Tsit5 (``diffrax.Tsit5().step``, exponent 1/5) while its steps are limited by accuracy, the new column
       escaping and the others following it;
@@ -181,11 +191,19 @@ def flow(field, mask, y0, steady, dt0, t1, rtol, atol, max_steps) -> _FlowState:
         factor = jnp.clip(0.9 * ratio ** (-exponent), 0.2, jnp.where(s.rejected, 1.0, 10.0))
         t = jnp.where(ok, s.t + s.h, s.t)
         count, calm = stiffness_count(s.stiff, s.calm, ok, edge)
+        y, f = jnp.where(ok, y, s.y), jnp.where(ok, f, s.f)
+        checkpoint = jnp.clip(jnp.floor(jnp.log2(t / first)), -1, RECORDS - 1).astype(jnp.int32)
+        new = ok & (checkpoint > s.recorded)
+        record = jax.lax.cond(
+            new,
+            lambda: s.record.at[checkpoint].set(jnp.stack([t, loss(y), jnp.linalg.norm(y)])),
+            lambda: s.record,
+        )
         return _FlowState(
             t=t,
             h=jnp.minimum(s.h * jnp.where(jnp.isfinite(ratio), factor, 0.5), t1 - t),
-            y=jnp.where(ok, y, s.y),
-            f=jnp.where(ok, f, s.f),
+            y=y,
+            f=f,
             steps=s.steps + 1,
             rejected=~ok,
             stiff=jnp.where(stiff, s.stiff, count),
@@ -193,14 +211,30 @@ def flow(field, mask, y0, steady, dt0, t1, rtol, atol, max_steps) -> _FlowState:
             steady=ok & steady(y, f),
             exponential_steps=s.exponential_steps + stiff,
             hvps=s.hvps + hvps,
+            record=record,
+            recorded=jnp.where(new, checkpoint, s.recorded),
         )
 
     def cond(s: _FlowState):
         return ~s.steady & (s.steps < max_steps) & (s.t < t1)
 
     zero, no = jnp.zeros((), jnp.int32), jnp.array(False)
+    first = jnp.asarray(dt0, y0.dtype) * 2.0**-_FIRST
+    record = jnp.full((RECORDS, 3), jnp.nan, y0.dtype)
     start = _FlowState(
-        jnp.zeros((), y0.dtype), jnp.asarray(dt0, y0.dtype), y0, field(y0), zero, no, zero, zero, no, zero, zero
+        jnp.zeros((), y0.dtype),
+        jnp.asarray(dt0, y0.dtype),
+        y0,
+        field(y0),
+        zero,
+        no,
+        zero,
+        zero,
+        no,
+        zero,
+        zero,
+        record,
+        -jnp.ones((), jnp.int32),
     )
     return jax.lax.while_loop(cond, body, start)
 
@@ -239,9 +273,11 @@ def phase_b(model, layout, y0, mask, thresholds, max_steps, newton_steps):
     ``≤ steady``, then :func:`newton` until it is ``≤ stationary``. The flow chooses the basin; the trust-region
     Newton method goes down its flat directions and gives the digits. Returns the endpoint, a status (0: stationary,
     else an ``_Outcome``: 1, the flow ran out of steps; 2, it reached t1 without becoming steady; 3, Newton's method
-    did not converge) and the counts ``(flow steps, gradients, Newton steps, Hessian-vector products)``."""
+    did not converge), the counts ``(flow steps, gradients, Newton steps, Hessian-vector products)`` and the flow's
+    record of ``(t, L, ‖y‖)`` (:func:`flow`)."""
     steady, stationary, support, rtol, atol, t1, dt0, scale = thresholds
-    grad = jax.grad(lambda y: layout_loss(model, layout, y))
+    loss = lambda y: layout_loss(model, layout, y)  # noqa: E731
+    grad = jax.grad(loss)
 
     def field(y):
         return jnp.where(mask, -grad(y), 0.0)
@@ -249,14 +285,14 @@ def phase_b(model, layout, y0, mask, thresholds, max_steps, newton_steps):
     def is_steady(y, f):
         return residual(layout, y, -f, mask, support) <= steady
 
-    end = flow(field, mask, y0, is_steady, dt0, t1, rtol, atol, max_steps)
+    end = flow(field, mask, y0, is_steady, dt0, t1, rtol, atol, max_steps, loss=loss)
     newton_steps = jnp.where(end.steady, newton_steps, 0)  # a flow that is not steady has failed already
     y, converged, n_newton, hvps = newton(model, layout, end.y, -end.f, mask, support, stationary, scale, newton_steps)
     status = jnp.where(end.steady, jnp.where(converged, 0, 3), jnp.where(end.steps >= max_steps, 1, 2))
     # Tsit5: six new stages a step (the first is the last of the step before); exprb32: three (with the
     # linearisation); Newton's method: two a step.
     gradients = 1 + 6 * (end.steps - end.exponential_steps) + 3 * end.exponential_steps + 2 * n_newton
-    return y, status, jnp.stack([end.steps, gradients, n_newton, end.hvps + hvps])
+    return y, status, jnp.stack([end.steps, gradients, n_newton, end.hvps + hvps]), end.record
 
 
 _QUICK_SIZE = 512  # factor entries up to which phase (B) is compiled that way
@@ -267,10 +303,45 @@ _phase_b_fast = eqx.filter_jit(phase_b)
 def solve_phase_b(model, layout, starts, mask, thresholds, max_steps, newton_steps):
     """:func:`phase_b` from each row of ``starts``, one compiled call after the other (so that Ctrl-C stops a stage
     between two of them), compiled quickly for at most ``_QUICK_SIZE`` factor entries, for speed above. Returns the
-    endpoints, statuses and counts stacked by row."""
+    endpoints, statuses, counts and the flows' records (:func:`flow`) stacked by row."""
     compiled = _phase_b_quick if layout.size <= _QUICK_SIZE else _phase_b_fast
     runs = [compiled(model, layout, y0, mask, thresholds, max_steps, newton_steps) for y0 in starts]
-    return tuple(np.stack([np.asarray(run[i]) for run in runs]) for i in range(3))
+    return tuple(np.stack([np.asarray(run[i]) for run in runs]) for i in range(4))
+
+
+class RunOff(NamedTuple):
+    """The evidence that a flow runs off to infinity (:func:`runs_off`): the checkpoints ``(t, L, ‖y‖)`` it read,
+    and the exponent s of the growth, ``Δ‖y‖ / Δlog t ∝ t^s`` (least squares over them)."""
+
+    t: np.ndarray
+    loss: np.ndarray
+    norm: np.ndarray
+    exponent: float
+
+
+def runs_off(record) -> RunOff | None:
+    """Whether the gradient flow whose checkpoints ``record`` holds (rows ``(t, L, ‖y‖)`` once per doubling of t,
+    NaN where none; :func:`flow`) runs off to infinity: over its last ``RUNOFF_POINTS`` checkpoints the loss falls
+    and ‖y‖ grows at every one, and the growth per unit log t, ``Δ‖y‖ / Δlog t ∝ t^s``, does not slow down as a
+    convergent flow's does: ``−RUNOFF_DECAY ≤ s ≤ RUNOFF_ESCAPE``.
+
+    Why this separates the two: a flow that converges to a critical point y* (a bounded flow of an analytic L does,
+    by Łojasiewicz's inequality) approaches it like ``‖y − y*‖ ∝ t^(−a)`` (``a = 1/(p − 2)`` at a minimum of order
+    p, ``e^(−λt)`` at a non-degenerate one), so its growth per unit log t decays like ``t^(−a)`` or faster: ``s ≤
+    −1/4`` at every minimum of order ≤ 6. A flow down a valley whose loss tends to its infimum only at infinity
+    grows without bound: like ``log t`` (``s = 0``: cross-entropy, a saturating softmax) or a power of t, at most
+    ``√t`` for a loss bounded below (``‖y(t) − y(0)‖ ≤ ∫‖∂L/∂y‖ ≤ √(t (L(0) − inf L))``), so ``s ≤ 1/2``. Faster growth
+    is the new column's exponential escape at the start of phase (B), not a run-off. Returns the evidence, or None."""
+    record = np.asarray(record)
+    rows = record[np.isfinite(record[:, 0])][-RUNOFF_POINTS:]
+    if len(rows) < RUNOFF_POINTS:
+        return None
+    t, loss, norm = rows.T
+    if not (np.all(np.diff(loss) < 0) and np.all(np.diff(norm) > 0)):
+        return None
+    rate = np.diff(norm) / np.diff(np.log(t))
+    exponent = float(np.polyfit(0.5 * np.log(t[1:] * t[:-1]), np.log(rate), 1)[0])
+    return RunOff(t, loss, norm, exponent) if -RUNOFF_DECAY <= exponent <= RUNOFF_ESCAPE else None
 
 
 @eqx.filter_jit

@@ -276,6 +276,11 @@ _WHY = {
 }
 
 
+def why(outcome: PhaseB, tol: GreedyTolerances) -> str:
+    """How a run of phase (B) that did not end stationary ended, in words."""
+    return _WHY[outcome].format(max_steps=tol.max_steps)
+
+
 def first_failure(statuses, tol: GreedyTolerances) -> tuple[PhaseB, float]:
     """The first ε whose phase (B) did not end stationary, and how (``STATIONARY`` and the smallest ε if none)."""
     for eps, code in zip(tol.epsilons, statuses):
@@ -311,8 +316,7 @@ def phase_b_failed(
     """The end of a path whose phase (B) of stage ``k`` (``what`` it was adding) did not reach a ``point``
     (the family's word: a stationary point, a critical point) from ``epsilon``; ``warned`` are the transition's
     warnings so far."""
-    why = _WHY[outcome].format(max_steps=tol.max_steps)
-    message = f"phase (B) of stage {k} ({what}) did not reach a {point}: from ε = {epsilon:g}, {why}"
+    message = f"phase (B) of stage {k} ({what}) did not reach a {point}: from ε = {epsilon:g}, {why(outcome, tol)}"
     return End(
         result=RESULTS.phase_b_failed.value,
         message=message,

@@ -273,3 +273,28 @@ def test_sorting_gauge_rotates_the_columns_only():
         np.testing.assert_allclose(np.diag(R), 1.0, atol=1e-15)
     assert bool(changed) and g.rho[1] > g.rho[2]
     assert np.all(np.diff(np.asarray(h.rho)) < 0.5 * np.log1p(np.diag(np.asarray(h.R), 1) ** 2) + 1.0)
+
+
+_GD_TRACES = []
+
+
+def _counting_product(x, Ws):
+    _GD_TRACES.append(1)  # runs once per trace: counts compilations
+    return x @ Ws[0] @ x
+
+
+def test_gd_at_any_alpha_steps_and_record_every_reuses_one_compilation():
+    """GD's records come in blocks of 64 per compiled call, α and the record interval as data: the float64 GD of a
+    demo at several α (different step counts and intervals) compiles once; records cut at any length."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((20, 3))
+    model = gradflow.FactorizedModel(_counting_product, X, np.einsum("si,ij,sj->s", X, np.eye(3), X), shapes=[(3, 3)])
+    kw = dict(u0=(np.eye(3),), v0=(np.eye(3),), lr=0.01)
+    long = gradflow.simulate_gd(model, alpha=1e-2, steps=200, record_every=1, **kw)  # blocks of 64, the last partial
+    traced = len(_GD_TRACES)
+    for alpha, steps, every in ((1e-2, 150, 3), (1e-2, 120, 2), (1e-4, 130, 1), (1e-8, 192, 3)):
+        run = gradflow.simulate_gd(model, alpha=alpha, steps=steps, record_every=every, **kw)
+        assert run.W[0].shape == (steps // every + 1, 3, 3)
+        if alpha == 1e-2:
+            np.testing.assert_array_equal(run.W[0], long.W[0][: steps + 1 : every])
+    assert len(_GD_TRACES) == traced

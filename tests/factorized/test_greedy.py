@@ -3,6 +3,7 @@ factorisation closed form (theory.matrix_factorization_stages) and, for matrix s
 
 import warnings
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -123,6 +124,42 @@ def test_max_stages_and_failures():
     failed = gradflow.greedy_limit(model, tolerances=never, throw=False)
     assert failed.result == "phase_b_failed" and failed.num_stages == 0
     assert "did not reach a critical point" in failed.message and not failed.assumptions_ok[0, 2]
+
+
+def _valley(x, Ws):
+    return Ws[0][0]
+
+
+def _valley_loss(y, w):
+    """``softplus(−w₁) + ½ (w₂ − ½ w₁²)² + ½ λ w₁²`` with ``λ = y[0]``: for λ = 0 its infimum, 0, is reached only as
+    w₁ → ∞ along the parabola ``w₂ = ½ w₁²`` (the loss is positive everywhere), so there is no minimiser; along the
+    ray ``s·w`` the loss rises (the parabola curves away from it), so this is no run-off :func:`check_minimiser`'s
+    ray could see. For λ > 0 the minimiser is ``w₂ = ½ w₁²``, ``σ(−w₁) = λ w₁``."""
+    return jax.nn.softplus(-w[0]) + 0.5 * (w[1] - 0.5 * w[0] ** 2) ** 2 + 0.5 * y[0] * w[0] ** 2
+
+
+def _valley_model(lam):
+    """One 1×2 weight of rank ≤ 1 (so phase (B) of stage 0 runs on all of it); λ is data, so both λ share one
+    compiled phase (B)."""
+    return gradflow.FactorizedModel(
+        _valley, np.zeros((1, 1)), np.array([[lam, 0.0]]), shapes=[(1, 2)], loss=_valley_loss
+    )
+
+
+def test_phase_b_without_minimiser_ends_no_minimiser():
+    """Phase (B) of stage 0 goes down the valley (w₁ ∝ log t, ‖(U, V)‖ too) until its Newton polish fails; the path
+    ends ``"no_minimiser"`` (not ``"phase_b_failed"``) with the evidence; with λ > 0 the same program reaches the
+    minimiser and the path ends successful at it."""
+    path = gradflow.greedy_limit(_valley_model(0.0), throw=False, check_assumptions=False)
+    assert path.result == "no_minimiser" and path.num_stages == 0
+    assert path.message.startswith("no minimiser at stage 0: phase (B) (a rank for W[0], from ε = 0.001)")
+    assert "the loss falling while the factors grew without slowing (t = " in path.message
+
+    path = gradflow.greedy_limit(_valley_model(0.05), check_assumptions=False)
+    assert path.result == "successful" and path.num_stages == 1
+    w1, w2 = path.W[0][1, 0]
+    assert w2 == pytest.approx(0.5 * w1**2, rel=1e-9)
+    assert 1 / (1 + np.exp(w1)) == pytest.approx(0.05 * w1, rel=1e-9)
 
 
 def test_bad_input():

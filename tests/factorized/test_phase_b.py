@@ -76,7 +76,8 @@ def dense_phase_b(model, layout, starts, mask, thresholds, max_steps, newton_ste
         )
         y, converged = _dense_newton(model, layout, sol.ys[-1], mask, support, stationary, newton_steps)
         flow_status = jnp.where(sol.result == diffrax.RESULTS.max_steps_reached, 1, 2)
-        return y, jnp.where(sol.event_mask, jnp.where(converged, 0, 3), flow_status), jnp.zeros(4, int)
+        status = jnp.where(sol.event_mask, jnp.where(converged, 0, 3), flow_status)
+        return y, status, jnp.zeros(4, int), jnp.full((_phase_b.RECORDS, 3), jnp.nan)
 
     return jax.lax.map(one, starts)
 
@@ -233,6 +234,7 @@ def test_flow_through_stiffness():
         1e-4,
         1e-9,
         2048,
+        loss=lambda y: 0.5 * y @ jnp.asarray(A) @ y,
     )
     assert end.steady and 0 < end.exponential_steps < end.steps < 100
     np.testing.assert_allclose(end.y, np.exp(-np.diag(A) * float(end.t)) * y0, rtol=1e-3, atol=1e-12)
@@ -253,3 +255,27 @@ def test_stiffness_count_survives_steps_inside_the_edge():
     assert int(stiff) == 15 and int(calm) == 5
     stiff, calm = _phase_b.stiffness_count(stiff, calm, jnp.array(True), jnp.array(False))
     assert int(stiff) == 0
+
+
+def _checkpoints(norm, loss, points=8):
+    """The record of :func:`_phase_b.flow` at ``t = 2^i`` (i ≥ 10), NaN before."""
+    t = 2.0 ** np.arange(10, 10 + points)
+    record = np.full((_phase_b.RECORDS, 3), np.nan)
+    record[10 : 10 + points] = np.stack([t, loss(t), norm(t)], axis=1)
+    return record
+
+
+def test_runs_off_reads_growth_without_slowing():
+    """The criterion on flows with known asymptotics: a run-off like log t (cross-entropy on separable data:
+    ‖y‖ = log t, L = 1/t) and like √t are caught, with the exponent of their growth per unit log t (0 and 1/2);
+    flows converging to a minimum (‖y* − y‖ = t^(−1/2), a quartic minimum, or e^(−t/1000)), the new column's
+    exponential escape (‖y‖ = e^(t/1000)), a loss that does not fall or too few checkpoints are not."""
+    log_growth = _phase_b.runs_off(_checkpoints(np.log, lambda t: 1 / t))
+    assert log_growth is not None and log_growth.exponent == pytest.approx(0.0, abs=1e-9)
+    np.testing.assert_allclose(log_growth.t, 2.0 ** np.arange(12, 18))
+    assert _phase_b.runs_off(_checkpoints(np.sqrt, lambda t: 1 / t)).exponent == pytest.approx(0.5, abs=1e-9)
+    assert _phase_b.runs_off(_checkpoints(lambda t: 3 - t**-0.5, lambda t: t**-2)) is None
+    assert _phase_b.runs_off(_checkpoints(lambda t: 3 - np.exp(-t / 1e3), lambda t: np.exp(-t / 500))) is None
+    assert _phase_b.runs_off(_checkpoints(lambda t: np.exp(t / 1e3), lambda t: 1 - t / 1e6)) is None
+    assert _phase_b.runs_off(_checkpoints(np.log, lambda t: 1 + 0 * t)) is None
+    assert _phase_b.runs_off(_checkpoints(np.log, lambda t: 1 / t, points=5)) is None
