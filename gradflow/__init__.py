@@ -25,6 +25,7 @@ from ._diagonal import evaluate_loss as evaluate_loss
 from ._experiments import Perturbation as Perturbation
 from ._experiments import perturb_and_continue as perturb_and_continue
 from ._factorized import FactorizedFlowResult as FactorizedFlowResult
+from ._factorized import FactorizedFlowState as FactorizedFlowState
 from ._factorized import FactorizedGDResult as FactorizedGDResult
 from ._factorized import FactorizedGreedyPath as FactorizedGreedyPath
 from ._factorized import FactorizedModel as FactorizedModel
@@ -44,6 +45,7 @@ __all__ = [
     "DemoConfig",
     "DiagonalModel",
     "FactorizedFlowResult",
+    "FactorizedFlowState",
     "FactorizedGDResult",
     "FactorizedGreedyPath",
     "FactorizedModel",

@@ -58,13 +58,13 @@ def _factorized(model, model_options, log_alphas, tau_max, num_times, max_stages
 
 PIPELINES: dict[str, Pipeline] = {
     "diagonal": Pipeline(
-        _diagonal, run_demo, stage_time_rows, (("beta", "β"), ("b", "b"), ("loss", "loss"), ("time", "stage time"))
+        _diagonal, run_demo, stage_time_rows, (("weights", "β"), ("b", "b"), ("loss", "loss"), ("time", "stage time"))
     ),
     "factorized": Pipeline(
         _factorized,
         run_rank_demo,
         rank_jump_rows,
-        (("W", "W"), ("b", "log scales b"), ("loss", "loss"), ("time", "rank jump")),
+        (("weights", "W"), ("b", "log scales b"), ("loss", "loss"), ("time", "rank jump")),
     ),
 }
 """The pipeline of each family, by the family's name."""

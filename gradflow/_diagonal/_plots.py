@@ -101,7 +101,7 @@ def plot_coordinates(flows, names, idx, *, path=None, title: str, label_mask=Non
 
 
 LABELS = {
-    "beta": "sup |β − β^k|",
+    "weights": "sup |β − β^k|",
     "b": "sup |b − b-line|",
     "loss": "sup |L − L(θ^k)|",
     "time": "|T detected − T_k|",

@@ -7,4 +7,5 @@ from ._family import figure2_order as figure2_order
 from ._model import FactorizedModel as FactorizedModel
 from ._path import FactorizedGreedyPath as FactorizedGreedyPath
 from ._results import FactorizedFlowResult as FactorizedFlowResult
+from ._results import FactorizedFlowState as FactorizedFlowState
 from ._results import FactorizedGDResult as FactorizedGDResult

@@ -52,7 +52,7 @@ class FactorizedFamily(ModelFamily):
         def shapes(path):
             return f"weight matrices {tuple(tuple(np.shape(w)[1:]) for w in path.W)}"
 
-        fields = ("times", "W", "ranks", "factor", "loss", "stage_at", "b_at")
+        fields = ("times", "W", "ranks", "activated", "loss", "stage_at", "sleeping_at")
         check_path_of(model, path, FactorizedGreedyPath, fields, shapes, f"weight matrices {model.shapes}")
 
     flow = staticmethod(flow)

@@ -12,7 +12,9 @@ import numpy as np
 
 from .._plots import TAU, log_alpha_of, new_figure, run_colours, stairs
 from .._report import format_alpha
-from ._compare import log_scales, predicted_log_scales, stable_rank
+from ._compare import stable_rank
+from ._path import predicted_log_scales
+from ._results import log_scales
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -170,7 +172,7 @@ def _stable_rank_of(log_sv) -> np.ndarray:
 
 
 LABELS = {
-    "W": "sup ‖W_j − W̄_j^k‖₂",
+    "weights": "sup ‖W_j − W̄_j^k‖₂",
     "b": "sup |b − b-line| (log scales)",
     "loss": "sup |L − L(W̄^k)|",
     "time": "|rank jump detected − T_k|",

@@ -113,7 +113,7 @@ def point_params(point: SweepPoint) -> dict[str, Any]:
 
 def greedy_rows(path, names: Sequence[str]) -> list[dict[str, Any]]:
     """One record per stage ``k = 0..K`` of a [`GreedyPath`][gradflow.GreedyPath]."""
-    K = int(path.coordinate.shape[0])
+    K = int(path.activated.shape[0])
     ok = np.asarray(path.assumptions_ok, dtype=bool)
     rows = []
     for k in range(K + 1):
@@ -124,7 +124,7 @@ def greedy_rows(path, names: Sequence[str]) -> list[dict[str, Any]]:
                 result=str(path.result),
                 T_greedy=float(path.times[k]),
                 loss_greedy=float(path.loss[k]),
-                coordinate=names[int(path.coordinate[k - 1])] if k else "",
+                coordinate=names[int(path.activated[k - 1])] if k else "",
                 **{f"ok_{a.replace('.', '_')}": bool(ok[k, j]) for j, a in enumerate(ASSUMPTIONS)},
                 hessian_min_eig=float(path.hessian_min_eig[k]),
             )
