@@ -26,8 +26,9 @@ import numpy as np
 from jax import monitoring
 
 import gradflow
-from gradflow import _greedy, models
-from gradflow._comparison import default_times
+from gradflow import models
+from gradflow._kit import _greedy
+from gradflow._kit._comparison import default_times
 
 _COMPILES = collections.Counter()
 

@@ -9,7 +9,6 @@ from ._api import compare_limits as compare_limits
 from ._api import greedy_limit as greedy_limit
 from ._api import simulate_flow as simulate_flow
 from ._api import simulate_gd as simulate_gd
-from ._assumptions import AssumptionWarning as AssumptionWarning
 from ._demo import DemoConfig as DemoConfig
 from ._demo import RankDemoConfig as RankDemoConfig
 from ._demo import run_demo as run_demo
@@ -22,22 +21,23 @@ from ._diagonal import GDResult as GDResult
 from ._diagonal import GreedyPath as GreedyPath
 from ._diagonal import evaluate_g as evaluate_g
 from ._diagonal import evaluate_loss as evaluate_loss
-from ._experiments import Perturbation as Perturbation
-from ._experiments import perturb_and_continue as perturb_and_continue
+from ._diagonal._experiments import Perturbation as Perturbation
+from ._diagonal._experiments import perturb_and_continue as perturb_and_continue
 from ._factorized import FactorizedFlowResult as FactorizedFlowResult
 from ._factorized import FactorizedFlowState as FactorizedFlowState
 from ._factorized import FactorizedGDResult as FactorizedGDResult
 from ._factorized import FactorizedGreedyPath as FactorizedGreedyPath
 from ._factorized import FactorizedModel as FactorizedModel
 from ._factorized import RankComparison as RankComparison
-from ._greedy import GreedyTolerances as GreedyTolerances
+from ._kit._assumptions import AssumptionWarning as AssumptionWarning
+from ._kit._greedy import GreedyTolerances as GreedyTolerances
+from ._kit._trajectory import Trajectory as Trajectory
 from ._results import RESULTS as RESULTS
 from ._results import Interrupted as Interrupted
 from ._sweep import ModelGrid as ModelGrid
 from ._sweep import SweepConfig as SweepConfig
 from ._sweep import SweepResult as SweepResult
 from ._sweep import sweep as sweep
-from ._trajectory import Trajectory as Trajectory
 
 __all__ = [
     "AssumptionWarning",

@@ -19,8 +19,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._checks import check_int, check_scales, check_times, init_checked
-from ._comparison import (
+from ._config import float64
+from ._kit._checks import check_int, check_scales, check_times, init_checked
+from ._kit._comparison import (
     check_distinct,
     check_options,
     check_windows,
@@ -29,9 +30,8 @@ from ._comparison import (
     default_times,
     renamed_scales,
 )
-from ._config import float64
-from ._family import FlowRequest
-from ._greedy import GreedyTolerances
+from ._kit._family import FlowRequest
+from ._kit._greedy import GreedyTolerances
 from ._registry import FAMILIES, family_of
 from ._results import finish
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ._diagonal import DIAGONAL
 from ._factorized import FACTORIZED
-from ._family import ModelFamily
+from ._kit._family import ModelFamily
 
 FAMILIES: tuple[ModelFamily, ...] = (DIAGONAL, FACTORIZED)
 

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from gradflow import AssumptionWarning
-from gradflow._checks import (
+from gradflow._diagonal._checks import check_init
+from gradflow._kit._checks import (
     NEAR_DEGENERATE,
-    check_init,
     check_int,
     check_scales,
     check_times,

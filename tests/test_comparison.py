@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from gradflow._comparison import check_run_scales, detect, fit_rate, fit_rates, windows
+from gradflow._kit._comparison import check_run_scales, detect, fit_rate, fit_rates, windows
 
 
 def test_fit_rate_recovers_the_exponent():

@@ -13,8 +13,8 @@ from .. import models
 from .._api import greedy_limit, simulate_flow
 from .._demo import PAPER_FULL, PIPELINES, QUICK, QUICK_FULL, DemoConfig, RankDemoConfig, run_demo, run_rank_demo
 from .._io import claim_folder, save_result
+from .._kit._report import format_alpha, markdown_table
 from .._registry import family_of
-from .._report import format_alpha, markdown_table
 from .._results import Interrupted
 from ._options import CLIError, build_task, log_alphas, model_options
 

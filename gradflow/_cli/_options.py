@@ -10,8 +10,8 @@ import re
 from pathlib import Path
 
 from .. import models
-from .._checks import check_int, check_scales
 from .._demo import PAPER_ALPHAS
+from .._kit._checks import check_int, check_scales
 from ..models._factorized import ATTENTION_SINGULAR_VALUES, SINGULAR_VALUES
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._report import markdown_table
+from .._kit._report import markdown_table
 from .._sweep import SweepConfig, summarise, sweep
 from .._sweep._io import FORMATS, example_config
 from ._options import CLIError, add_out, non_negative_int, positive_int

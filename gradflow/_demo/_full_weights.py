@@ -24,13 +24,13 @@ import numpy as np
 
 from .. import models
 from .._api import run_gd, simulate_flow
-from .._checks import check_scales
-from .._comparison import default_times
 from .._factorized import RankComparison, figure2_order
 from .._factorized._plots import LABELS, plot_log_scales, plot_ranks, plot_spectra
 from .._factorized._report import rank_comparison_json
-from .._plots import plot_convergence, save_figure
-from .._report import format_alpha
+from .._kit._checks import check_scales
+from .._kit._comparison import default_times
+from .._kit._plots import plot_convergence, save_figure
+from .._kit._report import format_alpha
 from ._report import rank_demo_report
 from ._steps import DemoSteps, compare_runs, flow_name
 

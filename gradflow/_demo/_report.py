@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._diagonal._experiments import Perturbation
 from .._diagonal._report import comparison_summary, greedy_summary
-from .._experiments import Perturbation
 from .._factorized._report import rank_comparison_summary, rank_greedy_summary
-from .._plots import colour_map, new_figure
-from .._report import figures_and_runtime, format_alpha, markdown_table, worst_exponents
+from .._kit._plots import colour_map, new_figure
+from .._kit._report import figures_and_runtime, format_alpha, markdown_table, worst_exponents
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

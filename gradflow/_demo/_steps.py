@@ -13,9 +13,9 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from .._api import compare_limits, greedy_limit
-from .._comparison import default_delta
 from .._io import ResultStore, config_hash, write_csv, write_json
-from .._report import format_alpha
+from .._kit._comparison import default_delta
+from .._kit._report import format_alpha
 
 
 def flow_name(log_alpha: float) -> str:

@@ -23,9 +23,9 @@ from typing import ClassVar, NamedTuple
 
 import numpy as np
 
-from .._comparison import AbstractComparison, check_run_scales, compare_runs, detect, window_masks
-from .._deprecation import renamed
-from .._trajectory import Trajectory
+from .._kit._comparison import AbstractComparison, check_run_scales, compare_runs, detect, window_masks
+from .._kit._deprecation import renamed
+from .._kit._trajectory import Trajectory
 from ._path import GreedyPath
 
 

@@ -7,10 +7,10 @@ from typing import ClassVar
 
 import numpy as np
 
-from .._checks import check_init
-from .._family import ModelFamily
-from .._greedy import check_path_of
-from .._plots import save_figure
+from .._kit._family import ModelFamily
+from .._kit._greedy import check_path_of
+from .._kit._plots import save_figure
+from ._checks import check_init
 from ._compare import compare
 from ._flow import flow, solve_sharded
 from ._gd import gd

@@ -23,9 +23,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
-from .._checks import check_init, degenerate_error
 from .._config import float64
-from .._family import FlowRequest
+from .._kit._checks import degenerate_error
+from .._kit._family import FlowRequest
 from .._solver import (
     PredictiveController,
     Solve,
@@ -34,6 +34,7 @@ from .._solver import (
     solve_status,
     vmap_batches,
 )
+from ._checks import check_init
 from ._field import Args, exp_weights, vector_field, wake_horizon
 from ._frame import apply_frame, frame_of
 from ._model import DiagonalModel

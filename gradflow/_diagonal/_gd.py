@@ -14,8 +14,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from .._checks import check_init, check_int
-from .._trajectory import gd_status
+from .._kit._checks import check_int
+from .._kit._trajectory import gd_status
+from ._checks import check_init
 from ._model import DiagonalModel
 from ._results import GDResult
 

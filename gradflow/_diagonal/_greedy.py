@@ -28,8 +28,8 @@ from functools import partial
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _greedy as kit
-from .._checks import check_init
+from .._kit import _greedy as kit
+from ._checks import check_init
 from ._frame import apply_frame, frame_of
 from ._model import DiagonalModel
 from ._path import GreedyPath

@@ -15,9 +15,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import check_int, check_vector
 from .._config import float64
 from .._data import LossSpec, check_data, check_h, check_loss, check_output, mean_loss
+from .._kit._checks import check_int, check_vector
 
 
 class DiagonalModel(eqx.Module):

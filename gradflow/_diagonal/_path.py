@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._deprecation import renamed, renamed_method
-from .._greedy import AbstractGreedyPath
+from .._kit._deprecation import renamed, renamed_method
+from .._kit._greedy import AbstractGreedyPath
 
 
 class GreedyPath(AbstractGreedyPath):

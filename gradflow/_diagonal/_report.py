@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from .._report import distance_tables, flags, format_alpha, json_summary, markdown_table, path_summary
+from .._kit._report import distance_tables, flags, format_alpha, json_summary, markdown_table, path_summary
 from ._compare import Comparison
 
 _CHECKS = ("4.2", "4.3", "4.4")

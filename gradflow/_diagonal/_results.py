@@ -6,8 +6,8 @@ from __future__ import annotations
 import equinox as eqx
 import numpy as np
 
-from .._checks import degenerate_error
-from .._trajectory import AbstractFlowResult, AbstractGDResult, check_time_index
+from .._kit._checks import degenerate_error
+from .._kit._trajectory import AbstractFlowResult, AbstractGDResult, check_time_index
 from ._frame import apply_frame, weights
 
 _TINY = float(np.finfo(np.float64).tiny)

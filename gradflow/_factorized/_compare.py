@@ -27,8 +27,8 @@ from typing import ClassVar, NamedTuple
 import equinox as eqx
 import numpy as np
 
-from .._comparison import AbstractComparison, check_run_scales, compare_runs, detect, window_masks
-from .._deprecation import renamed
+from .._kit._comparison import AbstractComparison, check_run_scales, compare_runs, detect, window_masks
+from .._kit._deprecation import renamed
 from ._model import FactorizedModel
 from ._path import FactorizedGreedyPath, predicted_log_scales
 from ._results import log_scales

@@ -8,10 +8,10 @@ from typing import ClassVar
 import jax
 import numpy as np
 
-from .._checks import EPS, check_long_times
-from .._family import ModelFamily
-from .._greedy import check_path_of
-from .._plots import save_figure
+from .._kit._checks import EPS, check_long_times
+from .._kit._family import ModelFamily
+from .._kit._greedy import check_path_of
+from .._kit._plots import save_figure
 from ._compare import compare
 from ._flow import flow
 from ._gd import gd

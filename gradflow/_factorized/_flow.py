@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import optimistix as optx
 
-from .._family import FlowRequest
+from .._kit._family import FlowRequest
 from .._solver import (
     Solve,
     solve_in_segments,

@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._trajectory import gd_status
+from .._kit._trajectory import gd_status
 from ._model import FactorizedModel, check_factors
 from ._results import FactorizedGDResult
 

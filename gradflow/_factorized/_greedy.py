@@ -31,7 +31,7 @@ from functools import partial
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _greedy as kit
+from .._kit import _greedy as kit
 from ._gauge import min_eig_off_gauge
 from ._layout import Layout
 from ._model import FactorizedModel, check_factors

@@ -15,8 +15,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import NEAR_DEGENERATE, check_int, warn_near_degenerate
 from .._data import LossSpec, check_data, check_h, check_loss, check_output, mean_loss
+from .._kit._checks import NEAR_DEGENERATE, check_int, warn_near_degenerate
 
 Shape = tuple[int, int]
 

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .._plots import TAU, log_alpha_of, new_figure, run_colours, stairs
-from .._report import format_alpha
+from .._kit._plots import TAU, log_alpha_of, new_figure, run_colours, stairs
+from .._kit._report import format_alpha
 from ._compare import stable_rank
 from ._path import predicted_log_scales
 from ._results import log_scales

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from .._report import distance_tables, flags, format_alpha, json_summary, markdown_table, path_summary
+from .._kit._report import distance_tables, flags, format_alpha, json_summary, markdown_table, path_summary
 from ._compare import RankComparison
 
 _CHECKS = ("escape", "minimum", "ε-limit")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import equinox as eqx
 import numpy as np
 
-from .._trajectory import AbstractFlowResult, AbstractGDResult, check_time_index
+from .._kit._trajectory import AbstractFlowResult, AbstractGDResult, check_time_index
 
 _TINY = float(np.finfo(np.float64).tiny)
 

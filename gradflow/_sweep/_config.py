@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import models
-from .._checks import check_resolved, check_scales
 from .._config import BATCHING
+from .._kit._checks import check_resolved, check_scales
 
 RUNS = ("greedy", "flow", "compare")
 DENSE = "dense"  # the TOML spelling of a dense teacher (the builders' None)

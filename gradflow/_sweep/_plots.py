@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .._plots import colour_map, new_figure, save_figure
+from .._kit._plots import colour_map, new_figure, save_figure
 from ._grid import ASSUMPTIONS, QUANTITIES
 from ._summary import GroupSummary
 

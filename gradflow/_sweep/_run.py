@@ -46,10 +46,10 @@ from tqdm.auto import tqdm
 
 from .. import models
 from .._api import compare_limits, greedy_limit, simulate_flow
-from .._assumptions import AssumptionWarning
-from .._comparison import default_times
 from .._config import PerCore
 from .._io import ResultStore, claim_folder, config_hash
+from .._kit._assumptions import AssumptionWarning
+from .._kit._comparison import default_times
 from .._registry import family_of
 from .._results import RESULTS
 from .._solver import vmap_batches

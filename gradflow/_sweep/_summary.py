@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from .._comparison import fit_rate
+from .._kit._comparison import fit_rate
 from ._grid import ASSUMPTIONS, QUANTITIES
 
 

@@ -11,9 +11,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import check_int
 from .._data import sample_blocks
 from .._diagonal import DiagonalModel
+from .._kit._checks import check_int
 from ._task import Task, check_seed, gaussian_init, sparse_gaussian
 
 

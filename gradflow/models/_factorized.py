@@ -11,8 +11,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import check_int
 from .._factorized import FactorizedModel
+from .._kit._checks import check_int
 from ._task import Task, check_seed
 
 SINGULAR_VALUES = (3.0, 2.0, 1.0)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import check_int
 from .._diagonal import DiagonalModel
+from .._kit._checks import check_int
 from ._task import Task, check_seed, gaussian_init, sparse_gaussian
 
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from .._checks import check_int
 from .._diagonal import DiagonalModel
 from .._factorized import FactorizedModel
+from .._kit._checks import check_int
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,8 +12,8 @@ import equinox as eqx
 import jax
 import numpy as np
 
-from .._checks import check_int
 from .._diagonal import DiagonalModel
+from .._kit._checks import check_int
 from ._attention import attention_head
 from ._task import Task, check_seed, gaussian_init, sparse_gaussian
 

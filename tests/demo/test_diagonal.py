@@ -8,7 +8,7 @@ import pytest
 
 from gradflow._demo import PAPER_LOG_ALPHAS, QUICK, DemoConfig, run_demo
 from gradflow._io import _HEADER, ResultStore, config_hash, load_result, save_result
-from gradflow._report import format_alpha
+from gradflow._kit._report import format_alpha
 
 
 @dataclasses.dataclass(frozen=True)

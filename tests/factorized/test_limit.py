@@ -11,9 +11,9 @@ import pytest
 import gradflow
 import theory
 from gradflow import AssumptionWarning, models
-from gradflow._comparison import default_times
 from gradflow._demo._full_weights import FIGURE2_TASK
 from gradflow._factorized._sleeping import fold, move, saddle_orientation, signed_rates
+from gradflow._kit._comparison import default_times
 
 # ----------------------------------------------------------------------------------------------
 # The rule on the linear flow of a sleeping block, dZ/dt = A_k Z with G_k constant on each interval.

@@ -9,7 +9,7 @@ from matplotlib.image import imread
 
 from gradflow._factorized._compare import _compare_runs, _Run
 from gradflow._factorized._plots import LABELS, plot_log_scales, plot_ranks, plot_spectra
-from gradflow._plots import plot_convergence, save_figure
+from gradflow._kit._plots import plot_convergence, save_figure
 
 NAMES = ("KQ", "VO")
 TS = np.linspace(0.0, 3.0, 31)

@@ -18,8 +18,8 @@ import pytest
 
 import gradflow
 from gradflow._cli import main
-from gradflow._comparison import default_times
 from gradflow._io import config_hash
+from gradflow._kit._comparison import default_times
 from gradflow._sweep import SweepConfig, _run, _summary
 from gradflow._sweep._grid import greedy_key, grid, point_rows, share
 from gradflow._sweep._io import example_config, read_point, write_table

@@ -9,7 +9,7 @@ from typing import Any
 import equinox as eqx
 import numpy as np
 
-from ._api import simulate_flow
+from .._api import simulate_flow
 
 
 class Perturbation(eqx.Module):

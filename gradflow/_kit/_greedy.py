@@ -16,9 +16,9 @@ from collections.abc import Callable, Sequence
 import equinox as eqx
 import numpy as np
 
+from .._results import RESULTS
 from ._assumptions import warn
 from ._checks import check_int
-from ._results import RESULTS
 
 
 @dataclasses.dataclass(frozen=True)

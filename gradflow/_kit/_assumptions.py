@@ -7,7 +7,7 @@ import os
 import sys
 import warnings
 
-_PACKAGE = os.path.dirname(__file__) + os.sep  # as the frames name their files
+_PACKAGE = os.path.dirname(os.path.dirname(__file__)) + os.sep  # gradflow/, as the frames name their files
 
 
 class AssumptionWarning(UserWarning):

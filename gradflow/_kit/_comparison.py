@@ -15,10 +15,10 @@ import equinox as eqx
 import numpy as np
 from equinox import AbstractClassVar, AbstractVar
 
+from .._results import RESULTS
 from ._batch import batch_index
 from ._checks import check_scales
 from ._deprecation import warn_renamed
-from ._results import RESULTS
 
 RENAMED_QUANTITIES = {"beta": "weights", "W": "weights"}
 """The quantities' names before one vocabulary across families (CHANGELOG.md, *Vocabulary*)."""

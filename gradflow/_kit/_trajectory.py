@@ -8,8 +8,8 @@ from typing import ClassVar, Protocol, runtime_checkable
 import equinox as eqx
 import numpy as np
 
+from .._results import RESULTS
 from ._batch import batch_index, batch_size, take_runs
-from ._results import RESULTS
 
 
 @runtime_checkable

@@ -187,7 +187,8 @@ def check_times(ts) -> np.ndarray:
     return arr
 
 
-def _coordinates(idx, names: Sequence[str] | None) -> str:
+def describe_coordinates(idx, names: Sequence[str] | None) -> str:
+    """The coordinates ``idx`` for a message, with their ``names`` (the first 8) if given."""
     idx = [int(i) for i in idx]
     if names is None:
         return f"coordinates {idx}"
@@ -198,37 +199,10 @@ def _coordinates(idx, names: Sequence[str] | None) -> str:
 def degenerate_error(what: str, idx, fix: str, names: Sequence[str] | None = None) -> ValueError:
     """The error for ``|u_i| = |v_i|``: ``what`` holds at the coordinates ``idx``; ``fix`` says what to do."""
     return ValueError(
-        f"{what} at {_coordinates(idx, names)}: the degenerate case of the paper's Assumption 4.2. The conservation "
+        f"{what} at {describe_coordinates(idx, names)}: the degenerate case of the paper's Assumption 4.2. The conservation "
         "law then pins u_i = ±v_i for all time (w̄ = 0: the log-coordinate flow is singular and the greedy limit "
         f"does not apply). {fix}"
     )
-
-
-def check_init(u0, v0, p: int, names: Sequence[str] | None = None):
-    """The initialisation directions ``(u0, v0)``: shape ``(p,)``, finite, and not degenerate (see the module).
-
-    Raises a ``ValueError`` where ``|u0_i| = |v0_i|`` and emits an ``AssumptionWarning`` (at the user's line) where
-    the relative gap is at most ``NEAR_DEGENERATE``. Returns ``(u0, v0)`` as float64.
-    """
-    u0 = check_vector(u0, p, "u0")
-    v0 = check_vector(v0, p, "v0")
-    au, av = np.abs(u0), np.abs(v0)
-    gap = np.abs(au - av)
-    exact = np.flatnonzero(gap == 0)
-    if exact.size:
-        raise degenerate_error(
-            "|u0_i| = |v0_i|", exact, "Perturb u0 there by a relative amount of order one, e.g. u0[i] *= 1.1.", names
-        )
-    rel = gap / np.maximum(au, av)
-    near = np.flatnonzero(rel <= NEAR_DEGENERATE)
-    if near.size:
-        warn_near_degenerate(
-            f"||u0_i| − |v0_i|| is at most {NEAR_DEGENERATE:g} of max(|u0_i|, |v0_i|) at {_coordinates(near, names)}. "
-            "The flow is exact, but one of w_i, w̄_i starts at α·gap",
-            float(np.min(rel[near])),
-            "Perturb u0 there for a gap of order one.",
-        )
-    return u0, v0
 
 
 def warn_near_degenerate(what: str, gap: float, fix: str) -> None:
@@ -243,7 +217,7 @@ def warn_near_degenerate(what: str, gap: float, fix: str) -> None:
 
 @contextlib.contextmanager
 def init_checked() -> Iterator[None]:
-    """Inside, :func:`check_init` does not warn again: for a caller that has checked the initialisation itself."""
+    """Inside, the checks of initialisations (e.g. ``gradflow._diagonal._checks.check_init``) do not warn again: for a caller that has checked the initialisation itself."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=_NEAR_DEGENERATE, category=AssumptionWarning)
         yield

@@ -7,7 +7,7 @@ import sys
 import warnings
 from pathlib import Path
 
-_PACKAGE = str(Path(__file__).resolve().parent)
+_PACKAGE = str(Path(__file__).resolve().parents[1])
 
 REMOVED_IN = "0.3.0"
 """The release that removes the old names (they work in 0.2.x)."""
