@@ -5,6 +5,7 @@ change your global JAX settings (see ``gradflow._config``).
 """
 
 from . import models as models
+from . import plot as plot
 from ._api import compare_limits as compare_limits
 from ._api import greedy_limit as greedy_limit
 from ._api import simulate_flow as simulate_flow
@@ -32,6 +33,9 @@ from ._factorized import RankComparison as RankComparison
 from ._kit._assumptions import AssumptionWarning as AssumptionWarning
 from ._kit._greedy import GreedyTolerances as GreedyTolerances
 from ._kit._trajectory import Trajectory as Trajectory
+from ._outputs import load as load
+from ._outputs import report as report
+from ._outputs import save as save
 from ._results import RESULTS as RESULTS
 from ._results import Interrupted as Interrupted
 from ._sweep import ModelGrid as ModelGrid
@@ -67,10 +71,14 @@ __all__ = [
     "evaluate_g",
     "evaluate_loss",
     "greedy_limit",
+    "load",
     "models",
     "perturb_and_continue",
+    "plot",
+    "report",
     "run_demo",
     "run_rank_demo",
+    "save",
     "simulate_flow",
     "simulate_gd",
     "sweep",

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import ClassVar, NamedTuple
 
+import equinox as eqx
 import numpy as np
 
 from .._kit._comparison import AbstractComparison, check_run_scales, compare_runs, detect, window_masks
@@ -55,11 +56,13 @@ class Comparison(AbstractComparison):
         runs: the runs compared (the flows ``compare_limits`` ran or was given, or the gradient-descent runs), one
             per α.
         path: the greedy limit they were compared with.
+        names: the coordinates' names (the model's).
     """
 
     gd: Comparison | None = None
     runs: tuple | None = None
     path: GreedyPath | None = None
+    names: tuple[str, ...] | None = eqx.field(static=True, default=None)
     _weights_name: ClassVar[str] = "beta"
     beta_distance = renamed("weights_distance", "beta_distance", "Comparison")
     beta_rate = renamed("weights_rate", "beta_rate", "Comparison")
@@ -109,7 +112,7 @@ def _as_runs(results, log_alphas) -> list[_Run]:
     return [run._replace(log_alpha=float(la)) for run, la in zip(runs, log_alphas)]
 
 
-def _compare_runs(path, runs, *, method="flow", delta=None, threshold=0.5) -> Comparison:
+def _compare_runs(path, runs, *, names=None, method="flow", delta=None, threshold=0.5) -> Comparison:
     """Compare :class:`_Run` s with the greedy ``path``: per window the sup distances of ``β``, of ``b`` to the
     path's ``b^k − (τ − T_k) g(θ^k)`` and of the loss; the stage times where the loss has covered ``threshold`` of
     each drop between plateaus."""
@@ -124,10 +127,10 @@ def _compare_runs(path, runs, *, method="flow", delta=None, threshold=0.5) -> Co
             d["loss"][k] = np.max(np.abs(run.loss[inside] - path_loss[k]))
         return d, detect(run.ts, run.loss, levels)
 
-    return compare_runs(Comparison, path, runs, distances, method=method, delta=delta, threshold=threshold)
+    names = None if names is None else tuple(names)
+    return compare_runs(Comparison, path, runs, distances, method=method, delta=delta, threshold=threshold, names=names)
 
 
 def compare(model, path, runs, log_alphas, **options) -> Comparison:
     """Compare runs of the diagonal ``model`` (trajectories, one per ``log_alphas``) with the greedy ``path``."""
-    del model
-    return _compare_runs(path, _as_runs(runs, log_alphas), **options)
+    return _compare_runs(path, _as_runs(runs, log_alphas), names=model.names, **options)

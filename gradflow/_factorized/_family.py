@@ -12,14 +12,15 @@ from .._kit._checks import EPS, check_long_times
 from .._kit._family import ModelFamily
 from .._kit._greedy import check_path_of
 from .._kit._plots import save_figure
-from ._compare import compare
+from ._compare import RankComparison, compare
 from ._flow import flow
 from ._gd import gd
 from ._greedy import greedy
 from ._model import FactorizedModel, check_factors
 from ._path import FactorizedGreedyPath
-from ._plots import plot_log_scales, plot_spectra
-from ._report import rank_greedy_summary
+from ._plots import LABELS, plot_log_scales, plot_spectra
+from ._report import rank_comparison_json, rank_comparison_summary, rank_greedy_summary
+from ._results import FactorizedFlowResult, FactorizedGDResult
 
 
 class FactorizedFamily(ModelFamily):
@@ -85,6 +86,30 @@ class FactorizedFamily(ModelFamily):
 
     def greedy_summary(self, path, names) -> str:
         return rank_greedy_summary(path, names)
+
+    result_types: ClassVar[tuple[type, ...]] = (
+        FactorizedFlowResult,
+        FactorizedGDResult,
+        FactorizedGreedyPath,
+        RankComparison,
+    )
+    convergence_labels: ClassVar[dict[str, str]] = LABELS
+
+    def plot(self, quantity, runs, path, *, names, title):
+        names = list(names) if names is not None else [str(j) for j in range(len(runs[0].W))]
+        order = figure2_order(names)
+        if quantity == "weights":
+            return plot_spectra(runs, path, names=names, factors=order, title=title, loss=False)
+        figure = plot_log_scales(runs, path, names=names, factors=order)
+        if title:
+            figure.suptitle(title)
+        return figure
+
+    def comparison_report(self, comparison):
+        path = comparison.path
+        text = "## Greedy low-rank limit and its diagnostics\n\n" + rank_greedy_summary(path, comparison.names)
+        text += "\n## Comparison with the flows\n\n" + rank_comparison_summary(comparison)
+        return text, rank_comparison_json(comparison, path)
 
 
 def figure2_order(names) -> list[int]:
