@@ -20,9 +20,6 @@ from ._batch import batch_index
 from ._checks import check_scales
 from ._deprecation import warn_renamed
 
-RENAMED_QUANTITIES = {"beta": "weights", "W": "weights"}
-"""The quantities' names before one vocabulary across families (CHANGELOG.md, *Vocabulary*)."""
-
 
 class AbstractComparison(eqx.Module):
     """Distances between runs at several α and a greedy limit, per stage window: what
