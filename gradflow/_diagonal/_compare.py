@@ -19,7 +19,7 @@ Rates: for each quantity and stage, a least-squares fit of ``log d = c − r·lo
 
 from __future__ import annotations
 
-from typing import ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import equinox as eqx
 import numpy as np
@@ -53,14 +53,14 @@ class Comparison(AbstractComparison):
             (one α, no rates), as a ``RESULTS`` value.
         message: which runs are not finite, from when (``""`` when successful).
         gd: the same comparison for gradient-descent runs, or None.
-        runs: the runs compared (the flows ``compare_limits`` ran or was given, or the gradient-descent runs), one
-            per α.
+        runs: the runs compared (the flows ``compare_limits`` ran or was given, or the gradient-descent runs): one
+            batched result, or a tuple of runs, one per α.
         path: the greedy limit they were compared with.
         names: the coordinates' names (the model's).
     """
 
     gd: Comparison | None = None
-    runs: tuple | None = None
+    runs: Any = None
     path: GreedyPath | None = None
     names: tuple[str, ...] | None = eqx.field(static=True, default=None)
     _weights_name: ClassVar[str] = "beta"

@@ -91,7 +91,8 @@ class FlowResult(AbstractFlowResult):
     the sign frame, see [`FlowState`][gradflow.FlowState]), the loss, the solver's ``stats`` and its
     ``result``; ``u, v, beta, b, alpha`` are computed from them. All arrays are NumPy (float64 unless
     stated). With a batch of ``B`` runs (``alpha``/``log_alpha`` given as an array, or a batch of start
-    states) every field but ``ts`` gains a leading axis of length ``B``. A [`Trajectory`][gradflow.Trajectory].
+    states) every field but ``ts`` gains a leading axis of length ``B``, and ``flow[i]`` is run ``i`` alone,
+    ``flow[1:3]`` a smaller batch. A [`Trajectory`][gradflow.Trajectory].
 
     Attributes:
         ts: rescaled times ``τ = t / log(1/α)`` from the start, shape ``(m,)``.

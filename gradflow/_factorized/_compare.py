@@ -22,7 +22,7 @@ Rates: as for diagonal weights, a least-squares fit of ``log d = c − r log log
 from __future__ import annotations
 
 import math
-from typing import ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import equinox as eqx
 import numpy as np
@@ -62,8 +62,8 @@ class RankComparison(AbstractComparison):
             (one α, no rates), as a ``RESULTS`` value.
         message: which runs are not finite, from when (``""`` when successful).
         gd: the same comparison for gradient-descent runs, or None.
-        runs: the runs compared (the flows ``compare_limits`` ran or was given, or the gradient-descent runs), one
-            per α.
+        runs: the runs compared (the flows ``compare_limits`` ran or was given, or the gradient-descent runs): one
+            batched result, or a tuple of runs, one per α.
         path: the greedy low-rank limit they were compared with.
     """
 
@@ -71,7 +71,7 @@ class RankComparison(AbstractComparison):
     activated: np.ndarray
     ranks: np.ndarray
     gd: RankComparison | None = None
-    runs: tuple | None = None
+    runs: Any = None
     path: FactorizedGreedyPath | None = None
     _weights_name: ClassVar[str] = "W"
     W_distance = renamed("weights_distance", "W_distance", "RankComparison")

@@ -39,7 +39,8 @@ class FactorizedFlowResult(AbstractFlowResult):
     """The gradient flow of a [`FactorizedModel`][gradflow.FactorizedModel] sampled at rescaled times ``ts``.
 
     All arrays are NumPy float64. With a batch of ``B`` scales every field but ``ts`` gains a leading axis
-    of length ``B``. Tuples hold one entry per weight matrix ``W_j``.
+    of length ``B`` (``flow[i]`` is run ``i`` alone, ``flow[1:3]`` a smaller batch). Tuples hold one entry per weight
+    matrix ``W_j``.
 
     Attributes:
         ts: rescaled times ``τ = t / log(1/α)``, shape ``(m,)``.

@@ -55,7 +55,7 @@ class AbstractComparison(eqx.Module):
     result: str = eqx.field(static=True)
     message: str = eqx.field(static=True)
     gd: AbstractVar["AbstractComparison | None"]
-    runs: AbstractVar[tuple | None]
+    runs: AbstractVar[Any]
 
     @property
     def alpha(self) -> np.ndarray:
