@@ -5,6 +5,7 @@ change your global JAX settings (see ``gradflow._config``).
 """
 
 from . import models as models
+from . import plot as plot
 from ._api import compare_limits as compare_limits
 from ._api import greedy_limit as greedy_limit
 from ._api import simulate_flow as simulate_flow
@@ -25,6 +26,7 @@ from ._diagonal import evaluate_loss as evaluate_loss
 from ._diagonal._experiments import Perturbation as Perturbation
 from ._diagonal._experiments import perturb_and_continue as perturb_and_continue
 from ._factorized import FactorizedFlowResult as FactorizedFlowResult
+from ._factorized import FactorizedFlowState as FactorizedFlowState
 from ._factorized import FactorizedGDResult as FactorizedGDResult
 from ._factorized import FactorizedGreedyPath as FactorizedGreedyPath
 from ._factorized import FactorizedModel as FactorizedModel
@@ -33,6 +35,9 @@ from ._factorized import RankComparison as RankComparison
 from ._kit._assumptions import AssumptionWarning as AssumptionWarning
 from ._kit._greedy import GreedyTolerances as GreedyTolerances
 from ._kit._trajectory import Trajectory as Trajectory
+from ._outputs import load as load
+from ._outputs import report as report
+from ._outputs import save as save
 from ._results import RESULTS as RESULTS
 from ._results import Interrupted as Interrupted
 from ._sweep import ModelGrid as ModelGrid
@@ -47,6 +52,7 @@ __all__ = [
     "DiagonalModel",
     "DiagonalSolver",
     "FactorizedFlowResult",
+    "FactorizedFlowState",
     "FactorizedGDResult",
     "FactorizedGreedyPath",
     "FactorizedModel",
@@ -69,10 +75,14 @@ __all__ = [
     "evaluate_g",
     "evaluate_loss",
     "greedy_limit",
+    "load",
     "models",
     "perturb_and_continue",
+    "plot",
+    "report",
     "run_demo",
     "run_rank_demo",
+    "save",
     "simulate_flow",
     "simulate_gd",
     "sweep",

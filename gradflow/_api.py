@@ -22,7 +22,15 @@ import numpy as np
 from ._config import float64, map_per_core
 from ._kit._assumptions import warn
 from ._kit._checks import check_int, check_scales, check_times, init_checked
-from ._kit._comparison import check_distinct, check_options, check_windows, default_delta, default_times
+from ._kit._comparison import (
+    check_distinct,
+    check_options,
+    check_windows,
+    comparison_scales,
+    default_delta,
+    default_times,
+    renamed_scales,
+)
 from ._kit._family import FlowRequest
 from ._kit._greedy import GreedyTolerances
 from ._registry import family_of
@@ -318,8 +326,8 @@ def greedy_limit(
 def compare_limits(
     model,
     *,
-    alphas=None,
-    log_alphas=None,
+    alpha=None,
+    log_alpha=None,
     u0,
     v0,
     path=None,
@@ -330,6 +338,7 @@ def compare_limits(
     flows=None,
     flow_options: Mapping[str, Any] | None = None,
     throw: bool = True,
+    **renamed,
 ):
     """Run the flow at every α (one batched call) and compare it with the greedy limit (docs/math.md, *What the
     comparison measures*).
@@ -338,7 +347,9 @@ def compare_limits(
         model: a ``DiagonalModel``, or a [`FactorizedModel`][gradflow.FactorizedModel]: then the comparison
             is a [`RankComparison`][gradflow.RankComparison] with the greedy low-rank limit (docs/math.md, *Full
             weights: comparing the limits*).
-        alphas / log_alphas: the initialisation scales (give one of them), distinct.
+        alpha / log_alpha: the initialisation scales, a 1-D array (or one number) of distinct α or ``log α``
+            (give one of them; with ``flows``, neither: the flows' own). ``alphas=``/``log_alphas=`` are the
+            deprecated names.
         u0, v0: the initialisation direction, ``θ(0) = α (u0, v0)``, checked once for every run as in
             [`simulate_flow`][gradflow.simulate_flow]; for a ``FactorizedModel`` tuples of initial factors
             (``U_j(0) = α u0[j]``, ``V_j(0) = α v0[j]``).
@@ -354,7 +365,8 @@ def compare_limits(
             ``GDResult``), one per α in order.
         threshold: the fraction of each loss drop that marks a detected stage time.
         flows: precomputed runs, [`Trajectory`][gradflow.Trajectory] objects (one batched result or one
-            per α, e.g. ``FlowResult``), to use instead of running the flow; for a ``FactorizedModel`` one
+            per α, e.g. ``FlowResult``), to use instead of running the flow, at the α they record (``alpha`` or
+            ``log_alpha``, if given, must list the same, in order); for a ``FactorizedModel`` one
             batched ``FactorizedFlowResult`` or one per α (anything with ``ts``, ``W``, ``log_singular_values``,
             ``loss``, ``log_alpha``).
         flow_options: more ``simulate_flow`` options (``atol``, ``rtol``, ``max_steps``, ``throw``, ...).
@@ -366,7 +378,9 @@ def compare_limits(
     Returns:
         A [`Comparison`][gradflow.Comparison] (a [`RankComparison`][gradflow.RankComparison] for a
         ``FactorizedModel``) with a ``result``: ``"successful"``, ``"run_failed"``, or ``"single_scale"`` (one α:
-        the distances, but no rates).
+        the distances, but no rates). It keeps the flows (``comparison.runs``) and the greedy limit
+        (``comparison.path``): [`gradflow.plot`](api-plot.md) draws them and [`gradflow.report`][gradflow.report]
+        writes the report without running anything again.
 
     Raises:
         ValueError: before any run, for what cannot work: scales given twice, a ``path`` of another model's shapes,
@@ -376,9 +390,10 @@ def compare_limits(
         RuntimeError: with ``throw=True``, a run failed.
     """
     family = family_of(model)
-    names = ("alphas", "log_alphas")
-    log_alphas = np.atleast_1d(check_scales(alphas, log_alphas, names=names)[0])
-    check_distinct(log_alphas, names[alphas is None])
+    alpha, log_alpha = renamed_scales(renamed, alpha, log_alpha, who="compare_limits")
+    log_alphas, name = comparison_scales(alpha, log_alpha, flows)
+    check_distinct(log_alphas, name)
+    names = ("alpha", "log_alpha")
     check_options(delta, threshold)
     u0, v0 = family.check_init(model, u0, v0)
     if path is not None:
@@ -403,7 +418,10 @@ def compare_limits(
         if gd is not None:
             runs = run_gd(model, log_alphas=log_alphas, u0=u0, v0=v0, horizon=float(ts[-1]), options=gd, throw=throw)
             gd_comparison = family.compare(model, path, runs, log_alphas, method="gd", **options)
+            gd_comparison = dataclasses.replace(gd_comparison, runs=tuple(runs), path=path)
             comparison = dataclasses.replace(comparison, gd=finish(gd_comparison, throw=throw, prefix=_WHO))
+        kept = tuple(flows) if isinstance(flows, (list, tuple)) else flows
+        comparison = dataclasses.replace(comparison, runs=kept, path=path)
     return finish(comparison, throw=throw, prefix=_WHO)
 
 

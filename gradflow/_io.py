@@ -26,6 +26,10 @@ from typing import Any
 import numpy as np
 
 _HEADER = "__gradflow_header__"
+FORMAT = "__gradflow_format__"
+FORMAT_VERSION = 2
+"""The version of the file format, written into every file: 1 (no version in the file) before the names of
+CHANGELOG.md's *Vocabulary*, 2 since."""
 
 
 def config_hash(config: Any, *, length: int = 12) -> str:
@@ -93,15 +97,36 @@ def _decode(spec: Any, arrays) -> Any:
     qualname = spec["__class__"].split(":")[1]
     cls = _class(spec["__class__"])
     expected = {f.name for f in dataclasses.fields(cls)}
-    if set(spec["fields"]) != expected:
+    fields = upgraded_fields(cls, spec["fields"])
+    if set(fields) != expected:
         raise ValueError(
             f"the stored {qualname} has fields {sorted(spec['fields'])} but this version of gradflow expects "
             f"{sorted(expected)}: it was written by another version; recompute it."
         )
     obj = object.__new__(cls)
-    for name, field_spec in spec["fields"].items():
+    for name, field_spec in fields.items():
         object.__setattr__(obj, name, _decode(field_spec, arrays))
     return obj
+
+
+RENAMED_FIELDS = {
+    "Comparison": {"beta_distance": "weights_distance", "beta_rate": "weights_rate"},
+    "RankComparison": {"W_distance": "weights_distance", "W_rate": "weights_rate", "factor": "activated"},
+    "GreedyPath": {"coordinate": "activated"},
+    "FactorizedGreedyPath": {"factor": "activated"},
+}
+"""The fields renamed in format version 2 (CHANGELOG.md, *Vocabulary*), by class: files of version 1 still load."""
+
+
+def upgraded_fields(cls: type, fields: dict[str, Any]) -> dict[str, Any]:
+    """A stored object's ``fields`` (name: spec) under the names of this version (``RENAMED_FIELDS``), with the
+    fields added since that have a default (e.g. a comparison's ``runs``) set to it."""
+    renames = RENAMED_FIELDS.get(cls.__name__, {})
+    fields = {renames.get(name, name): spec for name, spec in fields.items()}
+    for f in dataclasses.fields(cls):
+        if f.name not in fields and f.default is not dataclasses.MISSING and f.default is None:
+            fields[f.name] = None
+    return fields
 
 
 def _class_name(cls: type) -> str:
@@ -135,6 +160,7 @@ def save_result(path: str | os.PathLike, result: Any) -> Path:
     arrays: dict[str, np.ndarray] = {}
     header = _encode(result, "result", arrays)
     arrays[_HEADER] = np.asarray(json.dumps(header))
+    arrays[FORMAT] = np.asarray(FORMAT_VERSION)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp.npz")
     os.close(fd)

@@ -47,3 +47,13 @@ def builtin(name: str, family: str | None = None) -> Builtin:
     if name not in table:
         raise ValueError(f"unknown model {name!r}; choose one of {sorted(table)}.")
     return table[name]
+
+
+def family_of_result(result) -> ModelFamily:
+    """The family whose results (flow, gradient descent, greedy path or comparison) ``result`` is one of, or a
+    ``TypeError`` that says what gradflow draws and reports."""
+    for family in FAMILIES:
+        if isinstance(result, family.result_types):
+            return family
+    kinds = ", ".join(f"gradflow.{t.__name__}" for f in FAMILIES for t in f.result_types)
+    raise TypeError(f"expected one of gradflow's results ({kinds}); got {type(result).__name__}.")

@@ -32,7 +32,7 @@ def test_warnings_point_at_the_callers_line_diagonal(linear):
     for call in (
         lambda: gradflow.simulate_flow(linear.model, u0=u0, v0=linear.v0, ts=ts, alpha=1e-3),
         lambda: gradflow.greedy_limit(linear.model, u0=u0, v0=linear.v0, max_stages=1),
-        lambda: gradflow.compare_limits(linear.model, alphas=[1e-3, 1e-6], u0=u0, v0=linear.v0),
+        lambda: gradflow.compare_limits(linear.model, alpha=[1e-3, 1e-6], u0=u0, v0=linear.v0),
         lambda: gradflow.simulate_gd(linear.model, u0=u0, v0=linear.v0, alpha=1e-2, lr=0.1, steps=2),
     ):
         with pytest.warns(AssumptionWarning) as record:
@@ -46,7 +46,7 @@ def test_warnings_point_at_the_callers_line_factorized(square):
     assert {w.filename for w in record} == {__file__}
     with pytest.warns(AssumptionWarning, match="not unique") as record:  # compare_limits computes the path itself
         gradflow.compare_limits(
-            square.model, alphas=[1e-2, 1e-3], u0=square.u0, v0=square.v0, ts=np.linspace(0, 1.2, 7)
+            square.model, alpha=[1e-2, 1e-3], u0=square.u0, v0=square.v0, ts=np.linspace(0, 1.2, 7)
         )
     assert {w.filename for w in record} == {__file__}
     assert path.result == "max_stages"

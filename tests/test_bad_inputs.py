@@ -127,15 +127,15 @@ RAISES = {
         ValueError,
         r"^ts reaches τ = 1e\+300, too long at log α = -10.*gradflow takes τ ≤ 4\.5e\+11",
     ),
-    "compare_limits, log_alphas = -1e9": (
-        lambda t: _compare(t, log_alphas=[-5.0, -1e9]),
+    "compare_limits, log_alpha = -1e9": (
+        lambda t: _compare(t, log_alpha=[-5.0, -1e9]),
         ValueError,
-        r"^log_alphas = -1e\+09 is below what float64 resolves",
+        r"^log_alpha = -1e\+09 is below what float64 resolves",
     ),
-    "compare_limits, log_alphas near 0": (
-        lambda t: _compare(t, log_alphas=[-5.0, -1e-9]),
+    "compare_limits, log_alpha near 0": (
+        lambda t: _compare(t, log_alpha=[-5.0, -1e-9]),
         ValueError,
-        r"^log_alphas is too close to 0",
+        r"^log_alpha is too close to 0",
     ),
     # initial factors
     "all-zero factors": (
@@ -165,48 +165,48 @@ RAISES = {
         r"^simulate_gd: .*\(lr = 1e\+06\) became non-finite at step \d+.*lower lr",
     ),
     # comparisons that cannot work, refused before any run
-    "compare_limits, alphas twice": (
-        lambda t: _compare(t, alphas=[1e-3, 1e-3], path=t.path),
+    "compare_limits, alpha twice": (
+        lambda t: _compare(t, alpha=[1e-3, 1e-3], path=t.path),
         ValueError,
-        r"^alphas must be distinct",
+        r"^alpha must be distinct",
     ),
-    "compare_limits, log_alphas twice": (
-        lambda t: _compare(t, log_alphas=[-5.0, -5.0], path=t.path),
+    "compare_limits, log_alpha twice": (
+        lambda t: _compare(t, log_alpha=[-5.0, -5.0], path=t.path),
         ValueError,
-        r"^log_alphas must be distinct",
+        r"^log_alpha must be distinct",
     ),
     "compare_limits, delta = 100": (
-        lambda t: _compare(t, alphas=[1e-3, 1e-6], path=t.path, delta=100.0),
+        lambda t: _compare(t, alpha=[1e-3, 1e-6], path=t.path, delta=100.0),
         ValueError,
         r"^delta = 100 leaves none of ts .* Pass a smaller delta",
     ),
     "compare_limits, ts end before T_1": (
-        lambda t: _compare(t, alphas=[1e-3, 1e-6], path=t.path, ts=np.linspace(0.0, 0.5, 5)),
+        lambda t: _compare(t, alpha=[1e-3, 1e-6], path=t.path, ts=np.linspace(0.0, 0.5, 5)),
         ValueError,
         r"^ts end at τ = 0\.5, before the first stage time T_1 = 1\.085.*\(ts=None records up to 1\.25·T_K",
     ),
     "compare_limits, gd steps that end before T_1": (
-        lambda t: _compare(t, alphas=[1e-3, 1e-6], path=t.path, gd=dict(lr=0.01, steps=10)),
+        lambda t: _compare(t, alpha=[1e-3, 1e-6], path=t.path, gd=dict(lr=0.01, steps=10)),
         ValueError,
         r"^gd's times \(steps = 10, lr = 0\.01 at log α = -6\.9\d+\) end at τ = 0\.01\d+, before .* more steps",
     ),
     "compare_limits, a factorised path": (
-        lambda t: _compare(t, alphas=[1e-3, 1e-6], path=t.path_mf),
+        lambda t: _compare(t, alpha=[1e-3, 1e-6], path=t.path_mf),
         TypeError,
         r"^path must be the greedy limit of this DiagonalModel, a GreedyPath .*; got a FactorizedGreedyPath without",
     ),
     "compare_limits, the path of a smaller model": (
-        lambda t: _compare(t, alphas=[1e-3, 1e-6], path=t.path_p2),
+        lambda t: _compare(t, alpha=[1e-3, 1e-6], path=t.path_p2),
         ValueError,
         r"^path is the greedy limit of a model with p = 2 coordinates, but this DiagonalModel has p = 3",
     ),
     "compare_limits, a diagonal path for a factorised model": (
-        lambda t: gradflow.compare_limits(t.mf.model, alphas=[1e-3, 1e-6], u0=t.mf.u0, v0=t.mf.v0, path=t.path),
+        lambda t: gradflow.compare_limits(t.mf.model, alpha=[1e-3, 1e-6], u0=t.mf.u0, v0=t.mf.v0, path=t.path),
         TypeError,
         r"^path must be the greedy limit of this FactorizedModel, a FactorizedGreedyPath .*; got a GreedyPath without W",
     ),
     "compare_limits, failed runs": (
-        lambda t: _compare(t, log_alphas=[-5.0, -10.0], path=t.path, flows=t.runs(np.nan)),
+        lambda t: _compare(t, log_alpha=[-5.0, -10.0], path=t.path, flows=t.runs(np.nan)),
         RuntimeError,
         r"^compare_limits: the flow runs are not finite at log α = -5 from τ = 1\.1\d* on; log α = -10 from",
     ),
@@ -236,12 +236,12 @@ RETURNS = {
         r"\(lr = 10\) became non-finite at step \d+",
     ),
     "compare_limits, failed runs": (
-        lambda t: _compare(t, log_alphas=[-5.0, -10.0], path=t.path, flows=t.runs(np.nan), throw=False),
+        lambda t: _compare(t, log_alpha=[-5.0, -10.0], path=t.path, flows=t.runs(np.nan), throw=False),
         "run_failed",
         r"^the flow runs are not finite at log α = -5 from τ = 1\.1",
     ),
     "compare_limits, one alpha": (
-        lambda t: _compare(t, log_alphas=[-5.0], path=t.path, flows=t.runs(0.0)[:1]),
+        lambda t: _compare(t, log_alpha=[-5.0], path=t.path, flows=t.runs(0.0)[:1]),
         "single_scale",
         r"^one scale, log α = -5: .*the rates .* are NaN; give more alphas",
     ),

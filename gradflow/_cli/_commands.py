@@ -7,16 +7,19 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
-from .._api import greedy_limit, simulate_flow
+from .._api import compare_limits, greedy_limit, simulate_flow
 from .._demo import PAPER_FULL, QUICK, QUICK_FULL, DemoConfig, RankDemoConfig, pipeline_of, run_demo, run_rank_demo
 from .._io import claim_folder, save_result
+from .._kit._comparison import default_times
 from .._kit._report import format_alpha, markdown_table
-from .._registry import builtin, family_named, family_of
+from .._outputs import report, save
+from .._registry import family_named, family_of
 from .._results import Interrupted
-from ._options import CLIError, build_task, log_alphas, model_options
+from ._options import CLIError, build_task, is_own, log_alphas, model_options
 
 
 def _claim(args, out: Path, **settings) -> None:
@@ -49,12 +52,13 @@ def demo(args) -> int:
 
 
 def compare(args) -> int:
-    """``gradflow compare``: the family's pipeline for the built-in task, then its tables."""
-    family = family_named(builtin(args.model).family)
-    pipeline = pipeline_of(family)
-    if pipeline is None:
+    """``gradflow compare``: the family's pipeline for a built-in task, or for a user's (``module:function``) the
+    comparison and its [`report`][gradflow.report]; then the tables."""
+    task = build_task(args)  # the task's own checks, before anything is computed
+    family = family_of(task.model)
+    pipeline = None if is_own(args.model) else pipeline_of(family)
+    if pipeline is None and not is_own(args.model):
         raise CLIError(f"gradflow compare has no pipeline for {family.name} models (--model {args.model}) yet")
-    build_task(args)  # the task's own checks, before anything is computed
     family.check_resolved(log_alphas(args), _times(args), rtol=args.rtol, atol=args.atol)
     settings = dict(
         model=args.model,
@@ -67,10 +71,38 @@ def compare(args) -> int:
         rtol=args.rtol,
         atol=args.atol,
     )
+    if is_own(args.model):
+        if args.perturb:
+            raise CLIError("--perturb applies to the built-in tasks with diagonal weights")
+        _claim(args, Path(args.out), **settings)
+        return _print_pipeline(_compare_own(args, task), family, args.out)
     config = pipeline.configure(**settings)
     _claim(args, Path(args.out), **settings)
     result = pipeline.run(config, out=args.out, force=args.force, progress=not args.no_progress)
     return _print_pipeline(result, family, args.out)
+
+
+def _compare_own(args, task) -> SimpleNamespace:
+    """A user's task compared with its greedy limit at every α, saved (``results/comparison.npz``) and reported
+    into ``--out``: what the pipeline's ``result`` holds for the tables."""
+    t0 = time.perf_counter()
+    progress = not args.no_progress
+    path = greedy_limit(task.model, u0=task.u0, v0=task.v0, max_stages=args.max_stages, progress=progress)
+    ts = default_times(path.times, num=args.num_times, horizon=args.tau_max)
+    comparison = compare_limits(
+        task.model,
+        log_alpha=log_alphas(args),
+        u0=task.u0,
+        v0=task.v0,
+        path=path,
+        ts=ts,
+        flow_options=dict(rtol=args.rtol, atol=args.atol, progress=progress),
+    )
+    saved = save(comparison, Path(args.out) / "results" / "comparison.npz")
+    report(comparison, args.out, title=args.model)
+    return SimpleNamespace(
+        comparison=comparison, log=[("comparison", "computed", saved)], seconds=time.perf_counter() - t0
+    )
 
 
 def _print_pipeline(result, family, out: str) -> int:

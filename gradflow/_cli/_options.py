@@ -4,9 +4,11 @@ such as ``-1e4`` read as values), and the built-in model's options, those of eve
 from __future__ import annotations
 
 import argparse
+import importlib
 import math
 import os
 import re
+import sys
 from pathlib import Path
 
 from .._demo import PAPER_ALPHAS
@@ -125,9 +127,12 @@ def add_model_options(p: argparse.ArgumentParser, *, alphas: bool = True, tau_de
     by_family = "; ".join(f"{f.name} weights: {', '.join(sorted(f.tasks))}" for f in FAMILIES)
     p.add_argument(
         "--model",
-        choices=[name for f in FAMILIES for name in sorted(f.tasks)],
+        type=model_name,
         default="diagonal_attention",
-        help=f"built-in task (default: diagonal_attention, the paper's toy task); {by_family}",
+        metavar="MODEL",
+        help=f"built-in task (default: diagonal_attention, the paper's toy task; {by_family}), or your own: "
+        "module:function, a function of no arguments in an importable module that returns a gradflow.models.Task "
+        "(or anything with model, u0 and v0)",
     )
     sizes = p.add_argument_group("model sizes (each model takes its own; defaults are the model's)")
     for option, help_ in _merged("size_options").items():
@@ -165,11 +170,58 @@ def add_model_options(p: argparse.ArgumentParser, *, alphas: bool = True, tau_de
         )
 
 
+BUILTIN_NAMES = [name for f in FAMILIES for name in sorted(f.tasks)]
+
+
+def model_name(text: str) -> str:
+    """An argparse ``type`` for ``--model``: a built-in task's name or ``module:function`` (a user's task)."""
+    module, _, function = text.partition(":")
+    if text in BUILTIN_NAMES or (module and function.isidentifier()):
+        return text
+    raise argparse.ArgumentTypeError(
+        f"expected a built-in task ({', '.join(BUILTIN_NAMES)}) or module:function returning your own; got {text!r}"
+    )
+
+
+def is_own(model: str) -> bool:
+    """Whether ``--model`` names a user's task (``module:function``)."""
+    return ":" in model
+
+
+def own_task(spec: str):
+    """The task ``module:function`` returns (the module imported from the working folder or the path); a
+    ``CLIError`` that says what went wrong."""
+    module, function = spec.split(":")
+    added = os.getcwd() not in sys.path
+    if added:
+        sys.path.insert(0, os.getcwd())
+    try:
+        make = getattr(importlib.import_module(module), function)
+    except (ImportError, AttributeError) as err:
+        raise CLIError(f"--model {spec}: cannot import it ({type(err).__name__}: {err})") from None
+    finally:
+        if added:
+            sys.path.remove(os.getcwd())
+    task = make()
+    missing = [a for a in ("model", "u0", "v0") if not hasattr(task, a)]
+    if missing:
+        raise CLIError(
+            f"--model {spec}: {function}() must return a gradflow.models.Task (or anything with model, u0 and v0); "
+            f"got a {type(task).__name__} without {', '.join(missing)}"
+        )
+    return task
+
+
 def model_options(args) -> tuple[tuple[str, object], ...]:
     """The size and teacher options given for ``--model`` (an error for one it does not take) and its seed."""
-    entry = builtin(args.model)
     sizes = dict.fromkeys(k for e in TASKS.values() for k in e.sizes)  # every size option, in order
     given = [k for k in sizes if getattr(args, k) is not None]
+    if is_own(args.model):
+        given += [k for k in _merged("teacher_options") if getattr(args, k) is not None]
+        if given:
+            raise CLIError(f"{_flag(given[0])} applies to the built-in tasks; {args.model} builds its own")
+        return ()
+    entry = builtin(args.model)
     bad = [k for k in given if k not in entry.sizes]
     if bad:
         takes = " ".join(f"--{k}" for k in entry.sizes)
@@ -184,8 +236,11 @@ def model_options(args) -> tuple[tuple[str, object], ...]:
 
 
 def build_task(args) -> Task:
-    """The built-in task of ``--model`` with its options (a builder's error says which model it is about)."""
+    """The task of ``--model``: a built-in one with its options (a builder's error says which model it is about), or
+    the user's (``module:function``)."""
     options = model_options(args)
+    if is_own(args.model):
+        return own_task(args.model)
     try:
         return builtin(args.model).build(**dict(options))
     except ValueError as err:

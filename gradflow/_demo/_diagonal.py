@@ -26,11 +26,11 @@ from .._api import simulate_flow
 from .._config import map_per_core
 from .._diagonal import Comparison
 from .._diagonal._experiments import Perturbation, perturb_and_continue, plateau_starts, stage_starts
-from .._diagonal._plots import LABELS, coordinate_groups, plot_coordinates, plot_loss, significant
+from .._diagonal._plots import LABELS, coordinate_groups, plot_coordinates, significant
 from .._diagonal._report import comparison_json
 from .._kit._checks import check_scales
 from .._kit._comparison import default_times
-from .._kit._plots import plot_convergence, save_figure
+from .._kit._plots import plot_convergence, plot_loss, save_figure
 from ._pipelines import Pipeline
 from ._report import demo_report, plot_perturbation
 from ._steps import DemoSteps, compare_runs, flow_name

@@ -88,7 +88,7 @@ def compare_runs(config, task, path, runs, log_alphas, *, delta: float, ts):
     recorded at ``ts``) with its greedy ``path``."""
     return compare_limits(
         task.model,
-        log_alphas=np.array(log_alphas),
+        log_alpha=np.array(log_alphas),
         u0=task.u0,
         v0=task.v0,
         path=path,

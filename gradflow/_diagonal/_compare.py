@@ -4,7 +4,7 @@ comparison measures*).
 For every run (one α) and every stage window ``[T_k + δ, T_{k+1} − δ]`` (the last window ends at
 the run's last time), :func:`~gradflow.compare_limits` reports the sup over the window of
 
-* ``beta_distance``: ``max_i |β_i(τ) − β^k_i|``,
+* ``weights_distance``: ``max_i |β_i(τ) − β^k_i|``,
 * ``b_distance``: ``max_i |b_i(τ) − (b^k_i − (τ − T_k) g_i(θ^k))|``,
 * ``loss_distance``: ``|L(τ) − L(θ^k)|``,
 
@@ -19,12 +19,15 @@ Rates: for each quantity and stage, a least-squares fit of ``log d = c − r·lo
 
 from __future__ import annotations
 
-from typing import ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
+import equinox as eqx
 import numpy as np
 
 from .._kit._comparison import AbstractComparison, check_run_scales, compare_runs, detect, window_masks
+from .._kit._deprecation import renamed
 from .._kit._trajectory import Trajectory
+from ._path import GreedyPath
 
 
 class Comparison(AbstractComparison):
@@ -38,30 +41,37 @@ class Comparison(AbstractComparison):
         log_alpha: ``(A,)`` the runs' ``log α``.
         stage_times: ``(K + 1,)`` the greedy ``T_k`` (``T_0 = 0``).
         window_start, window_end: ``(K + 1,)`` the window of plateau ``k``.
-        beta_distance, b_distance, loss_distance: ``(A, K + 1)`` sup distances over each window
-            (NaN where a window is empty or holds no recorded time).
+        weights_distance, b_distance, loss_distance: ``(A, K + 1)`` sup distances over each window of ``β``, ``b``
+            and the loss (NaN where a window is empty or holds no recorded time).
         detected_times: ``(A, K)`` the start of stages ``1..K`` detected on each run (NaN if the
             run never gets there).
         time_error: ``(A, K)`` ``|detected − T_k|``.
-        beta_rate, b_rate, loss_rate: ``(K + 1,)`` fitted exponent ``r`` per window.
+        weights_rate, b_rate, loss_rate: ``(K + 1,)`` fitted exponent ``r`` per window.
         time_rate: ``(K,)`` fitted exponent ``r`` per stage time.
         threshold, delta: the detection fraction and the window margin used.
         result: ``"successful"``, ``"run_failed"`` (a run is not finite from some time on) or ``"single_scale"``
             (one α, no rates), as a ``RESULTS`` value.
         message: which runs are not finite, from when (``""`` when successful).
         gd: the same comparison for gradient-descent runs, or None.
+        runs: the runs compared (the flows ``compare_limits`` ran or was given, or the gradient-descent runs): one
+            batched result, or a tuple of runs, one per α.
+        path: the greedy limit they were compared with.
+        names: the coordinates' names (the model's).
     """
 
-    beta_distance: np.ndarray
-    beta_rate: np.ndarray
     gd: Comparison | None = None
-    _quantities: ClassVar[tuple[str, ...]] = ("beta", "b", "loss", "time")
+    runs: Any = None
+    path: GreedyPath | None = None
+    names: tuple[str, ...] | None = eqx.field(static=True, default=None)
+    _weights_name: ClassVar[str] = "beta"
+    beta_distance = renamed("weights_distance", "beta_distance", "Comparison")
+    beta_rate = renamed("weights_rate", "beta_rate", "Comparison")
 
     def _record(self, a, k, head, times):
         return dict(
             head,
             **times,
-            beta_distance=float(self.beta_distance[a, k]),
+            beta_distance=float(self.weights_distance[a, k]),
             b_distance=float(self.b_distance[a, k]),
             loss_distance=float(self.loss_distance[a, k]),
         )
@@ -102,7 +112,7 @@ def _as_runs(results, log_alphas) -> list[_Run]:
     return [run._replace(log_alpha=float(la)) for run, la in zip(runs, log_alphas)]
 
 
-def _compare_runs(path, runs, *, method="flow", delta=None, threshold=0.5) -> Comparison:
+def _compare_runs(path, runs, *, names=None, method="flow", delta=None, threshold=0.5) -> Comparison:
     """Compare :class:`_Run` s with the greedy ``path``: per window the sup distances of ``β``, of ``b`` to the
     path's ``b^k − (τ − T_k) g(θ^k)`` and of the loss; the stage times where the loss has covered ``threshold`` of
     each drop between plateaus."""
@@ -110,17 +120,17 @@ def _compare_runs(path, runs, *, method="flow", delta=None, threshold=0.5) -> Co
     levels = path_loss[:-1] - threshold * (path_loss[:-1] - path_loss[1:])
 
     def distances(run, starts, ends):
-        d = {q: np.full(starts.size, np.nan) for q in ("beta", "b", "loss")}
+        d = {q: np.full(starts.size, np.nan) for q in ("weights", "b", "loss")}
         for k, inside in window_masks(run.ts, starts, ends):
-            d["beta"][k] = np.max(np.abs(run.beta[inside] - path_beta[k]))
+            d["weights"][k] = np.max(np.abs(run.beta[inside] - path_beta[k]))
             d["b"][k] = np.max(np.abs(run.b[inside] - path.b_at(run.ts[inside])))
             d["loss"][k] = np.max(np.abs(run.loss[inside] - path_loss[k]))
         return d, detect(run.ts, run.loss, levels)
 
-    return compare_runs(Comparison, path, runs, distances, method=method, delta=delta, threshold=threshold)
+    names = None if names is None else tuple(names)
+    return compare_runs(Comparison, path, runs, distances, method=method, delta=delta, threshold=threshold, names=names)
 
 
 def compare(model, path, runs, log_alphas, **options) -> Comparison:
     """Compare runs of the diagonal ``model`` (trajectories, one per ``log_alphas``) with the greedy ``path``."""
-    del model
-    return _compare_runs(path, _as_runs(runs, log_alphas), **options)
+    return _compare_runs(path, _as_runs(runs, log_alphas), names=model.names, **options)

@@ -11,11 +11,11 @@ import numpy as np
 
 from .._kit._family import ModelFamily
 from .._kit._greedy import check_path_of
-from .._kit._plots import save_figure
+from .._kit._plots import plot_loss, save_figure
 from .._kit._task import BOOLEAN, NON_NEGATIVE, POSITIVE, SPARSITY, SPARSITY_PAIR, Builtin
 from ._attention import diagonal_attention
 from ._checks import check_init, check_resolved
-from ._compare import compare
+from ._compare import Comparison, compare
 from ._flow import flow, solve_sharded
 from ._gd import gd
 from ._greedy import greedy
@@ -23,8 +23,9 @@ from ._linear import diagonal_linear
 from ._model import DiagonalModel, evaluate_g
 from ._options import DiagonalSolver
 from ._path import GreedyPath
-from ._plots import coordinate_groups, plot_coordinates, plot_loss
-from ._report import greedy_summary, stage_time_rows
+from ._plots import LABELS, coordinate_groups, plot_coordinates, significant
+from ._report import comparison_json, comparison_summary, greedy_summary, stage_time_rows
+from ._results import FlowResult, GDResult
 from ._transformer import diagonal_transformer
 
 TASKS: Mapping[str, Builtin] = MappingProxyType(
@@ -78,7 +79,7 @@ class DiagonalFamily(ModelFamily):
     )
     pipeline: ClassVar[str | None] = "gradflow._demo._diagonal:PIPELINE"
     worst_columns: ClassVar[tuple[tuple[str, str], ...]] = (
-        ("beta", "β"),
+        ("weights", "β"),
         ("b", "b"),
         ("loss", "loss"),
         ("time", "stage time"),
@@ -122,7 +123,7 @@ class DiagonalFamily(ModelFamily):
         return greedy_summary(path, names)
 
     def activated(self, path, names, k: int) -> str:
-        return names[int(path.coordinate[k - 1])]
+        return names[int(path.activated[k - 1])]
 
     def stage_rows(self, comparison):
         return stage_time_rows(comparison)
@@ -131,6 +132,23 @@ class DiagonalFamily(ModelFamily):
 
     def solve_sharded(self, tasks, log_alphas, tss, **options):
         return solve_sharded(tasks, log_alphas, tss, **options)
+
+    result_types: ClassVar[tuple[type, ...]] = (FlowResult, GDResult, GreedyPath, Comparison)
+    convergence_labels: ClassVar[dict[str, str]] = LABELS
+
+    def plot(self, quantity, runs, path, *, names, title):
+        names = list(names) if names is not None else [str(i) for i in range(np.shape(runs[0].beta)[-1])]
+        mask = significant(path, [run.beta for run in runs])
+        quantity = {"weights": "beta"}.get(quantity, quantity)
+        return plot_coordinates(
+            runs, names, np.arange(len(names)), path=path, title=title, label_mask=mask, quantity=quantity
+        )
+
+    def comparison_report(self, comparison):
+        names = comparison.names or [str(i) for i in range(np.shape(comparison.path.beta)[-1])]
+        text = "## Greedy limit (Algorithm 1) and the assumption checks\n\n" + greedy_summary(comparison.path, names)
+        text += "\n## Comparison with the flows\n\n" + comparison_summary(comparison)
+        return text, comparison_json(comparison, comparison.path, names)
 
 
 DIAGONAL = DiagonalFamily()

@@ -337,7 +337,7 @@ def _stack(stages: list[_Stage], transitions: list[_Transition], end: kit.End, s
         g=kit.rows(stages, "g", (K + 1, p)),
         support=kit.rows(stages, "support", (K + 1, p), bool),
         delta=kit.rows(transitions, "delta", (K, p)),
-        coordinate=kit.rows(transitions, "coordinate", (K,), np.int64),
+        activated=kit.rows(transitions, "coordinate", (K,), np.int64),
         sign=kit.rows(transitions, "sign", (K,), bool),
         final_delta=np.asarray(end.final_delta, dtype=np.float64),
         delta_gap=kit.rows(transitions, "delta_gap", (K,)),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._kit._deprecation import renamed, renamed_method
 from .._kit._greedy import AbstractGreedyPath
 
 
@@ -24,7 +25,7 @@ class GreedyPath(AbstractGreedyPath):
             support, where θ^k is stationary) set to exactly 0, as Algorithm 1 uses them.
         support: ``(K+1, p)`` bool, ``S_k = supp(u^k)``.
         delta: ``(K, p)`` ``Δ_k(i)`` of eq. (8) for every coordinate (∞ where not a candidate).
-        coordinate: ``(K,)`` the coordinate ``i_k`` activated at ``T_{k+1}``.
+        activated: ``(K,)`` the coordinate ``i_k`` activated at ``T_{k+1}``.
         sign: ``(K,)`` bool, whether ``v_{i_k}`` took the sign of ``u_{i_k}`` (``g_{i_k}(θ^k) > 0``).
         final_delta: ``(p,)`` Δ at the last stage (all ∞ when the path ended with ``T = ∞``).
         delta_gap: ``(K,)`` Δ of the runner-up minus Δ of the winner (Assumption 4.2; ∞ if alone).
@@ -54,12 +55,21 @@ class GreedyPath(AbstractGreedyPath):
     g: np.ndarray
     support: np.ndarray
     delta: np.ndarray
-    coordinate: np.ndarray
+    activated: np.ndarray
     sign: np.ndarray
 
-    def beta_at(self, tau) -> np.ndarray:
-        """``β^k`` for the stage holding τ (piecewise constant), shape ``τ.shape + (p,)``."""
+    @property
+    def weights(self) -> np.ndarray:
+        """``β^k``, ``(K+1, p)``: the weights of every stage, as ``FlowResult.weights``."""
+        return self.beta
+
+    def weights_at(self, tau) -> np.ndarray:
+        """``β^k`` for the stage holding τ (piecewise constant), shape ``τ.shape + (p,)``: drawn over a flow's
+        ``weights``."""
         return self.beta[self.stage_at(tau)]
+
+    beta_at = renamed_method("weights_at", "beta_at", "GreedyPath")
+    coordinate = renamed("activated", "coordinate", "GreedyPath")
 
     @property
     def speeds(self) -> np.ndarray:

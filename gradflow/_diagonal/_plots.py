@@ -29,28 +29,14 @@ def coordinate_groups(names) -> dict[str, np.ndarray]:
 
 
 def significant(path, runs_beta, *, rel: float = 0.05) -> np.ndarray:
-    """Coordinates whose ``|β_i|`` reaches ``rel`` × the largest ``|β|`` (greedy path or any run), as a boolean mask."""
-    peak = np.max(np.abs(np.asarray(path.beta)), axis=0)
+    """Coordinates whose ``|β_i|`` reaches ``rel`` × the largest ``|β|`` (greedy path, if any, or any run), as a
+    boolean mask."""
+    runs_beta = list(runs_beta)
+    peak = np.max(np.abs(np.asarray(path.beta)), axis=0) if path is not None else np.zeros(np.shape(runs_beta[0])[-1])
     for beta in runs_beta:
         peak = np.maximum(peak, np.nanmax(np.abs(np.asarray(beta)), axis=tuple(range(np.ndim(beta) - 1))))
     top = peak.max()
     return peak >= rel * top if top > 0 else np.zeros(peak.shape, dtype=bool)
-
-
-def plot_loss(flows, path=None, *, title: str = "Loss") -> Figure:
-    """Loss against rescaled time for every run, the greedy staircase ``L(θ^k)`` dashed (Figure 6)."""
-    fig = new_figure(figsize=(7, 4.2))
-    ax = fig.add_subplot()
-    for flow, colour in zip(flows, run_colours(flows)):
-        ax.plot(flow.ts, flow.loss, color=colour, lw=1.4, label=f"α = {format_alpha(log_alpha_of(flow))}")
-    if path is not None:
-        x, k = stairs(path, max(float(f.ts[-1]) for f in flows))
-        ax.step(x, np.asarray(path.loss)[k], where="post", color="black", ls="--", lw=1.4, label="greedy limit")
-    ax.set_xlabel(TAU)
-    ax.set_ylabel("training loss")
-    ax.set_title(title)
-    ax.legend(fontsize=8)
-    return fig
 
 
 def plot_coordinates(flows, names, idx, *, path=None, title: str, label_mask=None, quantity: str = "beta") -> Figure:
@@ -101,7 +87,7 @@ def plot_coordinates(flows, names, idx, *, path=None, title: str, label_mask=Non
 
 
 LABELS = {
-    "beta": "sup |β − β^k|",
+    "weights": "sup |β − β^k|",
     "b": "sup |b − b-line|",
     "loss": "sup |L − L(θ^k)|",
     "time": "|T detected − T_k|",

@@ -42,7 +42,7 @@ def greedy_rows(path, names) -> tuple[list[str], list[list[Any]]]:
         else:
             runner = int(path.runner_up[k - 1])
             row += [
-                names[int(path.coordinate[k - 1])],
+                names[int(path.activated[k - 1])],
                 "= sign u" if path.sign[k - 1] else "= −sign u",
                 float(path.loss[k]),
                 int(support[k].sum()),
@@ -89,7 +89,7 @@ def comparison_json(comparison: Comparison, path, names) -> dict[str, Any]:
 
 
 _LABELS = {
-    "beta": "sup over the window of max_i |β_i(τ) − β^k_i|",
+    "weights": "sup over the window of max_i |β_i(τ) − β^k_i|",
     "b": "sup over the window of max_i |b_i(τ) − (b^k_i − (τ − T_k) g_i(θ^k))|",
     "loss": "sup over the window of |L(τ) − L(θ^k)|",
     "time": "|detected stage time − T_k|",

@@ -7,7 +7,7 @@ import equinox as eqx
 import numpy as np
 
 from .._kit._checks import degenerate_error
-from .._kit._trajectory import AbstractFlowResult, AbstractGDResult
+from .._kit._trajectory import AbstractFlowResult, AbstractGDResult, check_time_index
 from ._frame import apply_frame, weights
 
 _TINY = float(np.finfo(np.float64).tiny)
@@ -91,7 +91,8 @@ class FlowResult(AbstractFlowResult):
     the sign frame, see [`FlowState`][gradflow.FlowState]), the loss, the solver's ``stats`` and its
     ``result``; ``u, v, beta, b, alpha`` are computed from them. All arrays are NumPy (float64 unless
     stated). With a batch of ``B`` runs (``alpha``/``log_alpha`` given as an array, or a batch of start
-    states) every field but ``ts`` gains a leading axis of length ``B``. A [`Trajectory`][gradflow.Trajectory].
+    states) every field but ``ts`` gains a leading axis of length ``B``, and ``flow[i]`` is run ``i`` alone,
+    ``flow[1:3]`` a smaller batch. A [`Trajectory`][gradflow.Trajectory].
 
     Attributes:
         ts: rescaled times ``τ = t / log(1/α)`` from the start, shape ``(m,)``.
@@ -130,10 +131,19 @@ class FlowResult(AbstractFlowResult):
         return u * v
 
     @property
+    def weights(self) -> np.ndarray:
+        """``β``, under the name every family's results share (the matrices ``W_j`` for full weights)."""
+        return self.beta
+
+    @property
     def b(self) -> np.ndarray:
         """Log-scale weights ``b = log w / log α`` (docs/math.md, *Rescaled time and log coordinates*), exact at
         every scale, shape ``(m, p)``."""
         return self.log_w / self.log_alpha[..., None, None]
+
+    def _batched(self, field, leaf):
+        """The sign frame is per run only where it is ``(B, p)``, not ``(p,)``."""
+        return leaf.ndim == 2 if field in ("swap", "sign") else super()._batched(field, leaf)
 
     def _weights(self):
         return weights(self.log_w, self.log_wbar, self.swap[..., None, :], self.sign[..., None, :])
@@ -144,9 +154,7 @@ class FlowResult(AbstractFlowResult):
         ``simulate_flow(model, start=flow.state_at(k), log_alpha=flow.log_alpha, ts=flow.ts[k:] - flow.ts[k])``
         continues the flow: its times are measured from ``ts[k]``.
         """
-        m = len(self.ts)
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not -m <= k < m:
-            raise IndexError(f"k must be an integer index into the {m} recorded times; got {k!r}.")
+        k = check_time_index(k, len(self.ts))
         return FlowState(log_w=self.log_w[..., k, :], log_wbar=self.log_wbar[..., k, :], swap=self.swap, sign=self.sign)
 
 
@@ -179,6 +187,11 @@ class GDResult(AbstractGDResult):
     def beta(self) -> np.ndarray:
         """``β = u ⊙ v``, shape ``(m, p)``."""
         return self.u * self.v
+
+    @property
+    def weights(self) -> np.ndarray:
+        """``β``, under the name every family's results share."""
+        return self.beta
 
     @property
     def b(self) -> np.ndarray:

@@ -9,6 +9,7 @@ from ._model import FactorizedModel as FactorizedModel
 from ._options import FactorizedSolver as FactorizedSolver
 from ._path import FactorizedGreedyPath as FactorizedGreedyPath
 from ._results import FactorizedFlowResult as FactorizedFlowResult
+from ._results import FactorizedFlowState as FactorizedFlowState
 from ._results import FactorizedGDResult as FactorizedGDResult
 from ._tasks import attention_full as attention_full
 from ._tasks import attention_full_model as attention_full_model

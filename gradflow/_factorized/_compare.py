@@ -4,7 +4,7 @@ limits*).
 For every run (one α), every weight matrix ``W_j`` and every stage window ``[T_k + δ, T_{k+1} − δ]`` (the last
 window ends at the run's last time), :func:`~gradflow.compare_limits` reports the sup over the window of
 
-* ``W_distance``: ``‖W_j(τ) − W̄_j^k‖_2``, the distance to the greedy saddle (spectral norm),
+* ``weights_distance``: ``‖W_j(τ) − W̄_j^k‖_2``, the distance to the greedy saddle (spectral norm),
 * ``b_distance``: ``max_i |b_{j,i}(τ) − b̄_{j,i}(τ)|``, the log scales of the singular values
   ``b_{j,i} = log σ_i(W_j) / (2 log α)`` (descending ``σ``) against the limit's: 0 for the ``r_j^k`` learned
   directions, then the sleeping exponents ``e_{j,1} ≤ e_{j,2} ≤ …`` of the path, piecewise linear in τ,
@@ -22,13 +22,16 @@ Rates: as for diagonal weights, a least-squares fit of ``log d = c − r log log
 from __future__ import annotations
 
 import math
-from typing import ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import equinox as eqx
 import numpy as np
 
 from .._kit._comparison import AbstractComparison, check_run_scales, compare_runs, detect, window_masks
+from .._kit._deprecation import renamed
 from ._model import FactorizedModel
+from ._path import FactorizedGreedyPath, predicted_log_scales
+from ._results import log_scales
 
 _RUN_FIELDS = ("ts", "W", "log_singular_values", "loss", "log_alpha")
 
@@ -44,41 +47,47 @@ class RankComparison(AbstractComparison):
         names: the weight matrices' names.
         log_alpha: ``(A,)`` the runs' ``log α``.
         stage_times: ``(K + 1,)`` the greedy ``T_k`` (``T_0 = 0``).
-        factor: ``(K,)`` the weight matrix ``j_k`` that gains a rank at ``T_{k+1}``.
+        activated: ``(K,)`` the weight matrix ``j_k`` that gains a rank at ``T_{k+1}``.
         ranks: ``(K + 1, J)`` the ranks of the greedy saddles ``W̄^k``.
         window_start, window_end: ``(K + 1,)`` the window of saddle ``k``.
-        W_distance, b_distance: ``(A, K + 1, J)`` sup distances over each window, per weight matrix (NaN where a
-            window is empty).
+        weights_distance, b_distance: ``(A, K + 1, J)`` sup distances over each window, per weight matrix, of
+            ``W_j`` and of the log scales ``b`` (NaN where a window is empty).
         loss_distance: ``(A, K + 1)``.
         detected_times: ``(A, K)`` the rank jumps ``1..K`` detected on each run (NaN if the run never gets there).
         time_error: ``(A, K)`` ``|detected − T_k|``.
-        W_rate, b_rate: ``(K + 1, J)`` fitted exponent ``r`` per window and weight matrix.
+        weights_rate, b_rate: ``(K + 1, J)`` fitted exponent ``r`` per window and weight matrix.
         loss_rate: ``(K + 1,)``; time_rate: ``(K,)``.
         threshold, delta: the detection fraction and the window margin used.
         result: ``"successful"``, ``"run_failed"`` (a run is not finite from some time on) or ``"single_scale"``
             (one α, no rates), as a ``RESULTS`` value.
         message: which runs are not finite, from when (``""`` when successful).
         gd: the same comparison for gradient-descent runs, or None.
+        runs: the runs compared (the flows ``compare_limits`` ran or was given, or the gradient-descent runs): one
+            batched result, or a tuple of runs, one per α.
+        path: the greedy low-rank limit they were compared with.
     """
 
     names: tuple[str, ...] = eqx.field(static=True)
-    factor: np.ndarray
+    activated: np.ndarray
     ranks: np.ndarray
-    W_distance: np.ndarray
-    W_rate: np.ndarray
     gd: RankComparison | None = None
-    _quantities: ClassVar[tuple[str, ...]] = ("W", "b", "loss", "time")
+    runs: Any = None
+    path: FactorizedGreedyPath | None = None
+    _weights_name: ClassVar[str] = "W"
+    W_distance = renamed("weights_distance", "W_distance", "RankComparison")
+    W_rate = renamed("weights_rate", "W_rate", "RankComparison")
+    factor = renamed("activated", "factor", "RankComparison")
 
     def _record(self, a, k, head, times):
         rec = dict(
             head,
-            factor=self.names[int(self.factor[k - 1])] if k else "",
+            factor=self.names[int(self.activated[k - 1])] if k else "",
             **times,
             loss_distance=float(self.loss_distance[a, k]),
         )
         for j, name in enumerate(self.names):
             rec[f"rank[{name}]"] = int(self.ranks[k, j])
-            rec[f"W_distance[{name}]"] = float(self.W_distance[a, k, j])
+            rec[f"W_distance[{name}]"] = float(self.weights_distance[a, k, j])
             rec[f"b_distance[{name}]"] = float(self.b_distance[a, k, j])
         return rec
 
@@ -106,26 +115,6 @@ def stable_rank(W) -> np.ndarray:
     top = sv[..., 0] ** 2
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(top > 0, np.sum(sv**2, axis=-1) / np.where(top > 0, top, 1.0), 0.0)
-
-
-def log_scales(log_sv, log_alpha) -> np.ndarray:
-    """The log scales ``b = log σ / (2 log α)`` of singular values given by their logs (1 at ``σ = α²``, 0 at 1)."""
-    return np.asarray(log_sv, dtype=np.float64) / (2.0 * float(log_alpha))
-
-
-def predicted_log_scales(path, tau, j: int, width: int) -> np.ndarray:
-    """The limit's log scales of the ``width`` singular values of ``W_j`` at times ``tau`` (descending ``σ``):
-    0 for the ``r_j^k`` learned directions, then the path's sleeping exponents ``e_{j,i}(τ)``, piecewise linear,
-    ascending (a direction lost in phase (B) may pass another within a stage)."""
-    tau = np.asarray(tau, dtype=np.float64)
-    k = path.stage_at(tau)
-    rank = np.asarray(path.ranks)[k, j]
-    sleeping = np.sort(np.asarray(path.b_at(tau))[..., j, :], axis=-1)  # NaN (no direction) last
-    out = np.zeros(tau.shape + (width,))
-    for i in range(width):
-        s = i - rank  # index among the sleeping directions, where i is not learned
-        out[..., i] = np.where(s >= 0, np.take_along_axis(sleeping, np.clip(s, 0, None)[..., None], -1)[..., 0], 0.0)
-    return out
 
 
 def _as_runs(results, log_alphas, model: FactorizedModel) -> list[_Run]:
@@ -171,7 +160,7 @@ def _jump_levels(path) -> list[tuple[int, int, float]]:
     """For each rank jump ``k = 1..K``: the weight matrix ``j``, the new rank ``r`` and ``log σ_r(W̄_j^k)``."""
     ranks = np.asarray(path.ranks)
     out = []
-    for k, j in enumerate(np.asarray(path.factor), start=1):
+    for k, j in enumerate(np.asarray(path.activated), start=1):
         j, r = int(j), int(ranks[k, j])
         if r <= ranks[k - 1, j]:  # phase (B) lost the new rank again: no jump to detect
             out.append((j, r, math.nan))
@@ -190,13 +179,13 @@ def _compare_runs(path, runs, *, widths, names, method="flow", delta=None, thres
 
     def distances(run: _Run, starts, ends):
         K1, J = starts.size, len(run.W)
-        d = dict(W=np.full((K1, J), np.nan), b=np.full((K1, J), np.nan), loss=np.full(K1, np.nan))
+        d = dict(weights=np.full((K1, J), np.nan), b=np.full((K1, J), np.nan), loss=np.full(K1, np.nan))
         for k, inside in window_masks(run.ts, starts, ends):
             tau = run.ts[inside]
             d["loss"][k] = np.max(np.abs(run.loss[inside] - path_loss[k]))
             for j in range(J):
                 diff = run.W[j][inside] - np.asarray(path.W[j][k], dtype=np.float64)
-                d["W"][k, j] = np.max(np.linalg.norm(diff, ord=2, axis=(-2, -1)))
+                d["weights"][k, j] = np.max(np.linalg.norm(diff, ord=2, axis=(-2, -1)))
                 b = log_scales(run.log_sv[j][inside], run.log_alpha)
                 d["b"][k, j] = np.max(np.abs(b - predicted_log_scales(path, tau, j, widths[j])))
         detected = [
@@ -216,7 +205,7 @@ def _compare_runs(path, runs, *, widths, names, method="flow", delta=None, thres
         delta=delta,
         threshold=threshold,
         names=tuple(names),
-        factor=np.asarray(path.factor, dtype=np.int64),
+        activated=np.asarray(path.activated, dtype=np.int64),
         ranks=np.asarray(path.ranks, dtype=np.int64),
     )
 

@@ -15,15 +15,16 @@ from .._kit._family import ModelFamily
 from .._kit._greedy import check_path_of
 from .._kit._plots import save_figure
 from .._kit._task import NON_NEGATIVE, POSITIVE, SINGULAR_VALUES, Builtin
-from ._compare import compare
+from ._compare import RankComparison, compare
 from ._flow import flow
 from ._gd import gd
 from ._greedy import greedy
 from ._model import FactorizedModel, check_factors
 from ._options import FactorizedSolver
 from ._path import FactorizedGreedyPath
-from ._plots import plot_log_scales, plot_spectra
-from ._report import rank_greedy_summary, rank_jump_rows
+from ._plots import LABELS, plot_log_scales, plot_spectra
+from ._report import rank_comparison_json, rank_comparison_summary, rank_greedy_summary, rank_jump_rows
+from ._results import FactorizedFlowResult, FactorizedGDResult
 from ._tasks import ATTENTION_SINGULAR_VALUES, attention_full, matrix_factorization, matrix_sensing
 from ._tasks import SINGULAR_VALUES as TEACHER_SINGULAR_VALUES
 
@@ -91,7 +92,7 @@ class FactorizedFamily(ModelFamily):
     )
     pipeline: ClassVar[str | None] = "gradflow._demo._full_weights:PIPELINE"
     worst_columns: ClassVar[tuple[tuple[str, str], ...]] = (
-        ("W", "W"),
+        ("weights", "W"),
         ("b", "log scales b"),
         ("loss", "loss"),
         ("time", "rank jump"),
@@ -119,7 +120,7 @@ class FactorizedFamily(ModelFamily):
         def shapes(path):
             return f"weight matrices {tuple(tuple(np.shape(w)[1:]) for w in path.W)}"
 
-        fields = ("times", "W", "ranks", "factor", "loss", "stage_at", "b_at")
+        fields = ("times", "W", "ranks", "activated", "loss", "stage_at", "sleeping_at")
         check_path_of(model, path, FactorizedGreedyPath, fields, shapes, f"weight matrices {model.shapes}")
 
     flow = staticmethod(flow)
@@ -154,10 +155,34 @@ class FactorizedFamily(ModelFamily):
         return rank_greedy_summary(path, names)
 
     def activated(self, path, names, k: int) -> str:
-        return names[int(path.factor[k - 1])]
+        return names[int(path.activated[k - 1])]
 
     def stage_rows(self, comparison):
         return rank_jump_rows(comparison)
+
+    result_types: ClassVar[tuple[type, ...]] = (
+        FactorizedFlowResult,
+        FactorizedGDResult,
+        FactorizedGreedyPath,
+        RankComparison,
+    )
+    convergence_labels: ClassVar[dict[str, str]] = LABELS
+
+    def plot(self, quantity, runs, path, *, names, title):
+        names = list(names) if names is not None else [str(j) for j in range(len(runs[0].W))]
+        order = figure2_order(names)
+        if quantity == "weights":
+            return plot_spectra(runs, path, names=names, factors=order, title=title, loss=False)
+        figure = plot_log_scales(runs, path, names=names, factors=order)
+        if title:
+            figure.suptitle(title)
+        return figure
+
+    def comparison_report(self, comparison):
+        path = comparison.path
+        text = "## Greedy low-rank limit and its diagnostics\n\n" + rank_greedy_summary(path, comparison.names)
+        text += "\n## Comparison with the flows\n\n" + rank_comparison_summary(comparison)
+        return text, rank_comparison_json(comparison, path)
 
 
 def figure2_order(names) -> list[int]:

@@ -375,7 +375,7 @@ def _stack(stages, transitions, end: kit.End) -> FactorizedGreedyPath:
     sigma = np.array([[r[0] if r.size else 0.0 for r in stage.rates] for stage in stages])
     return FactorizedGreedyPath(
         times=kit.rows(stages, "time"),
-        factor=kit.rows(transitions, "factor", (K,), np.int64),
+        activated=kit.rows(transitions, "factor", (K,), np.int64),
         ranks=kit.rows(stages, "ranks", (K + 1, J), np.int64),
         W=tuple(np.stack([stage.Ws[j] for stage in stages]) for j in range(J)),
         loss=kit.rows(stages, "loss"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._kit._deprecation import renamed, renamed_method
 from .._kit._greedy import AbstractGreedyPath
 from ._sleeping import fold
 
@@ -19,7 +20,7 @@ class FactorizedGreedyPath(AbstractGreedyPath):
 
     Attributes:
         times: ``(K+1,)`` the stage times ``T_0 = 0 < T_1 ≤ … ≤ T_K``.
-        factor: ``(K,)`` the weight matrix ``j_k`` that gains a rank at ``T_{k+1}``.
+        activated: ``(K,)`` the weight matrix ``j_k`` that gains a rank at ``T_{k+1}``.
         ranks: ``(K+1, J)`` the rank of every ``W̄_j^k``.
         W: per weight matrix j, ``(K+1, m_j, n_j)`` the saddles ``W̄_j^k`` (``W̄^0 = 0``).
         loss: ``(K+1,)`` ``L(W̄^k)``.
@@ -30,7 +31,7 @@ class FactorizedGreedyPath(AbstractGreedyPath):
             beyond).
         rates: ``(K+1, J, k_max)`` their signed speeds on stage k: ``σ_i(G_j(W̄^k))`` in order, but ``−σ_s`` for a
             direction that shrinks (the last one where ``orientation`` and ``saddle_orientation`` differ, one lost
-            in phase (B)); see :meth:`b_at` (NaN beyond).
+            in phase (B)); see :meth:`sleeping_at` (NaN beyond).
         orientation: ``(K+1, J)`` ``sign det W_j`` carried by the flow into stage k, for a square ``W_j`` of full
             width whose sleeping directions have all moved below 1 (0: undefined).
         saddle_orientation: ``(K+1, J)`` ``sign det(W̄_j^k + G_j(W̄^k))``, the orientation that stage k grows
@@ -57,7 +58,7 @@ class FactorizedGreedyPath(AbstractGreedyPath):
             ``"no_minimiser"`` or ``"non_finite"``.
     """
 
-    factor: np.ndarray
+    activated: np.ndarray
     ranks: np.ndarray
     W: tuple[np.ndarray, ...]
     sigma: np.ndarray
@@ -67,18 +68,50 @@ class FactorizedGreedyPath(AbstractGreedyPath):
     delta: np.ndarray
     singular_gap: np.ndarray
 
-    def W_at(self, tau) -> tuple[np.ndarray, ...]:
+    @property
+    def weights(self) -> tuple[np.ndarray, ...]:
+        """``W``: the saddles of every stage, as ``FactorizedFlowResult.weights``."""
+        return self.W
+
+    def weights_at(self, tau) -> tuple[np.ndarray, ...]:
         """``W̄_j^k`` for the stage holding τ (piecewise constant), per j of shape ``τ.shape + (m_j, n_j)``."""
         k = self.stage_at(tau)
         return tuple(w[k] for w in self.W)
+
+    W_at = renamed_method("weights_at", "W_at", "FactorizedGreedyPath")
+    factor = renamed("activated", "factor", "FactorizedGreedyPath")
 
     @property
     def speeds(self) -> np.ndarray:
         """``rates``: on stage k the sleeping exponents move as ``b^k − (τ − T_k) rates^k``."""
         return self.rates
 
-    def b_at(self, tau) -> np.ndarray:
+    def sleeping_at(self, tau) -> np.ndarray:
         """The sleeping exponents ``fold(b^k − (τ − T_k) rates^k)``, ``fold(x) = min(x, 2 − x)`` (a shrinking
-        direction turns back at 1), piecewise linear, shape ``τ.shape + (J, k_max)``; not sorted within a stage
-        when a direction lost in phase (B) passes another."""
+        direction turns back at 1), piecewise linear, shape ``τ.shape + (J, k_max)``, NaN beyond the ``k_j − r_j``
+        sleeping directions of ``W_j``; not sorted within a stage when a direction lost in phase (B) passes another."""
         return fold(super().b_at(tau))
+
+    def b_at(self, tau) -> tuple[np.ndarray, ...]:
+        """The limit's log scales of the singular values of every ``W_j`` at times τ, laid out as
+        ``FactorizedFlowResult.b``: per j of shape ``τ.shape + (k_j,)``, for the singular values in descending
+        order, 0 for the ``r_j^k`` learned directions, then the sleeping exponents (:meth:`sleeping_at`) ascending;
+        ``b = log σ / (2 log α)`` is 1 at the start and 0 once learned (docs/math.md, *Full weights: comparing the
+        limits*)."""
+        widths = np.asarray(self.ranks)[0] + np.count_nonzero(~np.isnan(np.asarray(self.b)[0]), axis=-1)
+        return tuple(predicted_log_scales(self, tau, j, int(w)) for j, w in enumerate(widths))
+
+
+def predicted_log_scales(path, tau, j: int, width: int) -> np.ndarray:
+    """The limit's log scales of the ``width`` singular values of ``W_j`` at times ``tau`` (descending ``σ``):
+    0 for the ``r_j^k`` learned directions, then the path's sleeping exponents ``e_{j,i}(τ)``, piecewise linear,
+    ascending (a direction lost in phase (B) may pass another within a stage)."""
+    tau = np.asarray(tau, dtype=np.float64)
+    k = path.stage_at(tau)
+    rank = np.asarray(path.ranks)[k, j]
+    sleeping = np.sort(np.asarray(path.sleeping_at(tau))[..., j, :], axis=-1)  # NaN (no direction) last
+    out = np.zeros(tau.shape + (width,))
+    for i in range(width):
+        s = i - rank  # index among the sleeping directions, where i is not learned
+        out[..., i] = np.where(s >= 0, np.take_along_axis(sleeping, np.clip(s, 0, None)[..., None], -1)[..., 0], 0.0)
+    return out

@@ -12,7 +12,9 @@ import numpy as np
 
 from .._kit._plots import TAU, log_alpha_of, new_figure, run_colours, stairs
 from .._kit._report import format_alpha
-from ._compare import log_scales, predicted_log_scales, stable_rank
+from ._compare import stable_rank
+from ._path import predicted_log_scales
+from ._results import log_scales
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -73,20 +75,21 @@ def _draw_loss(ax, flows, path, gd) -> None:
         ax.step(x, np.asarray(path.loss)[k], where="post", color="black", ls="--", lw=1.2)
 
 
-def plot_spectra(flows, path=None, *, names, factors=None, gd=(), title: str = "") -> Figure:
-    """Figure 2 d–f: every singular value of each ``W_j`` (one panel per weight matrix in ``factors``) and the
-    loss against rescaled time, one colour per α; the greedy saddles' singular values and loss dashed black,
-    gradient-descent runs (``gd``) dotted."""
+def plot_spectra(flows, path=None, *, names, factors=None, gd=(), title: str = "", loss: bool = True) -> Figure:
+    """Figure 2 d–f: every singular value of each ``W_j`` (one panel per weight matrix in ``factors``) and, if
+    ``loss``, the loss against rescaled time, one colour per α; the greedy saddles' singular values and loss dashed
+    black, gradient-descent runs (``gd``) dotted."""
     idx = _order(names, factors)
-    fig = new_figure(figsize=(4.2 * (len(idx) + 1), 3.8))
-    axes = fig.subplots(1, len(idx) + 1, squeeze=False)[0]
+    fig = new_figure(figsize=(4.2 * (len(idx) + loss), 3.8))
+    axes = fig.subplots(1, len(idx) + loss, squeeze=False)[0]
     for ax, j in zip(axes, idx):
         _draw_singular_values(ax, flows, path, j, gd)
         ax.set_title(f"singular values of W_{names[j]}")
         ax.set_xlabel(TAU)
-    _draw_loss(axes[-1], flows, path, gd)
-    axes[-1].set_title("training loss")
-    axes[-1].set_xlabel(TAU)
+    if loss:
+        _draw_loss(axes[-1], flows, path, gd)
+        axes[-1].set_title("training loss")
+        axes[-1].set_xlabel(TAU)
     _legend(axes[-1], flows, gd)
     if title:
         fig.suptitle(title)
@@ -170,7 +173,7 @@ def _stable_rank_of(log_sv) -> np.ndarray:
 
 
 LABELS = {
-    "W": "sup ‖W_j − W̄_j^k‖₂",
+    "weights": "sup ‖W_j − W̄_j^k‖₂",
     "b": "sup |b − b-line| (log scales)",
     "loss": "sup |L − L(W̄^k)|",
     "time": "|rank jump detected − T_k|",

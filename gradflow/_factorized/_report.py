@@ -37,7 +37,7 @@ def rank_greedy_rows(path, names) -> tuple[list[str], list[list[Any]]]:
     rows: list[list[Any]] = []
     for k in range(K + 1):
         row: list[Any] = [k, float(path.times[k])]
-        row += [names[int(path.factor[k - 1])] if k else "–", _ranks(path, k, names), float(path.loss[k])]
+        row += [names[int(path.activated[k - 1])] if k else "–", _ranks(path, k, names), float(path.loss[k])]
         row += [float(path.delta_gap[k - 1]), float(path.singular_gap[k - 1])] if k else [None, None]
         row += [float(path.hessian_min_eig[k]), float(path.stationarity[k])]
         row += [float(path.epsilon_discrepancy[k - 1]), float(path.perturbation_spread[k - 1])] if k else [None, None]
@@ -60,7 +60,7 @@ def rank_jump_rows(comparison: RankComparison) -> tuple[list[str], list[list[Any
     """Greedy ``T_k`` against the rank jumps detected on every run."""
     header = ["k", "rank +1 in", "greedy T_k"] + [f"α = {format_alpha(la)}" for la in comparison.log_alpha]
     rows = [
-        [k, comparison.names[int(comparison.factor[k - 1])], float(comparison.stage_times[k])]
+        [k, comparison.names[int(comparison.activated[k - 1])], float(comparison.stage_times[k])]
         + list(comparison.detected_times[:, k - 1])
         for k in range(1, comparison.stage_times.size)
     ]
@@ -68,7 +68,7 @@ def rank_jump_rows(comparison: RankComparison) -> tuple[list[str], list[list[Any
 
 
 _LABELS = {
-    "W": "sup over the window of max_j ‖W_j(τ) − W̄_j^k‖₂",
+    "weights": "sup over the window of max_j ‖W_j(τ) − W̄_j^k‖₂",
     "b": "sup over the window of max_{j,i} |b_{j,i}(τ) − b̄_{j,i}(τ)|, b = log σ / (2 log α)",
     "loss": "sup over the window of |L(τ) − L(W̄^k)|",
     "time": "|detected rank jump − T_k|",

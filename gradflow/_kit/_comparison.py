@@ -7,38 +7,46 @@ of ``log d = c − r·log log(1/α)`` over the α's, i.e. ``d ≈ C·(log 1/α)^
 """
 
 import abc
+import dataclasses
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import equinox as eqx
 import numpy as np
 from equinox import AbstractClassVar, AbstractVar
 
 from .._results import RESULTS
+from ._batch import batch_index
+from ._checks import check_scales
+from ._deprecation import warn_renamed
 
 
 class AbstractComparison(eqx.Module):
     """Distances between runs at several α and a greedy limit, per stage window: what
     [`Comparison`][gradflow.Comparison] and [`RankComparison`][gradflow.RankComparison] share.
 
-    Shapes: ``A`` runs (one per α), ``K`` greedy stages, ``K + 1`` windows. Each quantity ``q`` of ``_quantities``
-    but ``time`` has a ``q_distance`` of shape ``(A, K + 1, …)`` and a ``q_rate``; ``time`` has ``time_error``
-    ``(A, K)`` and ``time_rate``. ``result`` says what could not be computed, as a ``RESULTS`` value:
+    Shapes: ``A`` runs (one per α), ``K`` greedy stages, ``K + 1`` windows. The quantities are ``"weights"`` (β for
+    diagonal weights, the matrices ``W_j`` for full ones), ``"b"`` (the log scales), ``"loss"`` and ``"time"``
+    (the stage times); each but ``time`` has a ``q_distance`` of shape ``(A, K + 1, …)`` and a ``q_rate``; ``time``
+    has ``time_error`` ``(A, K)`` and ``time_rate``. ``result`` says what could not be computed, as a ``RESULTS`` value:
     ``"successful"``, ``"run_failed"`` (a run is not finite from some time on: its distances from there are NaN or
     infinite, and the rates are fitted over the other runs) or ``"single_scale"`` (one α: no rates); ``message``
     says which runs and from when (``""`` when successful).
     """
 
-    _quantities: AbstractClassVar[tuple[str, ...]]
+    _quantities: ClassVar[tuple[str, ...]] = ("weights", "b", "loss", "time")
+    _weights_name: AbstractClassVar[str]
     method: str = eqx.field(static=True)
     log_alpha: np.ndarray
     stage_times: np.ndarray
     window_start: np.ndarray
     window_end: np.ndarray
+    weights_distance: np.ndarray
     b_distance: np.ndarray
     loss_distance: np.ndarray
     detected_times: np.ndarray
     time_error: np.ndarray
+    weights_rate: np.ndarray
     b_rate: np.ndarray
     loss_rate: np.ndarray
     time_rate: np.ndarray
@@ -47,6 +55,7 @@ class AbstractComparison(eqx.Module):
     result: str = eqx.field(static=True)
     message: str = eqx.field(static=True)
     gd: AbstractVar["AbstractComparison | None"]
+    runs: AbstractVar[Any]
 
     @property
     def alpha(self) -> np.ndarray:
@@ -72,7 +81,34 @@ class AbstractComparison(eqx.Module):
         """Fitted exponent ``r`` (``d ≈ C (log 1/α)^(−r)``) of the worst-window distance per quantity."""
         return {q: fit_rate(self.log_alpha, self.worst(q))[0] for q in self._quantities}
 
+    def __getitem__(self, index) -> "AbstractComparison":
+        """The comparison of some of the runs: ``comparison[1:3]``, ``comparison[[0, 2]]`` (``comparison[i]`` keeps
+        the axis of the runs, of length 1). The rates are fitted again over the runs kept; ``gd`` keeps its runs at
+        the same α."""
+        index = np.atleast_1d(batch_index(index, self.log_alpha.size, type(self).__name__))
+        per_run = ["log_alpha", "detected_times", "time_error"] + [f"{q}_distance" for q in self._quantities[:-1]]
+        picked = {name: getattr(self, name)[index] for name in per_run}
+        la = picked["log_alpha"]
+        rates = {f"{q}_rate": fit_rates(la, picked[f"{q}_distance"]) for q in self._quantities[:-1]}
+        rates["time_rate"] = fit_rates(la, picked["time_error"])
+        runs = None if self.runs is None else each_run(self.runs)
+        runs = None if runs is None else [runs[i] for i in index]
+        result, message = self.result, self.message
+        if runs is not None:
+            result, message = run_status(runs, self.method)
+        elif np.unique(la).size < 2 and result == RESULTS.successful.value:
+            result, message = RESULTS.single_scale.value, f"one scale, log α = {float(la[0]):.6g}: no rates"
+        gd = self.gd
+        if gd is not None:
+            kept = np.flatnonzero(np.isin(gd.log_alpha, la))
+            gd = gd[kept] if kept.size else None
+        runs = None if runs is None else tuple(runs)
+        return dataclasses.replace(self, **picked, **rates, result=result, message=message, gd=gd, runs=runs)
+
     def _distance(self, quantity: str) -> np.ndarray:
+        if quantity == self._weights_name:
+            warn_renamed(f'{type(self).__name__} quantity "{quantity}"', '"weights"')
+            quantity = "weights"
         if quantity not in self._quantities:
             raise ValueError(f"quantity must be one of {self._quantities}; got {quantity!r}.")
         return self.time_error if quantity == "time" else getattr(self, f"{quantity}_distance")
@@ -108,9 +144,10 @@ class AbstractComparison(eqx.Module):
             worst = comp.summary()
             for q in comp._quantities:
                 first = 1 if q == "time" else 0
+                name = comp._weights_name if q == "weights" else q  # the tables' names, as before
                 for k, rate in enumerate(getattr(comp, f"{q}_rate")):
-                    out += comp._rate_records(q, str(k + first), rate)
-                out += comp._rate_records(q, "worst", worst[q])
+                    out += comp._rate_records(name, str(k + first), rate)
+                out += comp._rate_records(name, "worst", worst[q])
         return out
 
     @abc.abstractmethod
@@ -199,7 +236,7 @@ def compare_runs(cls, path, runs, distances, *, method: str, delta: float | None
     starts, ends = windows(times, delta, min(float(run.ts[-1]) for run in runs))
     rows = [distances(run, starts, ends) for run in runs]
     log_alpha = np.array([run.log_alpha for run in runs], dtype=np.float64)
-    result, message = _status(runs, method)
+    result, message = run_status(runs, method)
     dist = {q: np.stack([d[q] for d, _ in rows]) for q in rows[0][0]}
     detected = np.stack([t for _, t in rows]).reshape(len(runs), times.size - 1)
     err = np.abs(detected - times[1:])
@@ -222,20 +259,31 @@ def compare_runs(cls, path, runs, distances, *, method: str, delta: float | None
     )
 
 
-def _status(runs, method: str) -> tuple[str, str]:
+def each_run(runs) -> list:
+    """``runs`` (a batched result, a single run, or a sequence of them) as a list of single runs."""
+    if isinstance(runs, (list, tuple)):
+        return [one for run in runs for one in each_run(run)]
+    if np.ndim(runs.log_alpha) == 1:
+        return [runs[i] for i in range(np.shape(runs.log_alpha)[0])]
+    return [runs]
+
+
+def run_status(runs, method: str) -> tuple[str, str]:
     """What a comparison of ``runs`` could not compute: a run whose loss is not finite from some time on (a flow
     that stopped, a gradient descent that diverged), or rates, with fewer than two distinct α."""
     failed = []
     for run in runs:
         bad = ~np.isfinite(np.asarray(run.loss))
         if np.any(bad):
-            failed.append(f"log α = {run.log_alpha:.6g} from τ = {float(np.asarray(run.ts)[np.argmax(bad)]):.4g} on")
+            failed.append(
+                f"log α = {float(run.log_alpha):.6g} from τ = {float(np.asarray(run.ts)[np.argmax(bad)]):.4g} on"
+            )
     if failed:
         return RESULTS.run_failed.value, (
             f"the {method} runs are not finite at {'; '.join(failed)} (each run's result and message say why): "
             "their distances from there are NaN or infinite, and each rate is fitted over the finite distances only"
         )
-    scales = np.unique([run.log_alpha for run in runs])
+    scales = np.unique([float(run.log_alpha) for run in runs])
     if scales.size < 2:
         return RESULTS.single_scale.value, (
             f"one scale, log α = {float(scales[0]):.6g}: the distances are computed, but the rates fit them over two "
@@ -269,6 +317,34 @@ def check_options(delta, threshold) -> None:
         )
     if delta is not None and not delta >= 0:
         raise ValueError(f"delta must be a non-negative rescaled time; got {delta!r}.")
+
+
+def renamed_scales(renamed: dict, alpha, log_alpha, *, who: str):
+    """``(alpha, log_alpha)`` with the deprecated keywords ``alphas``/``log_alphas`` of ``who`` (in ``renamed``, the
+    other keywords it was given) taken in, each with a ``DeprecationWarning``."""
+    for old, new in (("alphas", "alpha"), ("log_alphas", "log_alpha")):
+        if old in renamed:
+            warn_renamed(f"{who}({old}=...)", f"{who}({new}=...)")
+            value = renamed.pop(old)
+            if (alpha if new == "alpha" else log_alpha) is not None:
+                raise TypeError(f"{who}: give {new}= alone ({old}= is its deprecated name).")
+            alpha, log_alpha = (value, log_alpha) if new == "alpha" else (alpha, value)
+    if renamed:
+        raise TypeError(f"{who}() got an unexpected keyword argument {next(iter(renamed))!r}")
+    return alpha, log_alpha
+
+
+def comparison_scales(alpha, log_alpha, flows) -> tuple[np.ndarray, str]:
+    """The scales ``log α`` (1-D) a comparison runs at: ``alpha`` or ``log_alpha``, or without either, those the
+    ``flows`` record; and the name they were given by."""
+    if alpha is None and log_alpha is None and flows is not None:
+        recorded = [np.atleast_1d(np.asarray(run.log_alpha, dtype=np.float64)) for run in _listed(flows)]
+        return np.concatenate(recorded), "the flows' log_alpha"
+    return np.atleast_1d(check_scales(alpha, log_alpha)[0]), "alpha" if log_alpha is None else "log_alpha"
+
+
+def _listed(runs) -> list:
+    return list(runs) if isinstance(runs, (list, tuple)) else [runs]
 
 
 def check_distinct(log_alphas: np.ndarray, name: str) -> None:
@@ -313,5 +389,5 @@ def check_run_scales(recorded, log_alphas) -> None:
         if not np.isclose(rec, la, rtol=1e-12, atol=0.0):
             raise ValueError(
                 f"a run records log α = {rec:.6g} but is given as log α = {la:.6g}; pass the runs in the order "
-                "of alphas=."
+                "of alpha= (or leave alpha out: the runs' own α are used)."
             )

@@ -16,9 +16,12 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ._task import Builtin
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,6 +143,27 @@ class ModelFamily(abc.ABC):
 
     shards_models: ClassVar[bool] = False
     """Whether :meth:`solve_sharded` solves the flows of many models together (else a sweep solves them alone)."""
+
+    # What gradflow.plot draws and gradflow.report writes, from the family's results alone.
+
+    result_types: ClassVar[tuple[type, ...]]
+    """The family's results (flows, gradient descents, greedy paths, comparisons): ``gradflow.plot`` and
+    ``gradflow.report`` find the family of what they are given from its type."""
+
+    convergence_labels: ClassVar[dict[str, str]]
+    """The legend entry of every quantity of the family's comparisons (``"weights"``, ``"b"``, ``"loss"``,
+    ``"time"``) in the convergence figure."""
+
+    @abc.abstractmethod
+    def plot(self, quantity: str, runs: Sequence, path, *, names: Sequence[str] | None, title: str) -> Figure:
+        """The figure of ``quantity`` (``"weights"``: the weights or their singular values; ``"b"``: their log
+        scales) against rescaled time for ``runs`` (single runs, one per α), the greedy ``path`` (or None) dashed
+        over them; ``names``: the model's (None: numbered)."""
+
+    @abc.abstractmethod
+    def comparison_report(self, comparison) -> tuple[str, dict]:
+        """A comparison (with its ``path``) as Markdown, the greedy path, stage times and distance tables, and as
+        JSON-ready data."""
 
     def solve_sharded(self, tasks, log_alphas, tss, **options):
         """The flows of many tasks of one shape in one ``vmap``-ed call sharded over devices (the sweep's batches);

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ._comparison import AbstractComparison, fit_rate
+from ._report import format_alpha
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -69,6 +70,22 @@ def stairs(path, horizon: float) -> tuple[np.ndarray, np.ndarray]:
     times = np.asarray(path.times, dtype=np.float64)
     x = np.append(times[times <= horizon], horizon)
     return x, np.append(np.arange(x.size - 1), x.size - 2)
+
+
+def plot_loss(flows, path=None, *, title: str = "Loss") -> Figure:
+    """Loss against rescaled time for every run, the greedy staircase ``L(θ^k)`` dashed (Figure 6): any family's runs, each holding one α."""
+    fig = new_figure(figsize=(7, 4.2))
+    ax = fig.add_subplot()
+    for flow, colour in zip(flows, run_colours(flows)):
+        ax.plot(flow.ts, flow.loss, color=colour, lw=1.4, label=f"α = {format_alpha(log_alpha_of(flow))}")
+    if path is not None:
+        x, k = stairs(path, max(float(f.ts[-1]) for f in flows))
+        ax.step(x, np.asarray(path.loss)[k], where="post", color="black", ls="--", lw=1.4, label="greedy limit")
+    ax.set_xlabel(TAU)
+    ax.set_ylabel("training loss")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    return fig
 
 
 def plot_convergence(

@@ -3,12 +3,13 @@ every family's discrete training records."""
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import ClassVar, Protocol, runtime_checkable
 
 import equinox as eqx
 import numpy as np
 
 from .._results import RESULTS
+from ._batch import batch_index, batch_size, take_runs
 
 
 @runtime_checkable
@@ -35,7 +36,24 @@ class Trajectory(Protocol):
     log_alpha: np.ndarray
 
 
-class AbstractGDResult(eqx.Module):
+class Batched(eqx.Module):
+    """A result that may hold a batch of runs, one per α (``log_alpha`` of shape ``(B,)``): ``result[i]`` is run
+    ``i`` alone, ``result[1:3]`` or ``result[[0, 2]]`` a smaller batch; the fields named in ``_shared`` (the same for
+    every run) are kept."""
+
+    _shared: ClassVar[tuple[str, ...]] = ()
+
+    def __getitem__(self, index):
+        size = batch_size(self.log_alpha, type(self).__name__)
+        index = batch_index(index, size, type(self).__name__)
+        return take_runs(self, index, size, self._batched)
+
+    def _batched(self, field: str, leaf: np.ndarray) -> bool:
+        """Whether ``leaf`` of ``field`` (of leading length ``B``) holds one entry per run."""
+        return field not in self._shared
+
+
+class AbstractGDResult(Batched):
     """Discrete training recorded every few steps: what the gradient-descent results of every family share (as the
     flow's results: a ``result`` and a ``message`` per run).
 
@@ -49,6 +67,7 @@ class AbstractGDResult(eqx.Module):
         message: the step where it became non-finite (``""`` when successful), in the shape of ``result``.
     """
 
+    _shared: ClassVar[tuple[str, ...]] = ("steps",)
     steps: np.ndarray
     loss: np.ndarray
     log_alpha: np.ndarray
@@ -62,7 +81,7 @@ class AbstractGDResult(eqx.Module):
         return self.steps * self.lr / -self.log_alpha[..., None]
 
 
-class AbstractFlowResult(eqx.Module):
+class AbstractFlowResult(Batched):
     """The exact flow sampled at rescaled times: what the flow results of every family share (as diffrax's
     ``Solution``: the solver's ``stats``, and its ``result`` and ``message`` per run).
 
@@ -75,6 +94,7 @@ class AbstractFlowResult(eqx.Module):
         message: what went wrong, where (``""`` when successful).
     """
 
+    _shared: ClassVar[tuple[str, ...]] = ("ts",)
     ts: np.ndarray
     loss: np.ndarray
     log_alpha: np.ndarray
@@ -86,6 +106,13 @@ class AbstractFlowResult(eqx.Module):
     def alpha(self) -> np.ndarray:
         """``α``; 0.0 where below the float64 range."""
         return np.exp(self.log_alpha)
+
+
+def check_time_index(k, m: int) -> int:
+    """``k``, checked to be an integer index into ``m`` recorded times (an ``IndexError`` if not)."""
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not -m <= k < m:
+        raise IndexError(f"k must be an integer index into the {m} recorded times; got {k!r}.")
+    return int(k)
 
 
 def gd_status(steps, gradient_bad, records_finite, *, lr: float, log_alpha):

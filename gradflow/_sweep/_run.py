@@ -328,7 +328,7 @@ def _compared(config: SweepConfig, point: SweepPoint, task: Task, path, flow) ->
         return point_rows(point, flow=flow)
     comparison = compare_limits(
         task.model,
-        log_alphas=[point.log_alpha],
+        log_alpha=[point.log_alpha],
         u0=task.u0,
         v0=task.v0,
         path=path,

@@ -139,3 +139,43 @@ def test_compare_perturb_below_float64(tmp_path, capsys):
         moved = pert.perturbed.any(axis=-1)
         assert moved.any() and np.all((pert.initial_deviation > 0) == moved)
         assert np.all(pert.final_deviation < 1e-6)
+
+
+OWN = "from gradflow import models\n\n\ndef make():\n    return models.diagonal_linear(n=12, p=3, seed=1)\n\n\ndef bad():\n    return 3\n"
+
+
+def test_own_model_as_module_function(tmp_path, capsys, monkeypatch):
+    """``--model module:function``: a user's task, imported from the working folder (the flow of
+    test_flow_command's shapes: its compiled program is reused); bad specifications are one-line errors."""
+    (tmp_path / "own_task_module.py").write_text(OWN)
+    monkeypatch.chdir(tmp_path)
+    argv = ["flow", "--model", "own_task_module:make", "--alpha", "1e-2", "--num-times", "50", "--out", "out"]
+    assert main(argv) == 0
+    (result,) = [load_result(p) for p in (tmp_path / "out" / "results").glob("*.npz")]
+    task = models.diagonal_linear(n=12, p=3, seed=1)
+    np.testing.assert_array_equal(
+        result.sign, np.where(np.abs(task.u0) > np.abs(task.v0), np.sign(task.u0), np.sign(task.v0))
+    )
+    capsys.readouterr()
+    for spec, message in (
+        ("own_task_module", "expected a built-in task"),
+        ("no_such_module:make", "cannot import it (ModuleNotFoundError"),
+        ("own_task_module:nothing", "cannot import it (AttributeError"),
+        ("own_task_module:bad", "must return a gradflow.models.Task"),
+    ):
+        assert main(["greedy", "--model", spec, "--out", "g"]) == 2
+        assert message in capsys.readouterr().err
+    assert main(["greedy", "--model", "own_task_module:make", "--p", "3", "--out", "g"]) == 2
+    assert "--p applies to the built-in tasks" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_compare_own_model(tmp_path, capsys, monkeypatch):
+    (tmp_path / "own_task_module.py").write_text(OWN)
+    monkeypatch.chdir(tmp_path)
+    argv = ["compare", "--model", "own_task_module:make", "--alpha", "1e-3", "1e-9", "--num-times", "200"]
+    assert main(argv + ["--out", "out", "--no-progress"]) == 0
+    assert "fitted r" in capsys.readouterr().out
+    for name in ("report.md", "comparison.csv", "figures/b.png", "figures/convergence.png", "results/comparison.npz"):
+        assert (tmp_path / "out" / name).exists(), name
+    assert "## Greedy limit" in (tmp_path / "out" / "report.md").read_text()

@@ -60,7 +60,7 @@ def _check_invariants(path: GreedyPath) -> None:
     np.testing.assert_array_equal(path.support, path.u != 0)
     assert np.all((path.b >= 0) & (path.b <= 2))
     for k in range(K):
-        i = path.coordinate[k]
+        i = path.activated[k]
         new = path.support[k + 1] & ~path.support[k]
         assert new.sum() <= 1 and (not new.any() or new[i])
         assert path.b[k + 1, i] in (0.0, 2.0)
@@ -77,7 +77,7 @@ def _check_invariants(path: GreedyPath) -> None:
     mid = np.append(0.5 * (path.times[:-1] + path.times[1:]), path.times[-1] + 1.0)
     held = np.append(np.diff(path.times) > 0, True)
     np.testing.assert_array_equal(path.stage_at(mid)[held], np.arange(K + 1)[held])
-    np.testing.assert_array_equal(path.beta_at(mid)[held], path.beta[held])
+    np.testing.assert_array_equal(path.weights_at(mid)[held], path.beta[held])
     np.testing.assert_array_equal(path.loss_at(mid)[held], path.loss[held])
     np.testing.assert_allclose(path.b_at(path.times), path.b, atol=1e-15)
 
@@ -92,11 +92,11 @@ def test_orthonormal_design_matches_closed_form():
     path = _quiet(task.model, u0=task.u0, v0=task.v0)
     oracle = theory.greedy_orthonormal_stages(beta_star)
     np.testing.assert_allclose(path.times[1:], oracle.times, rtol=1e-12)
-    np.testing.assert_array_equal(path.coordinate, oracle.order)
+    np.testing.assert_array_equal(path.activated, oracle.order)
     np.testing.assert_allclose(path.times[1:], 1 / np.abs(beta_star[oracle.order]), rtol=1e-12)
-    for k, _ in enumerate(path.coordinate, start=1):
+    for k, _ in enumerate(path.activated, start=1):
         on = path.support[k]
-        np.testing.assert_array_equal(np.flatnonzero(on), np.sort(path.coordinate[:k]))
+        np.testing.assert_array_equal(np.flatnonzero(on), np.sort(path.activated[:k]))
         np.testing.assert_allclose(path.beta[k][on], beta_star[on], rtol=1e-9)
         # Δ of eq. (8) is the theory module's time until active, on every candidate.
         off = ~path.support[k - 1]
@@ -106,7 +106,7 @@ def test_orthonormal_design_matches_closed_form():
     assert path.assumptions_ok.all() and path.warnings == ()
     assert np.all(path.epsilon_discrepancy <= 1e-9) and np.all(path.perturbation_spread <= 1e-9)
     # 4.3: the Hessian of ũ ↦ L(s ⊙ ũ²) is 4 diag(ũ²) here, so its smallest eigenvalue is 4 min |β_i|.
-    expected = [np.inf] + [4 * np.min(np.abs(beta_star[np.sort(path.coordinate[:k])])) for k in range(1, 4)]
+    expected = [np.inf] + [4 * np.min(np.abs(beta_star[np.sort(path.activated[:k])])) for k in range(1, 4)]
     np.testing.assert_allclose(path.hessian_min_eig, expected, rtol=1e-9)
     # The signs of u, v follow the flow from α(u0, v0): the larger of |u0_i|, |v0_i| keeps its sign.
     major = np.where(np.abs(task.u0) >= np.abs(task.v0), task.u0, task.v0)
@@ -134,7 +134,7 @@ def test_checks_off_gives_the_same_path_without_4_3_and_4_4_numbers():
     model = _linear(np.array([0.5, -3.0, 0.0, 1.25]))
     checked = _quiet(model)
     unchecked = _quiet(model, check_assumptions=False)
-    np.testing.assert_array_equal(unchecked.coordinate, checked.coordinate)
+    np.testing.assert_array_equal(unchecked.activated, checked.activated)
     np.testing.assert_allclose(unchecked.beta, checked.beta, atol=1e-12)
     assert np.all(np.isnan(unchecked.hessian_min_eig)) and np.all(np.isnan(unchecked.perturbation_spread))
     assert np.all(np.isfinite(checked.hessian_min_eig[1:])) and np.all(checked.perturbation_spread < 1e-9)
@@ -149,8 +149,8 @@ def test_path_views_are_piecewise():
     assert (T1, T2) == pytest.approx((0.5, 1.0))
     tau = np.array([[0.0, 0.25], [T1, 0.75], [T2, 5.0]])
     np.testing.assert_array_equal(path.stage_at(tau), [[0, 0], [1, 1], [2, 2]])
-    assert path.beta_at(tau).shape == (3, 2, P)
-    np.testing.assert_allclose(path.beta_at(0.75), [2.0, 0, 0, 0], atol=1e-9)
+    assert path.weights_at(tau).shape == (3, 2, P)
+    np.testing.assert_allclose(path.weights_at(0.75), [2.0, 0, 0, 0], atol=1e-9)
     np.testing.assert_allclose(path.loss_at([0.1, 0.75, 3.0]), [2.5, 0.5, 0.0], atol=1e-9)
     # b is linear in τ on each stage: b^1 − (τ − T_1) g(θ^1) with g(θ^1) = β* − β^1.
     np.testing.assert_allclose(path.b_at(0.75), path.b[1] - 0.25 * np.array([0, 0, -1.0, 0]), atol=1e-12)
@@ -173,7 +173,7 @@ def test_correlated_design_drops_a_coordinate():
     (b_3 = 0, g_3 ≠ 0: Assumption 4.2's last clause) and comes back negative after Δ = 2/|g_3|."""
     model = _linear(CORRELATED_BETA, cov=CORRELATED_COV)
     path = _quiet(model)
-    np.testing.assert_array_equal(path.coordinate, [2, 0, 1, 2])
+    np.testing.assert_array_equal(path.activated, [2, 0, 1, 2])
     np.testing.assert_array_equal(path.sign, [True, True, True, False])
     np.testing.assert_array_equal(path.support[3], [True, True, False, False])
     g3 = CORRELATED_BETA[2] * (1 - 2 * RHO**2)
@@ -212,7 +212,7 @@ def test_leaving_with_zero_gradient_is_reported_and_the_path_goes_on():
     with pytest.warns(AssumptionWarning, match=r"4.2 fails at stage 3: β\[2\] left the support") as record:
         path = greedy_limit(_linear(beta_star, cov=CORRELATED_COV))
     assert len(record) == 1 and path.result == "successful"
-    np.testing.assert_array_equal(path.coordinate, [2, 0, 1])
+    np.testing.assert_array_equal(path.activated, [2, 0, 1])
     np.testing.assert_array_equal(path.support[3], [True, True, False, False])
     np.testing.assert_allclose(path.beta[-1], beta_star, rtol=1e-9, atol=1e-12)
     assert abs(path.g[3, 2]) == 0.0 and path.loss[-1] < 1e-20
@@ -440,7 +440,7 @@ def _compare_with_flow(task, path, log_alpha=np.log(1e-100)):
     scan, where = np.unique(np.concatenate(grids), return_inverse=True)  # neighbouring grids may overlap
     fine = simulate_flow(task.model, u0=task.u0, v0=task.v0, ts=scan, log_alpha=log_alpha)
     for k, grid in enumerate(grids):
-        i, T = path.coordinate[k], path.times[k + 1]
+        i, T = path.activated[k], path.times[k + 1]
         beta = fine.beta[where[201 * k : 201 * (k + 1)]]
         crossed = np.abs(beta[:, i]) >= 0.5 * np.abs(path.beta[k + 1, i])
         assert crossed.any(), f"stage {k + 1} ({task.model.names[i]}) not seen near T = {T}"
@@ -456,7 +456,7 @@ def test_ties_are_reported_and_broken_by_index():
     with pytest.warns(AssumptionWarning, match=r"tied between β\[1\] and β\[2\]") as record:
         path = greedy_limit(_linear(beta_star))
     assert record[0].filename == __file__  # the warning points at the caller
-    np.testing.assert_array_equal(path.coordinate, [1, 2, 0])
+    np.testing.assert_array_equal(path.activated, [1, 2, 0])
     np.testing.assert_allclose(path.times[1:], [0.5, 0.5, 2.0])
     assert not path.assumptions_ok[0, 0] and path.assumptions_ok[1:, 0].all()
     assert path.delta_gap[0] <= 1e-12 and path.runner_up[0] == 2
@@ -474,7 +474,7 @@ def test_duplicated_feature_is_a_permanent_tie():
     model = models.diagonal_linear_model(X, X @ np.array([1.0, 1.0, 0.3, 0.0]))
     with pytest.warns(AssumptionWarning, match=r"4.2 fails at stage 0: Δ is tied between β\[0\] and β\[1\]"):
         path = greedy_limit(model)
-    assert path.coordinate[0] == 0 and 1 not in path.coordinate
+    assert path.activated[0] == 0 and 1 not in path.activated
     assert not path.assumptions_ok[0, 0]
     assert path.beta[-1, 0] == pytest.approx(2.0, rel=1e-8)
     _check_invariants(path)
@@ -493,7 +493,7 @@ def test_degenerate_minimum_fails_4_3():
     model = DiagonalModel(_quartic_h, X, X @ np.array([1.0, 0.3]), p=2)
     with pytest.warns(AssumptionWarning, match="Assumption 4.3 fails at stage 1") as record:
         path = greedy_limit(model, tolerances=GreedyTolerances(hessian=1e-2))
-    np.testing.assert_array_equal(path.coordinate, [0, 1])
+    np.testing.assert_array_equal(path.activated, [0, 1])
     np.testing.assert_array_equal(path.assumptions_ok[:, 1], [True, False, False])
     assert path.hessian_min_eig[0] == np.inf and 0 <= path.hessian_min_eig[1] < 1e-3
     assert set(path.warnings) == {str(w.message) for w in record}
@@ -505,7 +505,7 @@ def test_zero_gradient_at_start_gives_empty_path():
     np.testing.assert_array_equal(path.times, [0.0])
     np.testing.assert_array_equal(path.beta, np.zeros((1, P)))
     np.testing.assert_array_equal(path.final_delta, np.inf)
-    np.testing.assert_array_equal(path.beta_at([0.0, 1e9]), np.zeros((2, P)))
+    np.testing.assert_array_equal(path.weights_at([0.0, 1e9]), np.zeros((2, P)))
 
 
 def test_max_stages_stops_with_the_next_delta():
@@ -535,7 +535,7 @@ def test_near_degenerate_initialisation_warns_and_the_path_is_unchanged():
     with pytest.warns(AssumptionWarning, match=r"near-degenerate.*coordinates \[2\] \(β\[2\]\).*= 29\.9"):
         path = greedy_limit(model, u0=u0, v0=v0, check_assumptions=False)
     plain = _quiet(model, check_assumptions=False)
-    np.testing.assert_array_equal(path.coordinate, plain.coordinate)
+    np.testing.assert_array_equal(path.activated, plain.activated)
     np.testing.assert_array_equal(path.beta, plain.beta)
     assert path.warnings == ()  # the initialisation is not an assumption of a stage
 
@@ -607,10 +607,10 @@ def test_g_zero_threshold_ends_the_path():
     """A coordinate whose gradient is below g_zero · ‖g(0)‖_∞ never activates (its Δ counts as ∞)."""
     beta_star = np.array([1.0, 5e-7, 0.0, 0.0])
     path = _quiet(_linear(beta_star))
-    np.testing.assert_array_equal(path.coordinate, [0])
+    np.testing.assert_array_equal(path.activated, [0])
     assert path.result == "successful"
     loose = _quiet(_linear(beta_star), tolerances=GreedyTolerances(g_zero=1e-8, stationary=1e-12))
-    np.testing.assert_array_equal(loose.coordinate, [0, 1])
+    np.testing.assert_array_equal(loose.activated, [0, 1])
 
 
 # ----------------------------------------------------------------------------------------------

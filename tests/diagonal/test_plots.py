@@ -10,8 +10,8 @@ from matplotlib.image import imread
 from gradflow._demo._report import plot_perturbation
 from gradflow._diagonal._compare import _compare_runs, _Run
 from gradflow._diagonal._experiments import Perturbation
-from gradflow._diagonal._plots import LABELS, coordinate_groups, plot_coordinates, plot_loss, significant
-from gradflow._kit._plots import plot_convergence, save_figure
+from gradflow._diagonal._plots import LABELS, coordinate_groups, plot_coordinates, significant
+from gradflow._kit._plots import plot_convergence, plot_loss, save_figure
 from gradflow._kit._report import format_alpha
 
 NAMES = ("KQ[0]", "KQ[1]", "VO[0]", "VO[1]")

@@ -16,7 +16,9 @@ import pytest
 
 import theory
 from gradflow import RankComparison, compare_limits, models
-from gradflow._factorized._compare import predicted_log_scales, stable_rank
+from gradflow._factorized._compare import stable_rank
+from gradflow._factorized._path import predicted_log_scales
+from gradflow._kit._comparison import fit_rates
 
 SIGMA = np.array([2.0, 1.0, 0.5, 0.0])  # M has rank 3; the fourth mode has σ = 0 and never grows
 C = np.array([1.3, 0.7, 1.1, 0.9])
@@ -66,14 +68,14 @@ class ClosedFormPath:
         self.times = stages.times
         K = self.times.size - 1
         self.W = (stages.saddles,)
-        self.factor = np.zeros(K, dtype=int)
+        self.activated = np.zeros(K, dtype=int)
         self.ranks = np.arange(K + 1)[:, None]
         self.loss = np.array([0.5 * np.sum((w - M) ** 2) for w in stages.saddles])
 
     def stage_at(self, tau):
         return np.searchsorted(self.times, np.asarray(tau, dtype=np.float64), side="right") - 1
 
-    def b_at(self, tau):
+    def sleeping_at(self, tau):
         """The sleeping modes' exponents ``1 − σ_i τ`` for ``i > r_k``, ascending, NaN-padded to width 4."""
         tau = np.asarray(tau, dtype=np.float64)
         k = self.stage_at(tau)
@@ -93,7 +95,7 @@ def path(setup):
 @pytest.fixture(scope="module")
 def comparison(setup, path):
     flows = [closed_form_flow(setup, la) for la in LOG_ALPHAS]
-    return compare_limits(setup.model, alphas=ALPHAS, u0=setup.u0, v0=setup.v0, path=path, flows=flows)
+    return compare_limits(setup.model, alpha=ALPHAS, u0=setup.u0, v0=setup.v0, path=path, flows=flows)
 
 
 def test_closed_form_flow_solves_the_flow(setup):
@@ -136,11 +138,11 @@ def test_log_scales_converge_like_one_over_log(comparison):
 
 def test_weights_and_loss_approach_the_saddles(comparison):
     """On the windows W and L approach the truncated SVDs and their loss, exponentially fast in log(1/α)."""
-    for q in ("W", "loss"):
+    for q in ("weights", "loss"):
         worst = comparison.worst(q)
         assert np.all(np.diff(worst) < 0), (q, worst)
         assert worst[-1] < 1e-6
-    assert comparison.W_distance.shape == (3, 4, 1) and comparison.loss_distance.shape == (3, 4)
+    assert comparison.weights_distance.shape == (3, 4, 1) and comparison.loss_distance.shape == (3, 4)
 
 
 def test_records_and_rates(comparison):
@@ -166,8 +168,8 @@ def test_batched_run_equals_runs(setup, path):
         loss=np.stack([r.loss for r in runs]),
         log_alpha=LOG_ALPHAS,
     )
-    one = compare_limits(setup.model, log_alphas=LOG_ALPHAS, u0=setup.u0, v0=setup.v0, path=path, flows=batched)
-    many = compare_limits(setup.model, log_alphas=LOG_ALPHAS, u0=setup.u0, v0=setup.v0, path=path, flows=runs)
+    one = compare_limits(setup.model, log_alpha=LOG_ALPHAS, u0=setup.u0, v0=setup.v0, path=path, flows=batched)
+    many = compare_limits(setup.model, log_alpha=LOG_ALPHAS, u0=setup.u0, v0=setup.v0, path=path, flows=runs)
     np.testing.assert_array_equal(one.b_distance, many.b_distance)
     np.testing.assert_array_equal(one.detected_times, many.detected_times)
 
@@ -176,15 +178,15 @@ def test_bad_runs(setup, path):
     run = closed_form_flow(setup, LOG_ALPHAS[0])
     kw = dict(u0=setup.u0, v0=setup.v0, path=path)
     with pytest.raises(TypeError, match="log_singular_values"):
-        compare_limits(setup.model, alphas=ALPHAS[:1], flows=[SimpleNamespace(ts=TS, loss=run.loss)], **kw)
+        compare_limits(setup.model, alpha=ALPHAS[:1], flows=[SimpleNamespace(ts=TS, loss=run.loss)], **kw)
     with pytest.raises(ValueError, match="records log α"):
-        compare_limits(setup.model, alphas=ALPHAS[1:2], flows=[run], **kw)
+        compare_limits(setup.model, alpha=ALPHAS[1:2], flows=[run], **kw)
     with pytest.raises(ValueError, match="2 values of alpha"):
-        compare_limits(setup.model, alphas=ALPHAS[:2], flows=[run], **kw)
+        compare_limits(setup.model, alpha=ALPHAS[:2], flows=[run], **kw)
     with pytest.raises(ValueError, match="threshold"):
-        compare_limits(setup.model, alphas=ALPHAS[:1], flows=[run], threshold=0.0, **kw)
+        compare_limits(setup.model, alpha=ALPHAS[:1], flows=[run], threshold=0.0, **kw)
     with pytest.raises(ValueError, match="u0"):
-        compare_limits(setup.model, alphas=ALPHAS[:1], u0=(setup.B,), v0=setup.v0, path=path, flows=[run])
+        compare_limits(setup.model, alpha=ALPHAS[:1], u0=(setup.B,), v0=setup.v0, path=path, flows=[run])
 
 
 def test_predicted_log_scales_and_stable_rank(path):
@@ -205,8 +207,27 @@ def test_gradient_descent_follows_the_flow(setup, path):
     la = LOG_ALPHAS[:1]
     flows = [closed_form_flow(setup, la[0])]
     kw = dict(u0=setup.u0, v0=setup.v0, path=path, flows=flows, ts=TS)
-    comparison = compare_limits(setup.model, log_alphas=la, gd=dict(lr=0.005, record_every=4), **kw)
+    comparison = compare_limits(setup.model, log_alpha=la, gd=dict(lr=0.005, record_every=4), **kw)
     gd = comparison.gd
-    assert gd is not None and gd.method == "gd" and gd.W_distance.shape == comparison.W_distance.shape
+    assert gd is not None and gd.method == "gd" and gd.weights_distance.shape == comparison.weights_distance.shape
     np.testing.assert_allclose(gd.detected_times, comparison.detected_times, atol=0.01)
     assert {r["method"] for r in comparison.to_records()} == {"flow", "gd"}
+
+
+def test_old_names_warn_and_work(comparison):
+    """The names before one vocabulary across families (CHANGELOG.md): each warns and gives the new one's value."""
+    for old, new in (("W_distance", "weights_distance"), ("W_rate", "weights_rate"), ("factor", "activated")):
+        with pytest.warns(DeprecationWarning, match=f"RankComparison.{old} is deprecated") as record:
+            value = getattr(comparison, old)
+        assert record[0].filename == __file__
+        np.testing.assert_array_equal(value, getattr(comparison, new))
+    with pytest.warns(DeprecationWarning, match='RankComparison quantity "W"'):
+        np.testing.assert_array_equal(comparison.worst("W"), comparison.worst("weights"))
+
+
+def test_comparison_slices_and_keeps_the_runs(comparison):
+    assert len(comparison.runs) == len(ALPHAS) and comparison.path is not None
+    part = comparison[[0, 2]]
+    np.testing.assert_array_equal(part.weights_distance, comparison.weights_distance[[0, 2]])
+    assert part.activated is comparison.activated and part.runs[1] is comparison.runs[2]
+    np.testing.assert_allclose(part.b_rate, fit_rates(part.log_alpha, part.b_distance))

@@ -55,7 +55,7 @@ def test_matrix_factorization_closed_form(mf_path):
     assert path.result == "successful" and "T = ∞" in path.message
     assert path.num_stages == 5
     np.testing.assert_allclose(path.times, [0.0] + [t for t, _, _ in events], rtol=1e-12, atol=0)
-    np.testing.assert_array_equal(path.factor, [j for _, j, _ in events])
+    np.testing.assert_array_equal(path.activated, [j for _, j, _ in events])
     np.testing.assert_array_equal(path.ranks, [[0, 0], [1, 0], [1, 1], [2, 1], [2, 2], [3, 2]])
     for k, (r1, r2) in enumerate(path.ranks):
         np.testing.assert_allclose(path.W[0][k], one.saddles[r1], atol=1e-9)
@@ -75,14 +75,14 @@ def test_log_scale_bookkeeping(mf_path):
             np.testing.assert_allclose(path.rates[k, j, : sleeping.size], sleeping, rtol=1e-9)
             assert np.all(np.isnan(path.b[k, j, sleeping.size :]))
     np.testing.assert_allclose(
-        path.sigma[:-1].max(axis=1), 1.0 / np.diff(path.times) * path.b[:-1][np.arange(5), path.factor, 0], rtol=1e-9
+        path.sigma[:-1].max(axis=1), 1.0 / np.diff(path.times) * path.b[:-1][np.arange(5), path.activated, 0], rtol=1e-9
     )
     # The leading exponent of the factor that escapes reaches 0 at the next stage time.
     for k in range(path.num_stages):
-        just_before = path.b_at(np.nextafter(path.times[k + 1], 0))
-        assert just_before[path.factor[k], 0] == pytest.approx(0.0, abs=1e-9)
+        just_before = path.sleeping_at(np.nextafter(path.times[k + 1], 0))
+        assert just_before[path.activated[k], 0] == pytest.approx(0.0, abs=1e-9)
     assert np.all(np.isinf(path.final_delta))
-    assert np.all(np.isfinite(path.delta[np.arange(5), path.factor]))
+    assert np.all(np.isfinite(path.delta[np.arange(5), path.activated]))
     np.testing.assert_array_equal(path.runner_up, [1, 0, 1, 0, -1])  # W2 is full at width 2 after stage 4
 
 
@@ -105,12 +105,37 @@ def test_path_evaluation(mf_path):
     tau = np.array([0.0, 0.4, 0.6, 10.0])
     np.testing.assert_array_equal(path.stage_at(tau), [0, 1, 2, 5])
     np.testing.assert_array_equal(path.loss_at(tau), path.loss[[0, 1, 2, 5]])
-    W1, W2 = path.W_at(tau)
+    W1, W2 = path.weights_at(tau)
     assert W1.shape == (4, 4, 3) and W2.shape == (4, 3, 3)
     np.testing.assert_array_equal(W2[2], path.W[1][2])
-    assert path.b_at(tau).shape == (4, 2, 3)
+    assert path.sleeping_at(tau).shape == (4, 2, 3)
     with pytest.raises(ValueError, match="non-negative"):
         path.stage_at(-1.0)
+
+
+def test_limit_b_laid_out_as_the_flows(mf_path):
+    """``b_at`` gives, per weight matrix, the log scales of its singular values in descending σ, as a flow's ``b``:
+    0 for the learned directions, then the sleeping exponents ascending (``sleeping_at``, NaN-padded per matrix)."""
+    path = mf_path
+    tau = np.array([0.0, 0.4, 0.6, 10.0])
+    b = path.b_at(tau)
+    assert [x.shape for x in b] == [(4, 3), (4, 2)]  # the widths k_j
+    np.testing.assert_array_equal(b[0][0], 1.0)
+    for j, width in enumerate((3, 2)):
+        ranks = path.ranks[path.stage_at(tau), j]
+        sleeping = np.sort(path.sleeping_at(tau)[:, j], axis=-1)
+        for t, r in enumerate(ranks):
+            np.testing.assert_array_equal(b[j][t, :r], 0.0)
+            np.testing.assert_allclose(b[j][t, r:], sleeping[t, : width - r])
+        assert np.all(np.diff(b[j], axis=-1) >= 0)  # ascending b: descending σ
+
+
+def test_old_names_warn_and_work(mf_path):
+    with pytest.warns(DeprecationWarning, match=r"FactorizedGreedyPath.W_at\(\) is deprecated"):
+        old = mf_path.W_at([0.5])
+    np.testing.assert_array_equal(old[1], mf_path.weights_at([0.5])[1])
+    with pytest.warns(DeprecationWarning, match="FactorizedGreedyPath.factor is deprecated"):
+        np.testing.assert_array_equal(mf_path.factor, mf_path.activated)
 
 
 def test_max_stages_and_failures():

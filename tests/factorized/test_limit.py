@@ -115,9 +115,9 @@ def test_one_by_one_weights_are_algorithm_1(beta_star, cov):
         warnings.simplefilter("ignore", AssumptionWarning)  # the leaving coordinate is reported
         path = gradflow.greedy_limit(model, check_assumptions=False)
     np.testing.assert_allclose(path.times, diagonal.times, rtol=1e-8)
-    np.testing.assert_array_equal(path.factor, diagonal.coordinate)
+    np.testing.assert_array_equal(path.activated, diagonal.activated)
     taus = np.linspace(0.0, 1.2 * diagonal.times[-1], 200)
-    b = np.nan_to_num(path.b_at(taus)[..., 0], nan=0.0)  # a learned weight has no sleeping direction: 0
+    b = np.nan_to_num(path.sleeping_at(taus)[..., 0], nan=0.0)  # a learned weight has no sleeping direction: 0
     np.testing.assert_allclose(b, fold(diagonal.b_at(taus)), atol=1e-9)
 
 
@@ -134,7 +134,7 @@ def _check_every_window(task, num_times, *, shrinking):
     assert path.result == "successful"
     assert bool(np.any(path.rates < 0)) == shrinking
     ts = default_times(path.times, num=num_times)
-    comparison = gradflow.compare_limits(task.model, log_alphas=LOG_ALPHAS, u0=task.u0, v0=task.v0, path=path, ts=ts)
+    comparison = gradflow.compare_limits(task.model, log_alpha=LOG_ALPHAS, u0=task.u0, v0=task.v0, path=path, ts=ts)
     b = comparison.b_distance
     assert np.all(np.isfinite(b))
     assert np.all(b[1] < 10.0 / 1000.0), b  # O(1/log(1/α)) with an O(1) constant
@@ -167,7 +167,7 @@ HEADS = {
 def test_attention_heads_on_every_window(options):
     task = models.attention_full(**options)
     path = _check_every_window(task, 400, shrinking=True)
-    assert [task.model.names[j] for j in path.factor] == ["VO", "VO", "KQ", "KQ"]
+    assert [task.model.names[j] for j in path.activated] == ["VO", "VO", "KQ", "KQ"]
 
 
 @pytest.mark.slow

@@ -114,7 +114,7 @@ def _assert_same_path(new, dense):
     manifold) to about as much."""
     assert new.result == dense.result == "successful"
     np.testing.assert_array_equal(new.ranks, dense.ranks)
-    np.testing.assert_array_equal(new.factor, dense.factor)
+    np.testing.assert_array_equal(new.activated, dense.activated)
     np.testing.assert_allclose(new.times, dense.times, rtol=0, atol=1e-9)
     for w_new, w_dense in zip(new.W, dense.W):
         for k in range(1, new.num_stages + 1):

@@ -33,12 +33,12 @@ def _path():
 
     return SimpleNamespace(
         times=times,
-        factor=np.array([0, 1]),
+        activated=np.array([0, 1]),
         ranks=np.array([[0, 0], [1, 0], [1, 1]]),
         W=(WKQ, WVO),
         loss=np.array([1.0, 0.4, 0.1]),
         stage_at=stage_at,
-        b_at=b_at,
+        sleeping_at=b_at,
     )
 
 

@@ -40,5 +40,5 @@ def test_run_scales_must_match_the_alphas():
     check_run_scales([-1.0, -2.0], np.array([-1.0, -2.0]))
     with pytest.raises(ValueError, match="2 runs for 3 values"):
         check_run_scales([-1.0, -2.0], np.array([-1.0, -2.0, -3.0]))
-    with pytest.raises(ValueError, match="order of alphas"):
+    with pytest.raises(ValueError, match="order of alpha="):
         check_run_scales([-2.0, -1.0], np.array([-1.0, -2.0]))

@@ -211,12 +211,12 @@ def test_sweep_equals_points_run_one_by_one(reference):
         ts = default_times(path.times, num=config.num_times)
         flow = _one_flow(task, ts, point.log_alpha)
         comparison = gradflow.compare_limits(
-            task.model, log_alphas=[point.log_alpha], u0=task.u0, v0=task.v0, path=path, ts=ts, flows=flow
+            task.model, log_alpha=[point.log_alpha], u0=task.u0, v0=task.v0, path=path, ts=ts, flows=flow
         )
         rows = point_rows(point, path=path, names=task.model.names, flow=flow, comparison=comparison)
         # the rows say what the path and the comparison say
         assert [r["T_greedy"] for r in rows] == path.times.tolist()
-        assert [r["coordinate"] for r in rows[1:]] == [task.model.names[i] for i in path.coordinate]
+        assert [r["coordinate"] for r in rows[1:]] == [task.model.names[i] for i in path.activated]
         np.testing.assert_array_equal([r["T_detected"] for r in rows[1:]], comparison.detected_times[0])
         assert [[r["ok_4_2"], r["ok_4_3"], r["ok_4_4"]] for r in rows] == path.assumptions_ok.tolist()
         want += rows

@@ -1,0 +1,51 @@
+"""Renamed names that keep working for one release (CHANGELOG.md, *Vocabulary*): each use warns with a
+``DeprecationWarning`` that names the replacement."""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from pathlib import Path
+
+_PACKAGE = str(Path(__file__).resolve().parents[1])
+
+REMOVED_IN = "0.3.0"
+"""The release that removes the old names (they work in 0.2.x)."""
+
+
+def warn_renamed(old: str, new: str) -> None:
+    """Warn that ``old`` is deprecated in favour of ``new``, at the caller's line (the first frame outside gradflow
+    and equinox, which wraps the results' methods)."""
+    frame, level = sys._getframe(0), 1
+    while frame is not None and (
+        frame.f_code.co_filename.startswith(_PACKAGE) or "equinox" in frame.f_code.co_filename
+    ):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(
+        f"{old} is deprecated and will be removed in gradflow {REMOVED_IN}; use {new} (CHANGELOG.md, Vocabulary).",
+        DeprecationWarning,
+        stacklevel=level,
+    )
+
+
+def renamed(new: str, old: str, owner: str) -> property:
+    """A read-only property ``owner.old`` that warns and returns ``self.new``."""
+
+    def get(self):
+        warn_renamed(f"{owner}.{old}", f"{owner}.{new}")
+        return getattr(self, new)
+
+    get.__doc__ = f"Deprecated: use ``{new}``."
+    return property(get)
+
+
+def renamed_method(new: str, old: str, owner: str):
+    """A method ``owner.old`` that warns and calls ``self.new``."""
+
+    def method(self, *args, **kwargs):
+        warn_renamed(f"{owner}.{old}()", f"{owner}.{new}()")
+        return getattr(self, new)(*args, **kwargs)
+
+    method.__name__ = old
+    method.__doc__ = f"Deprecated: use ``{new}``."
+    return method
