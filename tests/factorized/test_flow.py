@@ -70,7 +70,9 @@ def test_matches_direct_integration(alpha, solver):
     Kvaerno5 and with the plateau leaps (the default)."""
     task = models.matrix_factorization(m=4, n=3, singular_values=(3.0, 1.5), seed=1)
     M = task.teacher_beta[0]
-    res = gradflow.simulate_flow(task.model, u0=task.u0, v0=task.v0, ts=TS, alpha=alpha, solver=solver)
+    res = gradflow.simulate_flow(
+        task.model, u0=task.u0, v0=task.v0, ts=TS, alpha=alpha, solver=gradflow.FactorizedSolver(method=solver)
+    )
     assert res.stats["solver"] == solver
     L = -np.log(alpha)
 
