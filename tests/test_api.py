@@ -90,9 +90,10 @@ def test_solver_options_are_the_familys_object(linear):
     """The solver options travel in the family's object; the old keywords give the same flow with a
     DeprecationWarning at the caller's line, and a wrong object is a TypeError."""
     kw = dict(u0=linear.u0, v0=linear.v0, ts=[0.0, 0.5], alpha=1e-2)
-    flow = gradflow.simulate_flow(linear.model, **kw, solver=gradflow.DiagonalSolver(jacobian_rank=2))
-    with pytest.warns(DeprecationWarning, match=r"solver=gradflow.DiagonalSolver\(jacobian_rank=2\)") as record:
-        old = gradflow.simulate_flow(linear.model, **kw, jacobian_rank=2)
+    # jacobian_rank = p = 3, the default: the program test_the_family_comes_from_the_models_type compiled
+    flow = gradflow.simulate_flow(linear.model, **kw, solver=gradflow.DiagonalSolver(jacobian_rank=3))
+    with pytest.warns(DeprecationWarning, match=r"solver=gradflow.DiagonalSolver\(jacobian_rank=3\)") as record:
+        old = gradflow.simulate_flow(linear.model, **kw, jacobian_rank=3)
     assert {w.filename for w in record} == {__file__}
     np.testing.assert_array_equal(np.asarray(old.beta), np.asarray(flow.beta))
     with pytest.raises(TypeError, match="solver must be a gradflow.DiagonalSolver for a DiagonalModel; got Factor"):
