@@ -78,6 +78,7 @@ class DiagonalFamily(ModelFamily):
         }
     )
     pipeline: ClassVar[str | None] = "gradflow._demo._diagonal:PIPELINE"
+    weights_column: ClassVar[str] = "beta"
     worst_columns: ClassVar[tuple[tuple[str, str], ...]] = (
         ("weights", "β"),
         ("b", "b"),

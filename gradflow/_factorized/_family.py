@@ -91,6 +91,7 @@ class FactorizedFamily(ModelFamily):
         }
     )
     pipeline: ClassVar[str | None] = "gradflow._demo._full_weights:PIPELINE"
+    weights_column: ClassVar[str] = "W"
     worst_columns: ClassVar[tuple[tuple[str, str], ...]] = (
         ("weights", "W"),
         ("b", "log scales b"),

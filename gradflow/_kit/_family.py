@@ -75,6 +75,9 @@ class ModelFamily(abc.ABC):
     worst_columns: ClassVar[tuple[tuple[str, str], ...]]
     """The quantities of its comparison's worst-distance table, ``(quantity, label)``: what ``comparison.worst``
     and ``comparison.summary()`` take."""
+    weights_column: ClassVar[str]
+    """The name of the weights' distance in its comparison's tables (``beta`` for ``beta_distance``): tables keep
+    the names they had before the quantity was called ``"weights"``."""
 
     @abc.abstractmethod
     def check_init(self, model, u0, v0) -> tuple[Any, Any]:

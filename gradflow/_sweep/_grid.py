@@ -136,7 +136,20 @@ def greedy_rows(path, names: Sequence[str], family) -> list[dict[str, Any]]:
 def flow_columns(family) -> tuple[str, ...]:
     """The comparison's columns in a point's rows: the detected stage time, its error and the distance of each
     quantity of ``family``'s comparison (``beta_distance``, ``b_distance``, ``loss_distance`` of a diagonal model)."""
-    return ("T_detected", "time_error", *(f"{q}_distance" for q, _ in family.worst_columns if q != "time"))
+    names = {"weights": family.weights_column}
+    return (
+        "T_detected",
+        "time_error",
+        *(f"{names.get(q, q)}_distance" for q, _ in family.worst_columns if q != "time"),
+    )
+
+
+def _column(record: dict[str, Any], column: str) -> float:
+    """``record[column]``, or for a quantity recorded per weight matrix (``W_distance[W_KQ]``) the worst of them."""
+    if column in record:
+        return float(record[column])
+    per_matrix = [float(v) for k, v in record.items() if k.startswith(column + "[")]
+    return max(per_matrix) if per_matrix else math.nan
 
 
 def point_rows(point: SweepPoint, *, path=None, names=(), flow=None, comparison=None, error: str = ""):
@@ -159,5 +172,5 @@ def point_rows(point: SweepPoint, *, path=None, names=(), flow=None, comparison=
     if point.log_alpha is not None:
         records = comparison.to_records() if comparison is not None else [{}] * len(stages)
         for stage, rec in zip(stages, records):
-            stage.update({c: float(rec.get(c, math.nan)) for c in flow_columns(family)})
+            stage.update({c: _column(rec, c) for c in flow_columns(family)})
     return [dict(base, **stage, **extra, error=error) for stage in stages]

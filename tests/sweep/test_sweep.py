@@ -20,8 +20,8 @@ import gradflow
 from gradflow._cli import main
 from gradflow._io import config_hash
 from gradflow._kit._comparison import default_times
-from gradflow._sweep import SweepConfig, _run, _summary
-from gradflow._sweep._grid import greedy_key, grid, point_rows, share
+from gradflow._sweep import SweepConfig, _grid, _run, _summary
+from gradflow._sweep._grid import flow_columns, greedy_key, grid, point_rows, share
 from gradflow._sweep._io import example_config, read_point, write_table
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -268,10 +268,11 @@ def test_a_factorised_sweep_equals_its_points_run_one_by_one(tmp_path):
     for point in grid(config):
         flow = gradflow.simulate_flow(task.model, u0=task.u0, v0=task.v0, ts=ts, log_alpha=point.log_alpha)
         comparison = gradflow.compare_limits(
-            task.model, log_alphas=[point.log_alpha], u0=task.u0, v0=task.v0, path=path, ts=ts, flows=flow
+            task.model, log_alpha=[point.log_alpha], u0=task.u0, v0=task.v0, path=path, ts=ts, flows=flow
         )
         want += point_rows(point, path=path, names=task.model.names, flow=flow, comparison=comparison)
     assert [r["coordinate"] for r in want] == ["", "W", "W"] * 2 and "W_distance" in want[0]
+    assert all(np.isfinite(r["W_distance"]) and np.isfinite(r["b_distance"]) for r in want)
     _assert_rows_equal(list(result.rows), want)
 
 
@@ -521,3 +522,14 @@ def _csv_cell(value):
     if isinstance(value, list):
         return str(value)
     return "" if value is None else str(value)
+
+
+def test_full_weight_rows_hold_the_worst_weight_matrix():
+    """A full-weight comparison records its distances per weight matrix (``W_distance[W_KQ]``); the sweep's row
+    holds the worst of them under the family's column name, never a NaN for a column it has."""
+    family = gradflow._registry.family_named("factorized")
+    assert flow_columns(family) == ("T_detected", "time_error", "W_distance", "b_distance", "loss_distance")
+    assert flow_columns(gradflow._registry.family_named("diagonal"))[2] == "beta_distance"
+    record = {"T_detected": 1.0, "W_distance[W_KQ]": 0.1, "W_distance[W_VO]": 0.3, "loss_distance": 0.2}
+    assert [_grid._column(record, c) for c in ("T_detected", "W_distance", "loss_distance")] == [1.0, 0.3, 0.2]
+    assert np.isnan(_grid._column(record, "b_distance"))
