@@ -63,7 +63,7 @@ def tmp(tmp_path, monkeypatch):
         ("greedy --max-stages 0", "argument --max-stages: the value must be a positive integer"),
         ("sweep {tmp}/sweep.toml --process-id -1 --num-processes 2", "argument --process-id"),
         # the task
-        ("compare --model nope", "argument --model: invalid choice: 'nope'"),
+        ("compare --model nope", "argument --model: expected a built-in task (diagonal_attention, "),
         ("greedy --model diagonal_attention --p 3", "--p does not apply to diagonal_attention"),
         ("greedy --model attention_full --singular-values 1", "--singular-values does not apply to attention_full"),
         ("flow --model diagonal_linear --teacher-kq 1", "--teacher-kq does not apply to diagonal_linear"),
