@@ -27,10 +27,12 @@ __all__ = ["b", "convergence", "loss", "save", "weights"]
 
 
 def _runs(results, path):
-    """``(runs, path, names)``: the single runs of ``results``, the greedy ``path`` (a comparison's own unless
-    given) and the model's names where ``results`` knows them."""
-    names = None
+    """``(runs, path, names, family)``: the single runs of ``results``, the greedy ``path`` (a comparison's own
+    unless given), the model's names where ``results`` knows them, and their family (a comparison's, or the first
+    run's)."""
+    names, family = None, None
     if isinstance(results, AbstractComparison):
+        family = family_of_result(results)
         if results.runs is None:
             raise ValueError(
                 "this comparison holds no runs (it was made or saved by gradflow before 0.2): pass the flows, "
@@ -42,13 +44,13 @@ def _runs(results, path):
     runs = each_run(results)
     if not runs:
         raise ValueError("nothing to draw: no runs given.")
-    return runs, path, names
+    return runs, path, names, family or family_of_result(runs[0])
 
 
 def loss(results, path=None, *, title: str = "Loss") -> Figure:
     """The loss against rescaled time of every run, the greedy limit's staircase ``L(θ^k)`` dashed (the paper's
     Figure 6)."""
-    runs, path, _ = _runs(results, path)
+    runs, path, _, _ = _runs(results, path)
     return plot_loss(runs, path, title=title)
 
 
@@ -57,8 +59,7 @@ def weights(results, path=None, *, names=None, title: str = "") -> Figure:
     coordinates that grow large labelled), every singular value of every ``W_j`` for full weights (Figure 2 d–f);
     the greedy limit's dashed. ``names``: the model's coordinates or weight matrices (default: a comparison's, or
     numbers)."""
-    runs, path, known = _runs(results, path)
-    family = family_of_result(runs[0])
+    runs, path, known, family = _runs(results, path)
     return family.plot("weights", runs, path, names=names if names is not None else known, title=title)
 
 
@@ -66,8 +67,7 @@ def b(results, path=None, *, names=None, title: str = "") -> Figure:
     """The log scales ``b`` against rescaled time (``b = log w / log α``; for full weights those of the singular
     values, ``log σ / (2 log α)``): 1 at the start, 0 once learned, visible at every α, with the greedy limit's
     piecewise-linear ``b`` dashed over them (``path.b_at``)."""
-    runs, path, known = _runs(results, path)
-    family = family_of_result(runs[0])
+    runs, path, known, family = _runs(results, path)
     return family.plot("b", runs, path, names=names if names is not None else known, title=title)
 
 

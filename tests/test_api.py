@@ -45,9 +45,7 @@ def test_warnings_point_at_the_callers_line_factorized(square):
         path = gradflow.greedy_limit(square.model, u0=square.u0, v0=square.v0, max_stages=1, check_assumptions=False)
     assert {w.filename for w in record} == {__file__}
     with pytest.warns(AssumptionWarning, match="not unique") as record:  # compare_limits computes the path itself
-        gradflow.compare_limits(
-            square.model, alpha=[1e-2, 1e-3], u0=square.u0, v0=square.v0, ts=np.linspace(0, 1.2, 7)
-        )
+        gradflow.compare_limits(square.model, alpha=[1e-2, 1e-3], u0=square.u0, v0=square.v0, ts=np.linspace(0, 1.2, 7))
     assert {w.filename for w in record} == {__file__}
     assert path.result == "max_stages"
 

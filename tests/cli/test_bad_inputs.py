@@ -37,8 +37,8 @@ def tmp(tmp_path, monkeypatch):
 
     for name in ("simulate_flow", "greedy_limit", "run_demo", "run_rank_demo"):
         monkeypatch.setattr(_commands, name, computed)
-    pipeline_of = _commands.pipeline_of
-    monkeypatch.setattr(_commands, "pipeline_of", lambda family: dataclasses.replace(pipeline_of(family), run=computed))
+    for family, pipeline in _commands.PIPELINES.items():
+        monkeypatch.setitem(_commands.PIPELINES, family, dataclasses.replace(pipeline, run=computed))
     monkeypatch.setattr(_run, "_run", computed)
     return tmp_path
 
@@ -63,7 +63,7 @@ def tmp(tmp_path, monkeypatch):
         ("greedy --max-stages 0", "argument --max-stages: the value must be a positive integer"),
         ("sweep {tmp}/sweep.toml --process-id -1 --num-processes 2", "argument --process-id"),
         # the task
-        ("compare --model nope", "argument --model: expected a built-in task"),
+        ("compare --model nope", "argument --model: expected a built-in task (diagonal_attention, "),
         ("greedy --model diagonal_attention --p 3", "--p does not apply to diagonal_attention"),
         ("greedy --model attention_full --singular-values 1", "--singular-values does not apply to attention_full"),
         ("flow --model diagonal_linear --teacher-kq 1", "--teacher-kq does not apply to diagonal_linear"),

@@ -9,6 +9,7 @@ import pytest
 
 from gradflow import models
 from gradflow._cli import main
+from gradflow._cli._options import own_task
 from gradflow._io import load_result
 
 
@@ -145,17 +146,13 @@ OWN = "from gradflow import models\n\n\ndef make():\n    return models.diagonal_
 
 
 def test_own_model_as_module_function(tmp_path, capsys, monkeypatch):
-    """``--model module:function``: a user's task, imported from the working folder (the flow of
-    test_flow_command's shapes: its compiled program is reused); bad specifications are one-line errors."""
+    """``--model module:function``: a user's task, imported from the working folder; bad specifications are
+    one-line errors (the commands on such a task: test_compare_own_model)."""
     (tmp_path / "own_task_module.py").write_text(OWN)
     monkeypatch.chdir(tmp_path)
-    argv = ["flow", "--model", "own_task_module:make", "--alpha", "1e-2", "--num-times", "50", "--out", "out"]
-    assert main(argv) == 0
-    (result,) = [load_result(p) for p in (tmp_path / "out" / "results").glob("*.npz")]
-    task = models.diagonal_linear(n=12, p=3, seed=1)
-    np.testing.assert_array_equal(
-        result.sign, np.where(np.abs(task.u0) > np.abs(task.v0), np.sign(task.u0), np.sign(task.v0))
-    )
+    task, expected = own_task("own_task_module:make"), models.diagonal_linear(n=12, p=3, seed=1)
+    np.testing.assert_array_equal(task.u0, expected.u0)
+    np.testing.assert_array_equal(task.model.X, expected.model.X)
     capsys.readouterr()
     for spec, message in (
         ("own_task_module", "expected a built-in task"),

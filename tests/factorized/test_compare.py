@@ -14,8 +14,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+import gradflow
 import theory
-from gradflow import RankComparison, compare_limits, models
+from gradflow import FactorizedFlowResult, RankComparison, compare_limits, models
 from gradflow._factorized._compare import stable_rank
 from gradflow._factorized._path import predicted_log_scales
 from gradflow._kit._comparison import fit_rates
@@ -231,3 +232,30 @@ def test_comparison_slices_and_keeps_the_runs(comparison):
     np.testing.assert_array_equal(part.weights_distance, comparison.weights_distance[[0, 2]])
     assert part.activated is comparison.activated and part.runs[1] is comparison.runs[2]
     np.testing.assert_allclose(part.b_rate, fit_rates(part.log_alpha, part.b_distance))
+
+
+def test_full_weight_results_speak_the_vocabulary(setup, comparison):
+    """A full-weight flow's ``b`` (log σ / (2 log α)), ``weights``, ``state_at`` and slicing; the figures of a
+    comparison of stand-in runs, drawn by its family."""
+    runs = [closed_form_flow(setup, la) for la in LOG_ALPHAS[:2]]
+    flow = FactorizedFlowResult(
+        ts=TS,
+        W=(np.stack([r.W[0] for r in runs]),),
+        log_singular_values=(np.stack([r.log_singular_values[0] for r in runs]),),
+        loss=np.stack([r.loss for r in runs]),
+        log_alpha=LOG_ALPHAS[:2],
+        stats=dict(num_steps=np.array([3, 4]), max_steps=None),
+        result=np.array(["successful"] * 2),
+        message=np.array([""] * 2),
+    )
+    np.testing.assert_allclose(flow.b[0][1], runs[1].log_singular_values[0] / (2 * LOG_ALPHAS[1]))
+    expected = 1.0 + np.log(np.sort(C)[::-1]) / LOG_ALPHAS[:2, None]  # at τ = 0 σ_i = α² c_i², descending
+    np.testing.assert_allclose(flow.b[0][:, 0], expected, rtol=1e-9)
+    assert flow.weights is flow.W
+    one = flow[1]
+    assert one.log_alpha.shape == () and one.W[0].shape == (TS.size, 5, 4) and one.stats["num_steps"] == 4
+    state = flow.state_at(-1)
+    np.testing.assert_array_equal(state.W[0], flow.W[0][:, -1])
+    np.testing.assert_array_equal(state.log_singular_values[0], flow.log_singular_values[0][:, -1])
+    figure = gradflow.plot.b(comparison)
+    assert len(figure.axes[0].lines) >= len(ALPHAS) * 4
