@@ -37,8 +37,8 @@ def tmp(tmp_path, monkeypatch):
 
     for name in ("simulate_flow", "greedy_limit", "run_demo", "run_rank_demo"):
         monkeypatch.setattr(_commands, name, computed)
-    for family, pipeline in _commands.PIPELINES.items():
-        monkeypatch.setitem(_commands.PIPELINES, family, dataclasses.replace(pipeline, run=computed))
+    pipeline_of = _commands.pipeline_of
+    monkeypatch.setattr(_commands, "pipeline_of", lambda family: dataclasses.replace(pipeline_of(family), run=computed))
     monkeypatch.setattr(_run, "_run", computed)
     return tmp_path
 
