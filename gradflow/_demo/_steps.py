@@ -13,6 +13,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from .._api import compare_limits, greedy_limit
+from .._config import check_interrupt
 from .._io import ResultStore, config_hash, write_csv, write_json
 from .._kit._comparison import default_delta
 from .._kit._report import format_alpha
@@ -36,6 +37,7 @@ class DemoSteps:
         self.timings: dict[str, tuple[float, str]] = {}
 
     def __call__(self, name: str, key, compute):
+        check_interrupt()  # Ctrl-C during the step before (deferred, gradflow._config): the finished ones are kept
         self.bar.set_postfix_str(name, refresh=True)
         t0 = time.perf_counter()
         result = self.store.get(name, key, compute)

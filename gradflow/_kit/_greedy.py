@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 import equinox as eqx
 import numpy as np
 
+from .._config import check_interrupt
 from .._results import RESULTS
 from ._assumptions import warn
 from ._checks import check_int
@@ -452,6 +453,7 @@ def run_stages(
             message = f"stopped after max_stages = {max_stages} {unit} (final_delta holds the next Δ)"
             return stages, transitions, End(result=RESULTS.max_stages.value, message=message, final_delta=delta)
         try:
+            check_interrupt()  # Ctrl-C during the stage before (deferred, gradflow._config): stop here
             out = advance(stage, k, delta)
         except Stop as stop:
             out = End(result=stop.result.value, message=str(stop), final_delta=delta, ok=(True, False))

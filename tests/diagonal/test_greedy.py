@@ -130,6 +130,30 @@ def test_ctrl_c_during_a_stage_keeps_the_stages_finished(monkeypatch, ctrl_c_at_
     np.testing.assert_allclose(path.times[1:], [1 / 3.0, 1 / 1.25], rtol=1e-12)
 
 
+def test_sigint_during_a_stage_finishes_it_and_stops_before_the_next(monkeypatch):
+    """A real Ctrl-C (SIGINT) in stage 2's phase (B) is deferred (it never lands inside JAX): the stage under way
+    is finished and kept, and the path stops before stage 3, ``"interrupted"``."""
+    import os
+    import signal
+
+    from gradflow._diagonal import _greedy
+
+    task = models.diagonal_linear(n=N, p=P, orthonormal=True, beta_star=np.array([0.5, -3.0, 0.0, 1.25]), seed=3)
+    calls, phase_b_ends = [], _greedy._phase_b_ends
+
+    def ctrl_c_in_stage_2(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+        return phase_b_ends(*args, **kwargs)
+
+    monkeypatch.setattr(_greedy, "_phase_b_ends", ctrl_c_in_stage_2)
+    with pytest.raises(Interrupted, match="interrupted .Ctrl-C. during stage 3") as stop:
+        _quiet(task.model, u0=task.u0, v0=task.v0)
+    path = stop.value.result
+    assert path.result == "interrupted" and path.num_stages == 2 and len(calls) == 2
+
+
 def test_checks_off_gives_the_same_path_without_4_3_and_4_4_numbers():
     model = _linear(np.array([0.5, -3.0, 0.0, 1.25]))
     checked = _quiet(model)
