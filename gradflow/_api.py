@@ -329,8 +329,10 @@ def compare_limits(
             ``FactorizedGreedyPath`` for a ``FactorizedModel``), checked against the model's family and shapes.
         delta: window margin in rescaled time (default :func:`default_delta`); it must leave a recorded time in
             some window.
-        ts: rescaled times to record (default :func:`default_times`: 1000 points up to ``1.25 T_K``), past the
-            first stage time ``T_1``.
+        ts: rescaled times to record, past the first stage time ``T_1`` (default :func:`default_times`: 1000 points
+            up to ``1.25 T_K``, refined around every ``T_k`` down to ``0.01 / log(1/α)`` of the smallest α, so that
+            every α's jumps are resolved). A detected stage time whose error is not larger than the spacing of ``ts``
+            around it is a ``UserWarning``: that error is the grid's.
         gd: gradient-descent runs to compare as well: a mapping of ``simulate_gd`` options (``lr``
             required; ``steps`` defaults to reaching the last time of ``ts``; ``record_every``
             to about 1000 records), or a sequence of [`Trajectory`][gradflow.Trajectory] (e.g.
@@ -374,7 +376,7 @@ def compare_limits(
             path = greedy_limit(model, u0=u0, v0=v0)
         times = np.asarray(path.times, dtype=np.float64)
         delta = default_delta(times) if delta is None else float(delta)
-        ts = default_times(times, delta=delta) if ts is None else check_times(ts)
+        ts = default_times(times, delta=delta, log_alphas=log_alphas) if ts is None else check_times(ts)
         check_windows(times, delta, ts)
         if gd is not None:
             _check_gd_times(gd, log_alphas, times, delta, float(ts[-1]))

@@ -155,7 +155,9 @@ def run_rank_demo(
     model, u0, v0 = task.model, task.u0, task.v0
     base = dict(model=config.model, options=config.model_options)
     path, delta = step.greedy(config, task, base)
-    ts = default_times(path.times, num=config.num_times, horizon=config.tau_max, delta=delta)
+    ts = default_times(
+        path.times, num=config.num_times, horizon=config.tau_max, delta=delta, log_alphas=config.log_alphas
+    )
     gd = [  # first: GD's cost is bounded by its step count, horizon · log(1/α) / lr; the flows' at tiny α is not
         step(
             f"gd_alpha={format_alpha(la)}",
