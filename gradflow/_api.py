@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import math
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -230,6 +231,7 @@ def greedy_limit(
     check_assumptions: bool = True,
     seed: int = 0,
     progress: bool = False,
+    checkpoint: str | os.PathLike | None = None,
     throw: bool = True,
 ):
     """The α → 0 limit of gradient flow from ``α (u0, v0)``: Algorithm 1 of the paper (docs/math.md,
@@ -252,6 +254,9 @@ def greedy_limit(
             part of the algorithm and always run.
         seed: seeds the perturbations of Assumption 4.4.
         progress: print one line per stage.
+        checkpoint: a file (``.npz``) to keep the finished stages in, written after every stage: a call with the same
+            model (its data and ``h``, by a fingerprint), ``tolerances``, ``check_assumptions`` and ``seed`` resumes
+            from the stages it keeps, e.g. after Ctrl-C; one with others is refused.
         throw: as in diffrax: raise a ``RuntimeError`` if the path cannot go on: a phase (B) does not reach a
             stationary point, runs off to infinity, or ends where the loss or ``g`` is not finite. With
             ``throw=False`` the path up to that stage comes back, with the failure in ``result`` and ``message``.
@@ -293,6 +298,7 @@ def greedy_limit(
         check_assumptions=check_assumptions,
         seed=seed,
         progress=progress,
+        checkpoint=checkpoint,
     )
     hint = f". Pass throw=False to get the path up to stage {path.num_stages}."
     return finish(path, throw=throw, prefix="greedy_limit: ", hint=hint)

@@ -51,7 +51,11 @@ class DemoSteps:
         window margin δ."""
         options = dict(max_stages=config.max_stages, check_assumptions=config.check_assumptions)
         model, u0, v0 = task.model, task.u0, task.v0
-        path = self("greedy", dict(base, **options), lambda: greedy_limit(model, u0=u0, v0=v0, throw=False, **options))
+        key = dict(base, **options)
+        kept = self.store.path("greedy", key, suffix=".stages.npz")  # Ctrl-C keeps the finished stages for a re-run
+        if self.store.force:
+            kept.unlink(missing_ok=True)
+        path = self("greedy", key, lambda: greedy_limit(model, u0=u0, v0=v0, throw=False, checkpoint=kept, **options))
         return path, default_delta(path.times) if config.delta is None else config.delta
 
     def write(self, config, comparison, figures: list[Path], *, json, draw, report) -> list[Path]:

@@ -76,8 +76,9 @@ class ModelFamily(abc.ABC):
         """Discrete training from ``α (u0, v0)``, recorded every ``record_every`` steps."""
 
     @abc.abstractmethod
-    def greedy(self, model, *, u0, v0, max_stages, tolerances, check_assumptions, seed, progress):
-        """The greedy limit (a path with ``result`` and ``message``)."""
+    def greedy(self, model, *, u0, v0, max_stages, tolerances, check_assumptions, seed, progress, checkpoint=None):
+        """The greedy limit (a path with ``result`` and ``message``), keeping its finished stages in the file
+        ``checkpoint`` (and resuming from it) if given."""
 
     @abc.abstractmethod
     def check_path(self, model, path) -> None:

@@ -10,13 +10,18 @@ conditions, the warnings, the progress) and the helpers below turn the records i
 import abc
 import dataclasses
 import enum
+import hashlib
 import math
+import os
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import equinox as eqx
+import jax
 import numpy as np
 
 from .._config import check_interrupt
+from .._io import config_hash, load_result, save_result
 from .._results import RESULTS
 from ._assumptions import warn
 from ._checks import check_int
@@ -426,8 +431,65 @@ def emit(messages: Sequence[str]) -> None:
         warn(message)
 
 
+def fingerprint(model, probe: Callable) -> str:
+    """What identifies ``model``: a hash of its arrays (the data) and of ``probe(model)``, the loss and gradient at a
+    fixed generic point, which tell its ``h`` (or loss) apart from another's on the same data."""
+    digest = hashlib.sha256()
+    for leaf in jax.tree_util.tree_leaves(model):
+        if eqx.is_array(leaf) or isinstance(leaf, np.ndarray):
+            arr = np.ascontiguousarray(np.asarray(leaf))
+            digest.update(f"{arr.dtype}{arr.shape}".encode())
+            digest.update(arr.tobytes())
+    for value in jax.tree_util.tree_leaves(probe(model)):
+        digest.update(np.array2string(np.asarray(value, dtype=np.float64), precision=10, threshold=10**9).encode())
+    return digest.hexdigest()[:16]
+
+
+@dataclasses.dataclass(frozen=True)
+class Kept:
+    """A checkpoint's contents: a greedy path's finished records, what they were computed from (``key``) and the
+    state of the generator of Assumption 4.4's perturbations after them."""
+
+    key: str
+    stages: tuple
+    transitions: tuple
+    rng: dict
+
+
+class Checkpoint:
+    """The file ``path`` that keeps a greedy path's finished stages: written (atomically) after every stage, and
+    resumed from by a later run whose ``key`` (the model's :func:`fingerprint` and the options) is the same.
+    ``rng``, the generator of the perturbations, continues as it would have."""
+
+    def __init__(self, path: str | os.PathLike, key: dict, rng: np.random.Generator):
+        self.path, self.key, self.rng = Path(path), config_hash(key, length=32), rng
+
+    def load(self) -> tuple[list, list] | None:
+        """The stages and transitions kept, or None where there is no checkpoint yet."""
+        if not self.path.exists():
+            return None
+        kept = load_result(self.path)  # a damaged file: one line (DamagedFile), which says to delete it
+        if not isinstance(kept, Kept) or kept.key != self.key:
+            raise ValueError(
+                f"checkpoint {self.path} keeps the stages of another greedy path (another model, data or options): "
+                "give another checkpoint file, or delete it to start again."
+            )
+        self.rng.bit_generator.state = kept.rng
+        return list(kept.stages), list(kept.transitions)
+
+    def save(self, stages: list, transitions: list) -> None:
+        save_result(self.path, Kept(self.key, tuple(stages), tuple(transitions), self.rng.bit_generator.state))
+
+
 def run_stages(
-    first, delta_of: Callable, advance: Callable, *, words: tuple[str, str], max_stages: int | None, progress
+    first,
+    delta_of: Callable,
+    advance: Callable,
+    *,
+    words: tuple[str, str],
+    max_stages: int | None,
+    progress,
+    checkpoint: Checkpoint | None = None,
 ):
     """The loop of Algorithm 1 (and of the greedy low-rank limit) from the stage record ``first``.
 
@@ -438,11 +500,18 @@ def run_stages(
     :class:`Stop` (the next stage fails :func:`check_stage`), which ends the path.
     Each record's warnings are emitted as it is made. Ctrl-C (a ``KeyboardInterrupt``) while a transition is
     computed ends the path ``"interrupted"`` with the stages finished before it (the entry point then raises
-    :class:`~gradflow._results.Interrupted` with it). Returns ``(stages, transitions, end)``.
+    :class:`~gradflow._results.Interrupted` with it). With a ``checkpoint``, the loop starts from the stages it keeps
+    (their warnings emitted again) and keeps every stage it finishes. Returns ``(stages, transitions, end)``.
     """
     done, unit = words
-    emit(first.warnings)
-    stages, transitions = [first], []
+    kept = checkpoint.load() if checkpoint is not None else None
+    stages, transitions = kept if kept is not None else ([first], [])
+    if max_stages is not None:
+        stages, transitions = stages[: max_stages + 1], transitions[:max_stages]
+    for record in [r for pair in zip(stages, transitions + [None]) for r in pair if r is not None]:
+        emit(record.warnings)
+    if progress and len(transitions):
+        print(f"greedy stages 1–{len(transitions)} resumed from {checkpoint.path}", flush=True)
     while True:
         stage, k = stages[-1], len(transitions)
         delta = delta_of(stage)
@@ -470,6 +539,8 @@ def run_stages(
         transitions.append(transition)
         emit(stage.warnings)
         stages.append(stage)
+        if checkpoint is not None:
+            checkpoint.save(stages, transitions)
         if progress:
             print(f"greedy stage {k + 1}: T = {stage.time:.6g}, {what}, loss = {stage.loss:.6g}", flush=True)
 
