@@ -125,9 +125,7 @@ def simulate_flow(
     log_a, batched = check_scales(alpha, log_alpha)
     ts = check_times(ts)
     max_steps = None if max_steps is None else check_int(max_steps, "max_steps")
-    if not (rtol >= 0 and atol >= 0 and rtol + atol > 0):
-        raise ValueError(f"rtol and atol must be >= 0 and not both 0; got rtol={rtol!r}, atol={atol!r}.")
-    family.check_resolved(log_a, ts, rtol=rtol, atol=atol)
+    family.check_resolved(log_a, ts, rtol=rtol, atol=atol)  # the tolerances' range too
     options = _family_options(family, model, jacobian_rank=jacobian_rank, solver=solver)
     model = _on_device(model)
     request = FlowRequest(ts, u0, v0, start, log_a, batched, rtol, atol, max_steps, batching, progress)

@@ -5,6 +5,7 @@ what went wrong and where. Tiny models, no long solve."""
 import re
 import types
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -100,6 +101,44 @@ RAISES = {
         lambda t: gradflow.DiagonalModel(_logits, X, np.eye(3, 2), p=3, loss="cross_entropy"),
         ValueError,
         r"Y\.shape == \(n,\); got Y\.shape=\(3, 2\)",
+    ),
+    # h and loss that are not real scalars (gradflow._data.check_output)
+    "complex h": (
+        lambda t: gradflow.DiagonalModel(lambda x, beta: (x @ beta) * (1 + 1j), X, Y, p=3),
+        ValueError,
+        r"^h\(x, beta\) returns complex values \(dtype complex128\); gradflow's models are real",
+    ),
+    "complex h, factorised": (
+        lambda t: gradflow.FactorizedModel(
+            lambda x, Ws: Ws[0] * 1j, np.zeros((1, 1)), np.ones((1, 2, 2)), shapes=[(2, 2)]
+        ),
+        ValueError,
+        r"^h\(x, Ws\) returns complex values",
+    ),
+    "a loss that returns a vector": (
+        lambda t: gradflow.DiagonalModel(_linear, X, Y, p=3, loss=lambda y, y_hat: jnp.stack([y - y_hat] * 2) ** 2),
+        ValueError,
+        r"^loss\(y, y_hat\) must return one real number per sample \(shape \(\)\); got shape \(2,\)",
+    ),
+    "a complex loss": (
+        lambda t: gradflow.DiagonalModel(_linear, X, Y, p=3, loss=lambda y, y_hat: (y - y_hat) ** 2 * 1j),
+        ValueError,
+        r"^loss\(y, y_hat\) must return one real number per sample .*dtype complex",
+    ),
+    # the flow's tolerances (gradflow._kit._checks.check_tolerances)
+    "atol = 1e3": (lambda t: _flow(t, log_alpha=-10.0, atol=1e3), ValueError, r"^atol must lie in \[0, 0\.01\]"),
+    "rtol = 0.5": (lambda t: _flow(t, log_alpha=-10.0, rtol=0.5), ValueError, r"^rtol must lie in \[0, 0\.01\]"),
+    "rtol = atol = 0": (lambda t: _flow(t, log_alpha=-10.0, atol=0.0), ValueError, r"^rtol and atol must not both"),
+    "atol = -1e-8": (lambda t: _flow(t, log_alpha=-10.0, atol=-1e-8), ValueError, r"^atol must lie in"),
+    "compare_limits, atol = 1": (
+        lambda t: _compare(t, log_alphas=[-5.0, -10.0], flow_options=dict(atol=1.0)),
+        ValueError,
+        r"^atol must lie in \[0, 0\.01\]",
+    ),
+    "factorised, atol = 1": (
+        lambda t: gradflow.simulate_flow(t.mf.model, u0=t.mf.u0, v0=t.mf.v0, ts=[0.0, 1.0], alpha=0.1, atol=1.0),
+        ValueError,
+        r"^atol must lie in",
     ),
     # scales that float64 cannot resolve (gradflow._checks.check_scales)
     "log_alpha = -1e-300": (
@@ -240,6 +279,13 @@ RETURNS = {
         "run_failed",
         r"^the flow runs are not finite at log α = -5 from τ = 1\.1",
     ),
+    "greedy_limit, g(0) = 0 (a ReLU h)": (
+        lambda t: gradflow.greedy_limit(
+            gradflow.DiagonalModel(lambda x, beta: jax.nn.relu(x @ beta), X, Y, p=3), check_assumptions=False
+        ),
+        "successful",
+        r"^g\(0\) = 0: the gradient of the loss vanishes at zero weights .*the path has no stage",
+    ),
     "compare_limits, one alpha": (
         lambda t: _compare(t, log_alphas=[-5.0], path=t.path, flows=t.runs(0.0)[:1]),
         "single_scale",
@@ -249,6 +295,7 @@ RETURNS = {
 
 
 @pytest.mark.parametrize("call, result, match", list(RETURNS.values()), ids=list(RETURNS))
+@pytest.mark.filterwarnings("ignore:g\\(0\\) = 0:UserWarning")
 def test_a_bad_input_returns_a_result_that_says_so(t, call, result, match):
     out = call(t)
     assert np.all(np.asarray(out.result) == result)

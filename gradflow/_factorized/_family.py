@@ -8,7 +8,7 @@ from typing import ClassVar
 import jax
 import numpy as np
 
-from .._kit._checks import EPS, check_long_times
+from .._kit._checks import EPS, check_long_times, check_tolerances
 from .._kit._family import ModelFamily
 from .._kit._greedy import check_path_of
 from .._kit._plots import save_figure
@@ -34,6 +34,7 @@ class FactorizedFamily(ModelFamily):
         """The leaps' range (docs/math.md, *Plateau leaps*: the range of α): the log scales reach ``ρ = 2 log α`` (a
         column shrunk to ``α²``), whose rounding ``2 |log α| 2⁻⁵²`` must stay within ``atol + 2 rtol |log α|``
         (``|log α| ≤ 2.25e7`` at ``atol = 1e-8``); and the output times of ``gradflow._checks.check_long_times``."""
+        check_tolerances(rtol, atol)
         worst = 2.0 * float(np.max(-np.asarray(log_a, dtype=np.float64)))
         if worst * EPS > atol + rtol * worst:
             limit = "any" if rtol >= EPS else f"|log α| ≤ {atol / (2.0 * (EPS - rtol)):.4g}"

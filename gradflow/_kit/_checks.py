@@ -65,6 +65,24 @@ def max_state(rtol: float, atol: float) -> float:
     return (atol + rtol) / (RESOLUTION * EPS)
 
 
+MAX_TOLERANCE = 1e-2  # a step's error in log w of 1% of a weight: beyond, the flow is not resolved at all
+
+
+def check_tolerances(rtol: float, atol: float) -> None:
+    """The flow's tolerances: numbers in ``[0, MAX_TOLERANCE]``, not both 0. ``atol`` is the relative accuracy of the
+    weights per step; ``atol = 1e3`` "succeeded" with a loss curve unlike the flow's."""
+    for name, value in (("rtol", rtol), ("atol", atol)):
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
+            raise TypeError(f"{name} must be a number; got {type(value).__name__}.")
+        if not 0.0 <= value <= MAX_TOLERANCE:
+            raise ValueError(
+                f"{name} must lie in [0, {MAX_TOLERANCE:g}] (the error per step of log w, i.e. the relative error of the "
+                f"weights); got {name}={value!r}. The default atol is 1e-8."
+            )
+    if rtol + atol == 0:
+        raise ValueError("rtol and atol must not both be 0: give atol > 0 (the default is 1e-8).")
+
+
 def check_resolved(log_a, ts, *, rtol: float, atol: float, names=("alpha", "log_alpha")) -> None:
     """Refuse, with the supported range in the message, the scales ``log α`` whose flow float64 cannot resolve at the
     tolerances and output times ``ts`` (or None) it cannot step to.
@@ -73,6 +91,7 @@ def check_resolved(log_a, ts, *, rtol: float, atol: float, names=("alpha", "log_
     ``log α ≥ −max_state(rtol, atol) / 2`` (:func:`max_state`), and ``ts[-1] · log(1/α) ≤ T_MAX``.
     ``names`` are the arguments' names in the messages (the scales given as ``alpha`` or ``log_alpha``).
     """
+    check_tolerances(rtol, atol)
     log_a = np.atleast_1d(np.asarray(log_a, dtype=np.float64))
     lowest = -max_state(rtol, atol) / 2.0
     below = log_a < lowest

@@ -517,6 +517,12 @@ def run_stages(
         delta = delta_of(stage)
         if not np.any(np.isfinite(delta)):
             message = f"T = ∞: {done}"
+            if not transitions:  # at θ⁰ = 0 some gradient is finite unless g(0) is exactly 0
+                message = (
+                    "g(0) = 0: the gradient of the loss vanishes at zero weights (h is flat there, e.g. a ReLU or a "
+                    "function of β²), so the flow from a small initialisation never leaves it: the path has no stage"
+                )
+                warn(message, UserWarning)
             return stages, transitions, End(result=RESULTS.successful.value, message=message, final_delta=delta)
         if max_stages is not None and k >= max_stages:
             message = f"stopped after max_stages = {max_stages} {unit} (final_delta holds the next Δ)"
