@@ -43,14 +43,18 @@ def t():
         path=path,
         path_p2=gradflow.greedy_limit(other.model, max_stages=0),
         path_mf=gradflow.greedy_limit(mf.model, max_stages=0),
+        path_other=gradflow.greedy_limit(
+            models.diagonal_linear(n=8, p=3, orthonormal=True, seed=1).model, max_stages=1, check_assumptions=False
+        ),
         runs=lambda loss: _runs(path, [-5.0, -10.0], loss),
     )
 
 
-def _runs(path, log_alphas, loss_tail):
-    """Runs that sit on the path's first plateau (a Trajectory each), their loss ``loss_tail`` after ``T_1``."""
+def _runs(path, log_alphas, loss_tail, loss_head=None):
+    """Runs that sit on the path's first plateau (a Trajectory each), their loss ``loss_tail`` after ``T_1`` (and
+    ``loss_head`` before it, by default the path's)."""
     ts = np.linspace(0.0, 1.25 * path.times[-1], 50)
-    loss = np.where(ts < path.times[1], path.loss[0], loss_tail)
+    loss = np.where(ts < path.times[1], path.loss[0] if loss_head is None else loss_head, loss_tail)
     p = path.beta.shape[1]
     return [
         types.SimpleNamespace(ts=ts, beta=np.zeros((ts.size, p)), b=np.ones((ts.size, p)), loss=loss, log_alpha=la)
@@ -238,6 +242,16 @@ RAISES = {
         lambda t: _compare(t, alphas=[1e-3, 1e-6], path=t.path_p2),
         ValueError,
         r"^path is the greedy limit of a model with p = 2 coordinates, but this DiagonalModel has p = 3",
+    ),
+    "compare_limits, the path of another model of the same shape": (
+        lambda t: _compare(t, alphas=[1e-3, 1e-6], path=t.path_other),
+        ValueError,
+        r"^path \(at its stages\) records the loss .* where this model's loss is .*: they are another model's",
+    ),
+    "compare_limits, flows of another model of the same shape": (
+        lambda t: _compare(t, log_alphas=[-5.0, -10.0], path=t.path, flows=_runs(t.path, [-5.0, -10.0], 0.0, 7.0)),
+        ValueError,
+        r"^the flow runs \(at their first time\) records the loss 7 where this model's loss is",
     ),
     "compare_limits, a diagonal path for a factorised model": (
         lambda t: gradflow.compare_limits(t.mf.model, alphas=[1e-3, 1e-6], u0=t.mf.u0, v0=t.mf.v0, path=t.path),

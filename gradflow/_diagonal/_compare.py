@@ -24,7 +24,9 @@ from typing import ClassVar, NamedTuple
 import numpy as np
 
 from .._kit._comparison import AbstractComparison, check_run_scales, compare_runs, detect, window_masks
+from .._kit._greedy import check_losses
 from .._kit._trajectory import Trajectory
+from ._model import evaluate_loss
 
 
 class Comparison(AbstractComparison):
@@ -122,5 +124,10 @@ def _compare_runs(path, runs, *, method="flow", delta=None, threshold=0.5) -> Co
 
 def compare(model, path, runs, log_alphas, **options) -> Comparison:
     """Compare runs of the diagonal ``model`` (trajectories, one per ``log_alphas``) with the greedy ``path``."""
-    del model
-    return _compare_runs(path, _as_runs(runs, log_alphas), **options)
+    runs = _as_runs(runs, log_alphas)
+    at_start = np.stack([run.beta[0] for run in runs])
+    method = options.get("method", "flow")
+    check_losses(
+        [run.loss[0] for run in runs], evaluate_loss(model, at_start), f"the {method} runs (at their first time)"
+    )
+    return _compare_runs(path, runs, **options)

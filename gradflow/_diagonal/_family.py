@@ -8,14 +8,14 @@ from typing import ClassVar
 import numpy as np
 
 from .._kit._family import ModelFamily
-from .._kit._greedy import check_path_of
+from .._kit._greedy import check_losses, check_path_of
 from .._kit._plots import save_figure
 from ._checks import check_init
 from ._compare import compare
 from ._flow import flow, solve_sharded
 from ._gd import gd
 from ._greedy import greedy
-from ._model import DiagonalModel, evaluate_g
+from ._model import DiagonalModel, evaluate_g, evaluate_loss
 from ._path import GreedyPath
 from ._plots import coordinate_groups, plot_coordinates, plot_loss
 from ._report import greedy_summary
@@ -38,6 +38,7 @@ class DiagonalFamily(ModelFamily):
 
         fields = ("times", "beta", "b", "loss", "b_at")
         check_path_of(model, path, GreedyPath, fields, shapes, f"p = {model.p} coordinates")
+        check_losses(path.loss, evaluate_loss(model, np.asarray(path.beta)), "path (at its stages)")
 
     flow = staticmethod(flow)
     gd = staticmethod(gd)
