@@ -302,6 +302,7 @@ def greedy_limit(
     return finish(path, throw=throw, prefix="greedy_limit: ", hint=hint)
 
 
+@float64
 def compare_limits(
     model,
     *,

@@ -91,8 +91,10 @@ def float64(fn: F) -> F:
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        if not _ENTERED.get() and threading.current_thread() is threading.main_thread():
-            release_compiled_if_crowded()
+        if not _ENTERED.get():
+            _refuse_tracers(fn.__name__, args, kwargs)
+            if threading.current_thread() is threading.main_thread():
+                release_compiled_if_crowded()
         token = _ENTERED.set(True)
         try:
             with deferred_interrupts(), jax.enable_x64(True):
@@ -101,6 +103,18 @@ def float64(fn: F) -> F:
             _ENTERED.reset(token)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _refuse_tracers(name: str, args, kwargs) -> None:
+    """A ``TypeError`` if ``name`` is called inside ``jax.jit``, ``vmap`` or ``grad`` (an argument is a tracer): the
+    entry points run their own compiled solvers on concrete arrays, and a tracer fails deep inside them."""
+    if any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves((args, kwargs))):
+        raise TypeError(
+            f"gradflow.{name} takes concrete arrays and runs its own compiled solver: it cannot be called inside "
+            "jax.jit, jax.vmap or jax.grad. Call it outside them (a batch of scales or states is one call); to "
+            "differentiate or compile the loss itself, use model.loss_of_beta and model.g (diagonal) or "
+            "model.loss_of_weights and model.G (full weights)."
+        )
 
 
 _INTERRUPTED = threading.Event()  # Ctrl-C came during a deferred_interrupts scope

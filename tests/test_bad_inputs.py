@@ -144,6 +144,24 @@ RAISES = {
         ValueError,
         r"^atol must lie in",
     ),
+    # entry points inside JAX transformations (gradflow._config.float64)
+    "simulate_flow inside jax.jit": (
+        lambda t: jax.jit(lambda la: _flow(t, log_alpha=la))(-10.0),
+        TypeError,
+        r"^gradflow\.simulate_flow takes concrete arrays .* cannot be called inside jax\.jit, jax\.vmap or jax\.grad",
+    ),
+    "evaluate_loss inside jax.grad": (
+        lambda t: jax.grad(lambda beta: gradflow.evaluate_loss(t.lin.model, beta))(jnp.zeros(3)),
+        TypeError,
+        r"^gradflow\.evaluate_loss takes concrete arrays .*use model\.loss_of_beta and model\.g",
+    ),
+    "compare_limits inside jax.vmap": (
+        lambda t: jax.vmap(lambda la: gradflow.compare_limits(t.lin.model, log_alphas=la, u0=t.lin.u0, v0=t.lin.v0))(
+            jnp.array([[-5.0, -10.0]])
+        ),
+        TypeError,
+        r"^gradflow\.compare_limits takes concrete arrays",
+    ),
     # scales that float64 cannot resolve (gradflow._checks.check_scales)
     "log_alpha = -1e-300": (
         lambda t: _flow(t, log_alpha=-1e-300),
@@ -314,3 +332,14 @@ def test_a_bad_input_returns_a_result_that_says_so(t, call, result, match):
     out = call(t)
     assert np.all(np.asarray(out.result) == result)
     assert re.search(match, str(np.ravel(out.message)[0])), out.message
+
+
+def test_the_comparison_json_says_what_the_comparison_says(t):
+    """``gradflow compare --alpha 1e-3`` wrote ``"result": "successful"`` (the greedy path's) where the comparison is
+    ``single_scale``: the JSON's result is the comparison's, the path's is ``greedy_result``."""
+    from gradflow._diagonal._report import comparison_json
+
+    comparison = _compare(t, log_alphas=[-5.0], path=t.path, flows=t.runs(0.0)[:1])
+    data = comparison_json(comparison, t.path, t.lin.model.names)
+    assert (data["result"], data["greedy_result"]) == ("single_scale", t.path.result)
+    assert data["message"].startswith("one scale") and data["fit_range"]["log_alpha"] == [-5.0, -5.0]

@@ -100,8 +100,10 @@ def json_summary(comparison: AbstractComparison, path, greedy: tuple, *, detecti
         records=comparison.to_records(),
         rates=comparison.rate_records(),
         greedy=[dict(zip(header, row)) for row in rows],
-        result=path.result,
-        message=path.message,
+        result=comparison.result,  # as the API's comparison says (e.g. "single_scale" for one α)
+        message=comparison.message,
+        greedy_result=path.result,
+        greedy_message=path.message,
     )
 
 
