@@ -43,6 +43,9 @@ def t():
         path=path,
         path_p2=gradflow.greedy_limit(other.model, max_stages=0),
         path_mf=gradflow.greedy_limit(mf.model, max_stages=0),
+        path_mf_other=gradflow.greedy_limit(
+            models.matrix_factorization(m=2, n=2, singular_values=(3.0, 1.0), seed=0).model, max_stages=0
+        ),
         path_other=gradflow.greedy_limit(
             models.diagonal_linear(n=8, p=3, orthonormal=True, seed=1).model, max_stages=1, check_assumptions=False
         ),
@@ -60,6 +63,11 @@ def _runs(path, log_alphas, loss_tail, loss_head=None):
         types.SimpleNamespace(ts=ts, beta=np.zeros((ts.size, p)), b=np.ones((ts.size, p)), loss=loss, log_alpha=la)
         for la in log_alphas
     ]
+
+
+def _narrow(runs):
+    """The runs with their first two coordinates only: runs of a model with p = 2."""
+    return [types.SimpleNamespace(**dict(vars(r), beta=r.beta[:, :2], b=r.b[:, :2])) for r in runs]
 
 
 def _compare(t, **options):
@@ -270,6 +278,18 @@ RAISES = {
         lambda t: _compare(t, log_alphas=[-5.0, -10.0], path=t.path, flows=_runs(t.path, [-5.0, -10.0], 0.0, 7.0)),
         ValueError,
         r"^the flow runs \(at their first time\) records the loss 7 where this model's loss is",
+    ),
+    "compare_limits, the flows of a model with another p": (
+        lambda t: _compare(t, log_alphas=[-5.0, -10.0], path=t.path, flows=_narrow(_runs(t.path, [-5.0, -10.0], 0.0))),
+        ValueError,
+        r"^a run records p = 2 coordinates, but this DiagonalModel has p = 3: it is another model's run",
+    ),
+    "compare_limits, the full-weight path of another model of the same shapes": (
+        lambda t: gradflow.compare_limits(
+            t.mf.model, alphas=[1e-3, 1e-6], u0=t.mf.u0, v0=t.mf.v0, path=t.path_mf_other
+        ),
+        ValueError,
+        r"^path \(at its stages\) records the loss .* they are another model's",
     ),
     "compare_limits, a diagonal path for a factorised model": (
         lambda t: gradflow.compare_limits(t.mf.model, alphas=[1e-3, 1e-6], u0=t.mf.u0, v0=t.mf.v0, path=t.path),

@@ -125,6 +125,12 @@ def _compare_runs(path, runs, *, method="flow", delta=None, threshold=0.5) -> Co
 def compare(model, path, runs, log_alphas, **options) -> Comparison:
     """Compare runs of the diagonal ``model`` (trajectories, one per ``log_alphas``) with the greedy ``path``."""
     runs = _as_runs(runs, log_alphas)
+    for run in runs:
+        if run.beta.shape[-1] != model.p:
+            raise ValueError(
+                f"a run records p = {run.beta.shape[-1]} coordinates, but this DiagonalModel has p = {model.p}: it is "
+                "another model's run; compute the flows with this model, or leave flows None."
+            )
     at_start = np.stack([run.beta[0] for run in runs])
     method = options.get("method", "flow")
     check_losses(

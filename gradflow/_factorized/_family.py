@@ -10,9 +10,9 @@ import numpy as np
 
 from .._kit._checks import EPS, check_long_times, check_tolerances
 from .._kit._family import ModelFamily
-from .._kit._greedy import check_path_of
+from .._kit._greedy import check_losses, check_path_of
 from .._kit._plots import save_figure
-from ._compare import compare
+from ._compare import compare, loss_of_weights
 from ._flow import flow
 from ._gd import gd
 from ._greedy import greedy
@@ -55,6 +55,8 @@ class FactorizedFamily(ModelFamily):
 
         fields = ("times", "W", "ranks", "factor", "loss", "stage_at", "b_at")
         check_path_of(model, path, FactorizedGreedyPath, fields, shapes, f"weight matrices {model.shapes}")
+        at_stages = [loss_of_weights(model, tuple(w[k] for w in path.W)) for k in range(len(path.loss))]
+        check_losses(path.loss, at_stages, "path (at its stages)")
 
     flow = staticmethod(flow)
     gd = staticmethod(gd)
