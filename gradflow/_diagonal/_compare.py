@@ -23,8 +23,8 @@ from typing import ClassVar, NamedTuple
 
 import numpy as np
 
+from .._kit._checks import check_losses
 from .._kit._comparison import AbstractComparison, check_run_scales, compare_runs, detect, window_masks
-from .._kit._greedy import check_losses
 from .._kit._trajectory import Trajectory
 from ._model import evaluate_loss
 

@@ -7,8 +7,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from .._kit._family import ModelFamily
-from .._kit._greedy import check_losses, check_path_of
+from .._kit._checks import check_losses
+from .._kit._family import ModelFamily, check_path_of
 from .._kit._plots import save_figure
 from ._checks import check_init
 from ._compare import compare

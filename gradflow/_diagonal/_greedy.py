@@ -28,6 +28,7 @@ from functools import partial
 import jax.numpy as jnp
 import numpy as np
 
+from .._kit import _checkpoint
 from .._kit import _greedy as kit
 from ._checks import check_init
 from ._frame import apply_frame, frame_of
@@ -53,8 +54,10 @@ def greedy(
     G = float(np.max(np.abs(g0))) or 1.0  # g(0) = 0: every Δ is ∞; any positive G keeps the thresholds finite
     ctx = _Context(model, tolerances, G, check_assumptions, np.random.default_rng([seed, 4]))
     if checkpoint is not None:
-        key = dict(model=kit.fingerprint(model, _probe), tolerances=tolerances, check=check_assumptions, seed=seed)
-        checkpoint = kit.Checkpoint(checkpoint, key, ctx.rng)
+        key = dict(
+            model=_checkpoint.fingerprint(model, _probe), tolerances=tolerances, check=check_assumptions, seed=seed
+        )
+        checkpoint = _checkpoint.Checkpoint(checkpoint, key, ctx.rng)
     return _stack(*_run(ctx, g0, loss0, max_stages, progress, checkpoint), swap, sign)
 
 

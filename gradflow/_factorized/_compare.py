@@ -28,8 +28,8 @@ import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
+from .._kit._checks import check_losses
 from .._kit._comparison import AbstractComparison, check_run_scales, compare_runs, detect, window_masks
-from .._kit._greedy import check_losses
 from ._model import FactorizedModel
 from ._phase_b import evaluate
 

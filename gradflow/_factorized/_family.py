@@ -8,9 +8,8 @@ from typing import ClassVar
 import jax
 import numpy as np
 
-from .._kit._checks import EPS, check_long_times, check_tolerances
-from .._kit._family import ModelFamily
-from .._kit._greedy import check_losses, check_path_of
+from .._kit._checks import EPS, check_long_times, check_losses, check_tolerances
+from .._kit._family import ModelFamily, check_path_of
 from .._kit._plots import save_figure
 from ._compare import compare, loss_of_weights
 from ._flow import flow

@@ -31,6 +31,7 @@ from functools import partial
 import jax.numpy as jnp
 import numpy as np
 
+from .._kit import _checkpoint
 from .._kit import _greedy as kit
 from ._gauge import min_eig_off_gauge
 from ._layout import Layout
@@ -62,8 +63,10 @@ def greedy(
     G = max(float(np.linalg.norm(np.asarray(g), 2)) for g in G0) or 1.0
     ctx = _Context(model, layout, tolerances, G, check_assumptions, np.random.default_rng([seed, 5]))
     if checkpoint is not None:
-        key = dict(model=kit.fingerprint(model, _probe), tolerances=tolerances, check=check_assumptions, seed=seed)
-        checkpoint = kit.Checkpoint(checkpoint, key, ctx.rng)
+        key = dict(
+            model=_checkpoint.fingerprint(model, _probe), tolerances=tolerances, check=check_assumptions, seed=seed
+        )
+        checkpoint = _checkpoint.Checkpoint(checkpoint, key, ctx.rng)
     return _stack(*_run(ctx, max_stages, progress, checkpoint))
 
 

@@ -240,3 +240,20 @@ def init_checked() -> Iterator[None]:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=_NEAR_DEGENERATE, category=AssumptionWarning)
         yield
+
+
+def check_losses(recorded, computed, what: str) -> None:
+    """``what`` (a path's stages, or runs at their first time) records the loss ``recorded`` where ``model``'s loss
+    is ``computed``: else they belong to another model of the same shapes (other data or ``h``), whose distances to
+    this model's limit would mean nothing."""
+    recorded, computed = np.asarray(recorded, dtype=np.float64), np.asarray(computed, dtype=np.float64)
+    ok = np.isfinite(recorded)
+    scale = np.maximum(np.abs(computed), np.max(np.abs(computed[ok]), initial=0.0) * 1e-9 + 1e-300)
+    bad = ok & ~(np.abs(recorded - computed) <= 1e-6 * scale)
+    if np.any(bad):
+        i = int(np.argmax(bad))
+        raise ValueError(
+            f"{what} records the loss {recorded[i]:.10g} where this model's loss is {computed[i]:.10g}: they are another "
+            "model's (other data or h, of the same shapes). Compute them with this model (greedy_limit, simulate_flow), "
+            "or leave path and flows None."
+        )

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 from ._checks import check_resolved
+from ._greedy import AbstractGreedyPath
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,3 +116,22 @@ class ModelFamily(abc.ABC):
         """The flows of many tasks of one shape in one ``vmap``-ed call sharded over devices (the sweep's batches);
         families that cannot batch models say so."""
         raise NotImplementedError(f"sweeps batch the flows of {self.name} models only one run at a time.")
+
+
+def check_path_of(model, path, cls: type, fields: Sequence[str], shapes: Callable, model_shapes: str) -> None:
+    """``path`` is a greedy path of ``model``'s family: a ``cls``, or (as for trajectories) any object with the
+    ``fields`` its comparison reads that is no other family's path; and ``shapes(path)``, its shapes in words, are
+    ``model_shapes``. Else the error, with how to compute the model's own path."""
+    own = "compute it with greedy_limit(model, u0=u0, v0=v0), or leave path=None"
+    missing = [f for f in fields if not hasattr(path, f)]
+    if missing or (isinstance(path, AbstractGreedyPath) and not isinstance(path, cls)):
+        lacks = f" without {', '.join(missing)}" if missing else ""
+        raise TypeError(
+            f"path must be the greedy limit of this {type(model).__name__}, a {cls.__name__} (or an object with "
+            f"{', '.join(fields)}); got a {type(path).__name__}{lacks}: {own}."
+        )
+    if shapes(path) != model_shapes:
+        raise ValueError(
+            f"path is the greedy limit of a model with {shapes(path)}, but this {type(model).__name__} has "
+            f"{model_shapes}: {own}."
+        )

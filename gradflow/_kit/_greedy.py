@@ -10,19 +10,15 @@ conditions, the warnings, the progress) and the helpers below turn the records i
 import abc
 import dataclasses
 import enum
-import hashlib
 import math
-import os
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import equinox as eqx
-import jax
 import numpy as np
 
 from .._config import check_interrupt
-from .._io import config_hash, load_result, save_result
 from .._results import RESULTS
+from . import _checkpoint
 from ._assumptions import warn
 from ._checks import check_int
 
@@ -200,42 +196,6 @@ class AbstractGreedyPath(eqx.Module):
         k = self.stage_at(tau)
         elapsed = (tau - self.times[k]).reshape(tau.shape + (1,) * (np.ndim(self.b) - 1))
         return self.b[k] - elapsed * self.speeds[k]
-
-
-def check_path_of(model, path, cls: type, fields: Sequence[str], shapes: Callable, model_shapes: str) -> None:
-    """``path`` is a greedy path of ``model``'s family: a ``cls``, or (as for trajectories) any object with the
-    ``fields`` its comparison reads that is no other family's path; and ``shapes(path)``, its shapes in words, are
-    ``model_shapes``. Else the error, with how to compute the model's own path."""
-    own = "compute it with greedy_limit(model, u0=u0, v0=v0), or leave path=None"
-    missing = [f for f in fields if not hasattr(path, f)]
-    if missing or (isinstance(path, AbstractGreedyPath) and not isinstance(path, cls)):
-        lacks = f" without {', '.join(missing)}" if missing else ""
-        raise TypeError(
-            f"path must be the greedy limit of this {type(model).__name__}, a {cls.__name__} (or an object with "
-            f"{', '.join(fields)}); got a {type(path).__name__}{lacks}: {own}."
-        )
-    if shapes(path) != model_shapes:
-        raise ValueError(
-            f"path is the greedy limit of a model with {shapes(path)}, but this {type(model).__name__} has "
-            f"{model_shapes}: {own}."
-        )
-
-
-def check_losses(recorded, computed, what: str) -> None:
-    """``what`` (a path's stages, or runs at their first time) records the loss ``recorded`` where ``model``'s loss
-    is ``computed``: else they belong to another model of the same shapes (other data or ``h``), whose distances to
-    this model's limit would mean nothing."""
-    recorded, computed = np.asarray(recorded, dtype=np.float64), np.asarray(computed, dtype=np.float64)
-    ok = np.isfinite(recorded)
-    scale = np.maximum(np.abs(computed), np.max(np.abs(computed[ok]), initial=0.0) * 1e-9 + 1e-300)
-    bad = ok & ~(np.abs(recorded - computed) <= 1e-6 * scale)
-    if np.any(bad):
-        i = int(np.argmax(bad))
-        raise ValueError(
-            f"{what} records the loss {recorded[i]:.10g} where this model's loss is {computed[i]:.10g}: they are another "
-            "model's (other data or h, of the same shapes). Compute them with this model (greedy_limit, simulate_flow), "
-            "or leave path and flows None."
-        )
 
 
 class Choice(eqx.Module):
@@ -448,54 +408,9 @@ def emit(messages: Sequence[str]) -> None:
         warn(message)
 
 
-def fingerprint(model, probe: Callable) -> str:
-    """What identifies ``model``: a hash of its arrays (the data) and of ``probe(model)``, the loss and gradient at a
-    fixed generic point, which tell its ``h`` (or loss) apart from another's on the same data."""
-    digest = hashlib.sha256()
-    for leaf in jax.tree_util.tree_leaves(model):
-        if eqx.is_array(leaf) or isinstance(leaf, np.ndarray):
-            arr = np.ascontiguousarray(np.asarray(leaf))
-            digest.update(f"{arr.dtype}{arr.shape}".encode())
-            digest.update(arr.tobytes())
-    for value in jax.tree_util.tree_leaves(probe(model)):
-        digest.update(np.array2string(np.asarray(value, dtype=np.float64), precision=10, threshold=10**9).encode())
-    return digest.hexdigest()[:16]
-
-
-@dataclasses.dataclass(frozen=True)
-class Kept:
-    """A checkpoint's contents: a greedy path's finished records, what they were computed from (``key``) and the
-    state of the generator of Assumption 4.4's perturbations after them."""
-
-    key: str
-    stages: tuple
-    transitions: tuple
-    rng: dict
-
-
-class Checkpoint:
-    """The file ``path`` that keeps a greedy path's finished stages: written (atomically) after every stage, and
-    resumed from by a later run whose ``key`` (the model's :func:`fingerprint` and the options) is the same.
-    ``rng``, the generator of the perturbations, continues as it would have."""
-
-    def __init__(self, path: str | os.PathLike, key: dict, rng: np.random.Generator):
-        self.path, self.key, self.rng = Path(path), config_hash(key, length=32), rng
-
-    def load(self) -> tuple[list, list] | None:
-        """The stages and transitions kept, or None where there is no checkpoint yet."""
-        if not self.path.exists():
-            return None
-        kept = load_result(self.path)  # a damaged file: one line (DamagedFile), which says to delete it
-        if not isinstance(kept, Kept) or kept.key != self.key:
-            raise ValueError(
-                f"checkpoint {self.path} keeps the stages of another greedy path (another model, data or options): "
-                "give another checkpoint file, or delete it to start again."
-            )
-        self.rng.bit_generator.state = kept.rng
-        return list(kept.stages), list(kept.transitions)
-
-    def save(self, stages: list, transitions: list) -> None:
-        save_result(self.path, Kept(self.key, tuple(stages), tuple(transitions), self.rng.bit_generator.state))
+_FLAT = (
+    "h is flat there, e.g. a ReLU), so the flow from a small initialisation never leaves them: the path has no stage"
+)
 
 
 def run_stages(
@@ -506,7 +421,7 @@ def run_stages(
     words: tuple[str, str],
     max_stages: int | None,
     progress,
-    checkpoint: Checkpoint | None = None,
+    checkpoint: _checkpoint.Checkpoint | None = None,
 ):
     """The loop of Algorithm 1 (and of the greedy low-rank limit) from the stage record ``first``.
 
@@ -521,24 +436,16 @@ def run_stages(
     (their warnings emitted again) and keeps every stage it finishes. Returns ``(stages, transitions, end)``.
     """
     done, unit = words
-    kept = checkpoint.load() if checkpoint is not None else None
-    stages, transitions = kept if kept is not None else ([first], [])
-    if max_stages is not None:
-        stages, transitions = stages[: max_stages + 1], transitions[:max_stages]
+    stages, transitions = checkpoint.start(first, max_stages, progress) if checkpoint else ([first], [])
     for record in [r for pair in zip(stages, transitions + [None]) for r in pair if r is not None]:
         emit(record.warnings)
-    if progress and len(transitions):
-        print(f"greedy stages 1–{len(transitions)} resumed from {checkpoint.path}", flush=True)
     while True:
         stage, k = stages[-1], len(transitions)
         delta = delta_of(stage)
         if not np.any(np.isfinite(delta)):
             message = f"T = ∞: {done}"
             if not transitions:  # at θ⁰ = 0 some gradient is finite unless g(0) is exactly 0
-                message = (
-                    "g(0) = 0: the gradient of the loss vanishes at zero weights (h is flat there, e.g. a ReLU or a "
-                    "function of β²), so the flow from a small initialisation never leaves it: the path has no stage"
-                )
+                message = f"g(0) = 0: the gradient of the loss vanishes at zero weights ({_FLAT})"
                 warn(message, UserWarning)
             return stages, transitions, End(result=RESULTS.successful.value, message=message, final_delta=delta)
         if max_stages is not None and k >= max_stages:
