@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import math
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -131,9 +132,7 @@ def simulate_flow(
     log_a, batched = check_scales(alpha, log_alpha)
     ts = check_times(ts)
     max_steps = None if max_steps is None else check_int(max_steps, "max_steps")
-    if not (rtol >= 0 and atol >= 0 and rtol + atol > 0):
-        raise ValueError(f"rtol and atol must be >= 0 and not both 0; got rtol={rtol!r}, atol={atol!r}.")
-    family.check_resolved(log_a, ts, rtol=rtol, atol=atol)
+    family.check_resolved(log_a, ts, rtol=rtol, atol=atol)  # the tolerances' range too
     solver = _solver_options(family, model, solver, jacobian_rank)
     model = _on_device(model)
     request = FlowRequest(ts, u0, v0, start, log_a, batched, rtol, atol, max_steps, batching, progress)
@@ -255,6 +254,7 @@ def greedy_limit(
     check_assumptions: bool = True,
     seed: int = 0,
     progress: bool = False,
+    checkpoint: str | os.PathLike | None = None,
     throw: bool = True,
 ):
     """The α → 0 limit of gradient flow from ``α (u0, v0)``: Algorithm 1 of the paper (docs/math.md,
@@ -277,6 +277,9 @@ def greedy_limit(
             part of the algorithm and always run.
         seed: seeds the perturbations of Assumption 4.4.
         progress: print one line per stage.
+        checkpoint: a file (``.npz``) to keep the finished stages in, written after every stage: a call with the same
+            model (its data and ``h``, by a fingerprint), ``tolerances``, ``check_assumptions`` and ``seed`` resumes
+            from the stages it keeps, e.g. after Ctrl-C; one with others is refused.
         throw: as in diffrax: raise a ``RuntimeError`` if the path cannot go on: a phase (B) does not reach a
             stationary point, runs off to infinity, or ends where the loss or ``g`` is not finite. With
             ``throw=False`` the path up to that stage comes back, with the failure in ``result`` and ``message``.
@@ -318,11 +321,13 @@ def greedy_limit(
         check_assumptions=check_assumptions,
         seed=seed,
         progress=progress,
+        checkpoint=checkpoint,
     )
     hint = f". Pass throw=False to get the path up to stage {path.num_stages}."
     return finish(path, throw=throw, prefix="greedy_limit: ", hint=hint)
 
 
+@float64
 def compare_limits(
     model,
     *,
@@ -357,8 +362,10 @@ def compare_limits(
             ``FactorizedGreedyPath`` for a ``FactorizedModel``), checked against the model's family and shapes.
         delta: window margin in rescaled time (default :func:`default_delta`); it must leave a recorded time in
             some window.
-        ts: rescaled times to record (default :func:`default_times`: 1000 points up to ``1.25 T_K``), past the
-            first stage time ``T_1``.
+        ts: rescaled times to record, past the first stage time ``T_1`` (default :func:`default_times`: 1000 points
+            up to ``1.25 T_K``, refined around every ``T_k`` down to ``0.01 / log(1/α)`` of the smallest α, so that
+            every α's jumps are resolved). A detected stage time whose error is not larger than the spacing of ``ts``
+            around it is a ``UserWarning``: that error is the grid's.
         gd: gradient-descent runs to compare as well: a mapping of ``simulate_gd`` options (``lr``
             required; ``steps`` defaults to reaching the last time of ``ts``; ``record_every``
             to about 1000 records), or a sequence of [`Trajectory`][gradflow.Trajectory] (e.g.
@@ -406,7 +413,7 @@ def compare_limits(
             path = greedy_limit(model, u0=u0, v0=v0)
         times = np.asarray(path.times, dtype=np.float64)
         delta = default_delta(times) if delta is None else float(delta)
-        ts = default_times(times, delta=delta) if ts is None else check_times(ts)
+        ts = default_times(times, delta=delta, log_alphas=log_alphas) if ts is None else check_times(ts)
         check_windows(times, delta, ts)
         if gd is not None:
             _check_gd_times(gd, log_alphas, times, delta, float(ts[-1]))

@@ -16,18 +16,26 @@ Compiled programs are kept across processes in JAX's persistent compilation cach
 (:func:`use_compilation_cache`, called by the first entry point of a process), unless the user configured JAX's
 cache or switched gradflow's off (``GRADFLOW_NO_CACHE=1``).
 
-Independent solves run on threads, one per core (:class:`PerCore`). Ctrl-C reaches only the main thread: there it
-sets a stop flag that the workers' solves check between their segments (:func:`stop_requested`), so that every
-worker ends within a segment, keeping what it reached, instead of running to its end.
+Ctrl-C never interrupts JAX itself (:func:`deferred_interrupts`): inside an entry point it only sets a flag, which the
+long loops check between their compiled calls (:func:`stop_requested`: between a solve's segments, the greedy path's
+stages, a demo's steps), ending there, keeping what they finished, and raising ``KeyboardInterrupt``. Python's own
+``KeyboardInterrupt`` lands wherever the main thread is, which may be inside JAX: during a compilation the compiler
+goes on in XLA's threads, and at exit the interpreter frees the client it runs on (a segmentation fault); in JAX's
+garbage-collection callback it is printed and dropped.
+
+Independent solves run on threads, one per core (:class:`PerCore`). They see the same flag: every worker ends within
+a segment, keeping what it reached, instead of running to its end.
 """
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import importlib.util
 import os
 import pathlib
+import signal
 import threading
 import time
 import warnings
@@ -158,18 +166,71 @@ def float64(fn: F) -> F:
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         if not _ENTERED.get():
+            _refuse_tracers(fn.__name__, args, kwargs)
             if not _cache_done[0]:
                 use_compilation_cache()
             if threading.current_thread() is threading.main_thread():
                 release_compiled_if_crowded()
         token = _ENTERED.set(True)
         try:
-            with jax.enable_x64(True):
+            with deferred_interrupts(), jax.enable_x64(True):
                 return fn(*args, **kwargs)
         finally:
             _ENTERED.reset(token)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _refuse_tracers(name: str, args, kwargs) -> None:
+    """A ``TypeError`` if ``name`` is called inside ``jax.jit``, ``vmap`` or ``grad`` (an argument is a tracer): the
+    entry points run their own compiled solvers on concrete arrays, and a tracer fails deep inside them."""
+    if any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves((args, kwargs))):
+        raise TypeError(
+            f"gradflow.{name} takes concrete arrays and runs its own compiled solver: it cannot be called inside "
+            "jax.jit, jax.vmap or jax.grad. Call it outside them (a batch of scales or states is one call); to "
+            "differentiate or compile the loss itself, use model.loss_of_beta and model.g (diagonal) or "
+            "model.loss_of_weights and model.G (full weights)."
+        )
+
+
+_INTERRUPTED = threading.Event()  # Ctrl-C came during a deferred_interrupts scope
+
+
+def _on_sigint(signum, frame) -> None:
+    if _INTERRUPTED.is_set():  # a second Ctrl-C: at once, as Python's default does (wherever the main thread is)
+        raise KeyboardInterrupt
+    _INTERRUPTED.set()
+
+
+@contextlib.contextmanager
+def deferred_interrupts():
+    """In the main thread, with Python's default SIGINT handler: Ctrl-C only sets the flag that
+    :func:`stop_requested` reads, and ``KeyboardInterrupt`` is raised at the end of the block if nothing raised it
+    before. The loops that check the flag stop at their next check and raise it themselves (``Interrupted``), with
+    what they finished; a second Ctrl-C raises at once. Elsewhere (another thread, a handler of the user's, or
+    inside such a block already) the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread() or (
+        signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield
+        return
+    _INTERRUPTED.clear()
+    signal.signal(signal.SIGINT, _on_sigint)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        interrupted = _INTERRUPTED.is_set()
+        _INTERRUPTED.clear()
+    if interrupted:
+        raise KeyboardInterrupt
+
+
+def check_interrupt() -> None:
+    """Raise ``KeyboardInterrupt`` if Ctrl-C or a pool's stop asked this thread to stop (:func:`stop_requested`): a
+    loop's check between two steps."""
+    if stop_requested():
+        raise KeyboardInterrupt
 
 
 BATCHING = ("auto", "vmap", "separate")  # how a batch of flows is solved (``simulate_flow``'s ``batching``)
@@ -185,8 +246,9 @@ _STOPS: contextvars.ContextVar[tuple[threading.Event, ...]] = contextvars.Contex
 
 
 def stop_requested() -> bool:
-    """Whether the thread runs for a :class:`PerCore` pool (or one inside it) that was told to stop."""
-    return any(stop.is_set() for stop in _STOPS.get())
+    """Whether Ctrl-C came during a :func:`deferred_interrupts` block, or the thread runs for a :class:`PerCore` pool
+    (or one inside it) that was told to stop."""
+    return _INTERRUPTED.is_set() or any(stop.is_set() for stop in _STOPS.get())
 
 
 class PerCore:

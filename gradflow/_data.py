@@ -105,6 +105,13 @@ def check_output(out, Y: np.ndarray, loss: LossSpec, what: str) -> None:
     """``out`` (the abstract output of ``h`` on one sample, named ``what``) fits the targets ``Y`` and ``loss``."""
     if not hasattr(out, "shape"):
         raise ValueError(f"{what} must return a JAX array.")
+    if jnp.issubdtype(out.dtype, jnp.complexfloating):
+        raise ValueError(
+            f"{what} returns complex values (dtype {out.dtype}); gradflow's models are real: the loss and its gradient "
+            "need a real output. Return real numbers, e.g. the real and imaginary parts stacked."
+        )
+    if callable(loss):
+        _check_custom_loss(loss, Y, out)
     if loss == "cross_entropy":
         if len(out.shape) != 1:
             raise ValueError(f"cross_entropy needs h to return a vector of logits; got shape {out.shape}.")
@@ -117,6 +124,26 @@ def check_output(out, Y: np.ndarray, loss: LossSpec, what: str) -> None:
         raise ValueError(
             f"{what} returns shape {tuple(out.shape)} but each target Y[j] has shape {Y.shape[1:]}; "
             "for the square loss they must match."
+        )
+
+
+def _check_custom_loss(loss: Callable, Y: np.ndarray, out) -> None:
+    """A function ``loss(y, y_hat)`` returns one real number per sample: a vector would be summed silently (every
+    stage time changed), a complex one has no gradient flow."""
+    y = jax.ShapeDtypeStruct(Y.shape[1:], Y.dtype)
+    with jax.enable_x64(True):
+        try:
+            value = jax.eval_shape(loss, y, jax.ShapeDtypeStruct(out.shape, out.dtype))
+        except Exception as err:  # noqa: BLE001 - re-raised with context
+            raise ValueError(
+                f"loss(y, y_hat) failed on one sample (y of shape {y.shape}, y_hat of shape {tuple(out.shape)}): "
+                f"{type(err).__name__}: {err}."
+            ) from err
+    if not hasattr(value, "shape") or value.shape != () or not jnp.issubdtype(value.dtype, jnp.floating):
+        got = f"shape {value.shape}, dtype {value.dtype}" if hasattr(value, "shape") else type(value).__name__
+        raise ValueError(
+            f"loss(y, y_hat) must return one real number per sample (shape ()); got {got}. Reduce it over the "
+            "output's entries yourself (e.g. jnp.sum), as the summed loss is what the flow descends."
         )
 
 

@@ -3,7 +3,12 @@
 A result object (an ``eqx.Module`` or dataclass whose fields are arrays, numbers, strings,
 tuples of those, ``None`` or nested result objects) is written by :func:`save_result` as one
 ``.npz`` file: its arrays as NumPy arrays and everything else in a JSON header naming the class.
-:func:`load_result` rebuilds the same object without calling its ``__init__``.
+:func:`load_result` rebuilds the same object without calling its ``__init__``. Every member of the file carries the
+zip format's CRC-32, checked as it is read: a truncated, damaged or foreign file is a :class:`DamagedFile` error
+(one line, naming the file), never a half-read result.
+
+Files are written atomically (a temporary file renamed over the target) with the permissions the user's umask gives
+a new file, as ``open`` would (a temporary file alone would be private, 0600).
 
 :class:`ResultStore` keys every file by a hash of the configuration that produced it, so a re-run
 with the same configuration reuses it and a changed configuration recomputes it.
@@ -19,6 +24,8 @@ import json
 import os
 import sys
 import tempfile
+import warnings
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -154,6 +161,15 @@ def _class(name: str) -> Any:
         raise
 
 
+class DamagedFile(ValueError):
+    """A result file that cannot be read back: truncated, damaged (a CRC-32 that does not match), or not written by
+    :func:`save_result`; ``reason`` says which."""
+
+    def __init__(self, path: Path, reason: str):
+        self.path, self.reason = path, reason
+        super().__init__(f"{path} {reason}; delete it (a re-run computes it again).")
+
+
 def save_result(path: str | os.PathLike, result: Any) -> Path:
     """Write ``result`` to ``path`` (``.npz``) atomically: a crash never leaves a half-written file."""
     path = Path(path)
@@ -166,6 +182,7 @@ def save_result(path: str | os.PathLike, result: Any) -> Path:
     os.close(fd)
     try:
         np.savez(tmp, **arrays)
+        os.chmod(tmp, _new_file_mode())
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
@@ -174,10 +191,42 @@ def save_result(path: str | os.PathLike, result: Any) -> Path:
 
 
 def load_result(path: str | os.PathLike) -> Any:
-    """Read a result written by :func:`save_result`."""
-    with np.load(Path(path), allow_pickle=False) as data:
-        arrays = {k: data[k] for k in data.files}
-    return _decode(json.loads(str(arrays.pop(_HEADER))), arrays)
+    """Read a result written by :func:`save_result`; a file that is not one whole (truncated, damaged, another
+    program's) is a :class:`DamagedFile` error naming it."""
+    path = Path(path)
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {k: data[k] for k in data.files}
+        header = json.loads(str(arrays.pop(_HEADER)))
+    except (zipfile.BadZipFile, EOFError, KeyError, ValueError, OSError) as err:
+        if isinstance(err, FileNotFoundError):
+            raise
+        why = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        reason = f"is not a whole gradflow result file ({type(err).__name__}: {why}): truncated, damaged or another's"
+        raise DamagedFile(path, reason) from None
+    try:
+        return _decode(header, arrays)
+    except (KeyError, TypeError, AttributeError, ImportError) as err:
+        raise DamagedFile(path, f"holds no gradflow result this version reads ({type(err).__name__}: {err})") from None
+
+
+def _new_file_mode() -> int:
+    """The permissions of a new file under the process's umask (``0o666 & ~umask``), read without changing it."""
+    try:
+        with open("/proc/self/status") as status:
+            umask = next(int(line.split()[1], 8) for line in status if line.startswith("Umask:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        umask = _UMASK_AT_IMPORT
+    return 0o666 & ~umask
+
+
+def _umask_at_import() -> int:
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return umask
+
+
+_UMASK_AT_IMPORT = _umask_at_import()  # where /proc cannot tell (not Linux); set before any thread of gradflow's
 
 
 class ResultStore:
@@ -201,7 +250,9 @@ class ResultStore:
         if path.exists() and not self.force:
             try:
                 result = load_result(path)
-            except (OSError, ValueError, KeyError, AttributeError, ImportError) as err:
+            except (OSError, ValueError) as err:  # DamagedFile, or a file of another version
+                why = f"{path} {err.reason}" if isinstance(err, DamagedFile) else str(err)
+                warnings.warn(f"{why}; computing it again", UserWarning, stacklevel=2)
                 self.log.append((name, f"unreadable ({type(err).__name__}), recomputed", path))
             else:
                 self.log.append((name, "reused", path))
@@ -306,6 +357,7 @@ def write_durably(path: Path, text: str) -> None:
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
             fh.flush()
+            os.fchmod(fh.fileno(), _new_file_mode())
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     finally:

@@ -5,6 +5,7 @@ what went wrong and where. Tiny models, no long solve."""
 import re
 import types
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -42,19 +43,31 @@ def t():
         path=path,
         path_p2=gradflow.greedy_limit(other.model, max_stages=0),
         path_mf=gradflow.greedy_limit(mf.model, max_stages=0),
+        path_mf_other=gradflow.greedy_limit(
+            models.matrix_factorization(m=2, n=2, singular_values=(3.0, 1.0), seed=0).model, max_stages=0
+        ),
+        path_other=gradflow.greedy_limit(
+            models.diagonal_linear(n=8, p=3, orthonormal=True, seed=1).model, max_stages=1, check_assumptions=False
+        ),
         runs=lambda loss: _runs(path, [-5.0, -10.0], loss),
     )
 
 
-def _runs(path, log_alphas, loss_tail):
-    """Runs that sit on the path's first plateau (a Trajectory each), their loss ``loss_tail`` after ``T_1``."""
+def _runs(path, log_alphas, loss_tail, loss_head=None):
+    """Runs that sit on the path's first plateau (a Trajectory each), their loss ``loss_tail`` after ``T_1`` (and
+    ``loss_head`` before it, by default the path's)."""
     ts = np.linspace(0.0, 1.25 * path.times[-1], 50)
-    loss = np.where(ts < path.times[1], path.loss[0], loss_tail)
+    loss = np.where(ts < path.times[1], path.loss[0] if loss_head is None else loss_head, loss_tail)
     p = path.beta.shape[1]
     return [
         types.SimpleNamespace(ts=ts, beta=np.zeros((ts.size, p)), b=np.ones((ts.size, p)), loss=loss, log_alpha=la)
         for la in log_alphas
     ]
+
+
+def _narrow(runs):
+    """The runs with their first two coordinates only: runs of a model with p = 2."""
+    return [types.SimpleNamespace(**dict(vars(r), beta=r.beta[:, :2], b=r.b[:, :2])) for r in runs]
 
 
 def _compare(t, **options):
@@ -100,6 +113,62 @@ RAISES = {
         lambda t: gradflow.DiagonalModel(_logits, X, np.eye(3, 2), p=3, loss="cross_entropy"),
         ValueError,
         r"Y\.shape == \(n,\); got Y\.shape=\(3, 2\)",
+    ),
+    # h and loss that are not real scalars (gradflow._data.check_output)
+    "complex h": (
+        lambda t: gradflow.DiagonalModel(lambda x, beta: (x @ beta) * (1 + 1j), X, Y, p=3),
+        ValueError,
+        r"^h\(x, beta\) returns complex values \(dtype complex128\); gradflow's models are real",
+    ),
+    "complex h, factorised": (
+        lambda t: gradflow.FactorizedModel(
+            lambda x, Ws: Ws[0] * 1j, np.zeros((1, 1)), np.ones((1, 2, 2)), shapes=[(2, 2)]
+        ),
+        ValueError,
+        r"^h\(x, Ws\) returns complex values",
+    ),
+    "a loss that returns a vector": (
+        lambda t: gradflow.DiagonalModel(_linear, X, Y, p=3, loss=lambda y, y_hat: jnp.stack([y - y_hat] * 2) ** 2),
+        ValueError,
+        r"^loss\(y, y_hat\) must return one real number per sample \(shape \(\)\); got shape \(2,\)",
+    ),
+    "a complex loss": (
+        lambda t: gradflow.DiagonalModel(_linear, X, Y, p=3, loss=lambda y, y_hat: (y - y_hat) ** 2 * 1j),
+        ValueError,
+        r"^loss\(y, y_hat\) must return one real number per sample .*dtype complex",
+    ),
+    # the flow's tolerances (gradflow._kit._checks.check_tolerances)
+    "atol = 1e3": (lambda t: _flow(t, log_alpha=-10.0, atol=1e3), ValueError, r"^atol must lie in \[0, 0\.01\]"),
+    "rtol = 0.5": (lambda t: _flow(t, log_alpha=-10.0, rtol=0.5), ValueError, r"^rtol must lie in \[0, 0\.01\]"),
+    "rtol = atol = 0": (lambda t: _flow(t, log_alpha=-10.0, atol=0.0), ValueError, r"^rtol and atol must not both"),
+    "atol = -1e-8": (lambda t: _flow(t, log_alpha=-10.0, atol=-1e-8), ValueError, r"^atol must lie in"),
+    "compare_limits, atol = 1": (
+        lambda t: _compare(t, log_alpha=[-5.0, -10.0], flow_options=dict(atol=1.0)),
+        ValueError,
+        r"^atol must lie in \[0, 0\.01\]",
+    ),
+    "factorised, atol = 1": (
+        lambda t: gradflow.simulate_flow(t.mf.model, u0=t.mf.u0, v0=t.mf.v0, ts=[0.0, 1.0], alpha=0.1, atol=1.0),
+        ValueError,
+        r"^atol must lie in",
+    ),
+    # entry points inside JAX transformations (gradflow._config.float64)
+    "simulate_flow inside jax.jit": (
+        lambda t: jax.jit(lambda la: _flow(t, log_alpha=la))(-10.0),
+        TypeError,
+        r"^gradflow\.simulate_flow takes concrete arrays .* cannot be called inside jax\.jit, jax\.vmap or jax\.grad",
+    ),
+    "evaluate_loss inside jax.grad": (
+        lambda t: jax.grad(lambda beta: gradflow.evaluate_loss(t.lin.model, beta))(jnp.zeros(3)),
+        TypeError,
+        r"^gradflow\.evaluate_loss takes concrete arrays .*use model\.loss_of_beta and model\.g",
+    ),
+    "compare_limits inside jax.vmap": (
+        lambda t: jax.vmap(lambda la: gradflow.compare_limits(t.lin.model, log_alpha=la, u0=t.lin.u0, v0=t.lin.v0))(
+            jnp.array([[-5.0, -10.0]])
+        ),
+        TypeError,
+        r"^gradflow\.compare_limits takes concrete arrays",
     ),
     # scales that float64 cannot resolve (gradflow._kit._checks.check_scales)
     "log_alpha = -1e-300": (
@@ -200,6 +269,26 @@ RAISES = {
         ValueError,
         r"^path is the greedy limit of a model with p = 2 coordinates, but this DiagonalModel has p = 3",
     ),
+    "compare_limits, the path of another model of the same shape": (
+        lambda t: _compare(t, alpha=[1e-3, 1e-6], path=t.path_other),
+        ValueError,
+        r"^path \(at its stages\) records the loss .* where this model's loss is .*: they are another model's",
+    ),
+    "compare_limits, flows of another model of the same shape": (
+        lambda t: _compare(t, log_alpha=[-5.0, -10.0], path=t.path, flows=_runs(t.path, [-5.0, -10.0], 0.0, 7.0)),
+        ValueError,
+        r"^the flow runs \(at their first time\) records the loss 7 where this model's loss is",
+    ),
+    "compare_limits, the flows of a model with another p": (
+        lambda t: _compare(t, log_alpha=[-5.0, -10.0], path=t.path, flows=_narrow(_runs(t.path, [-5.0, -10.0], 0.0))),
+        ValueError,
+        r"^a run records p = 2 coordinates, but this DiagonalModel has p = 3: it is another model's run",
+    ),
+    "compare_limits, the full-weight path of another model of the same shapes": (
+        lambda t: gradflow.compare_limits(t.mf.model, alpha=[1e-3, 1e-6], u0=t.mf.u0, v0=t.mf.v0, path=t.path_mf_other),
+        ValueError,
+        r"^path \(at its stages\) records the loss .* they are another model's",
+    ),
     "compare_limits, a diagonal path for a factorised model": (
         lambda t: gradflow.compare_limits(t.mf.model, alpha=[1e-3, 1e-6], u0=t.mf.u0, v0=t.mf.v0, path=t.path),
         TypeError,
@@ -240,6 +329,13 @@ RETURNS = {
         "run_failed",
         r"^the flow runs are not finite at log α = -5 from τ = 1\.1",
     ),
+    "greedy_limit, g(0) = 0 (a ReLU h)": (
+        lambda t: gradflow.greedy_limit(
+            gradflow.DiagonalModel(lambda x, beta: jax.nn.relu(x @ beta), X, Y, p=3), check_assumptions=False
+        ),
+        "successful",
+        r"^g\(0\) = 0: the gradient of the loss vanishes at zero weights .*the path has no stage",
+    ),
     "compare_limits, one alpha": (
         lambda t: _compare(t, log_alpha=[-5.0], path=t.path, flows=t.runs(0.0)[:1]),
         "single_scale",
@@ -249,7 +345,19 @@ RETURNS = {
 
 
 @pytest.mark.parametrize("call, result, match", list(RETURNS.values()), ids=list(RETURNS))
+@pytest.mark.filterwarnings("ignore:g\\(0\\) = 0:UserWarning")
 def test_a_bad_input_returns_a_result_that_says_so(t, call, result, match):
     out = call(t)
     assert np.all(np.asarray(out.result) == result)
     assert re.search(match, str(np.ravel(out.message)[0])), out.message
+
+
+def test_the_comparison_json_says_what_the_comparison_says(t):
+    """``gradflow compare --alpha 1e-3`` wrote ``"result": "successful"`` (the greedy path's) where the comparison is
+    ``single_scale``: the JSON's result is the comparison's, the path's is ``greedy_result``."""
+    from gradflow._diagonal._report import comparison_json
+
+    comparison = _compare(t, log_alpha=[-5.0], path=t.path, flows=t.runs(0.0)[:1])
+    data = comparison_json(comparison, t.path, t.lin.model.names)
+    assert (data["result"], data["greedy_result"]) == ("single_scale", t.path.result)
+    assert data["message"].startswith("one scale") and data["fit_range"]["log_alpha"] == [-5.0, -5.0]

@@ -21,6 +21,7 @@ import argparse
 import sys
 import warnings
 
+from .._config import deferred_interrupts
 from . import _commands
 from ._options import CLIError, Parser, add_model_options, add_out, positive_int
 from ._sweep import add_sweep
@@ -104,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as stop:  # --help, or a bad option (one line on stderr)
         return int(stop.code or 0)
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), deferred_interrupts():  # Ctrl-C stops at the next check, never inside JAX
             warnings.showwarning = _show_warning
             status = args.func(args)
     except (CLIError, ValueError, OSError, RuntimeError) as err:

@@ -22,9 +22,10 @@ from .._results import Interrupted
 from ._options import CLIError, build_task, is_own, log_alphas, model_options
 
 
-def _claim(args, out: Path, **settings) -> None:
-    """Record ``out`` as this command's, with the settings that make its output; refuse another run's folder."""
-    claim_folder(out, dict(command=args.command, **settings), overwrite=args.overwrite, how="pass --overwrite")
+def _claim(args, out: Path, **settings) -> bool:
+    """Record ``out`` as this command's, with the settings that make its output; refuse another run's folder.
+    Returns whether it held another run's (replaced, with ``--overwrite``)."""
+    return claim_folder(out, dict(command=args.command, **settings), overwrite=args.overwrite, how="pass --overwrite")
 
 
 def _times(args):
@@ -175,12 +176,19 @@ def greedy(args) -> int:
     """``gradflow greedy``: the greedy limit of the built-in task with its checks, saved as a table and a file."""
     task = build_task(args)
     out = Path(args.out)
-    _claim(args, out, model=args.model, model_options=model_options(args), max_stages=args.max_stages)
+    if _claim(args, out, model=args.model, model_options=model_options(args), max_stages=args.max_stages):
+        (out / "greedy-stages.npz").unlink(missing_ok=True)  # another run's stages
     family = family_of(task.model)
     t0 = time.perf_counter()
     try:
         path = greedy_limit(
-            task.model, u0=task.u0, v0=task.v0, max_stages=args.max_stages, progress=True, throw=False
+            task.model,
+            u0=task.u0,
+            v0=task.v0,
+            max_stages=args.max_stages,
+            progress=True,
+            checkpoint=out / "greedy-stages.npz",  # a re-run resumes from the stages finished
+            throw=False,
         )  # a phase (B) that fails ends the path; the summary says why
     except Interrupted as stop:  # the stages finished before Ctrl-C, marked "interrupted" in the file
         save_result(out / "greedy.npz", stop.result)

@@ -248,6 +248,12 @@ def build_task(args) -> Task:
 
 
 def log_alphas(args) -> tuple[float, ...]:
+    """The scales ``--log-alpha`` or ``--alpha`` give (default the paper's), each once."""
+    given = args.log_alpha if args.log_alpha is not None else args.alpha
+    if given is not None and len(set(given)) != len(given):
+        flag = "--log-alpha" if args.log_alpha is not None else "--alpha"
+        twice = next(a for a in given if list(given).count(a) > 1)
+        raise CLIError(f"{flag} gives {twice:g} twice: each scale is one run; give it once")
     if args.log_alpha is not None:
         return tuple(args.log_alpha)
     return tuple(math.log(a) for a in (args.alpha or PAPER_ALPHAS))

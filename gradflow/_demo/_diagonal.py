@@ -161,9 +161,7 @@ def run_demo(
     times = np.asarray(path.times, dtype=np.float64)
     drawn = config.drawn()
     grids = {
-        fine: _resolve_stage_times(
-            default_times(times, num=num, horizon=config.tau_max, delta=delta), times, delta, config.log_alphas
-        )
+        fine: default_times(times, num=num, horizon=config.tau_max, delta=delta, log_alphas=config.log_alphas)
         for fine, num in ((True, config.num_times), (False, max(config.num_times // 4, 2)))
     }
     ts = grids[True]
@@ -185,19 +183,6 @@ def run_demo(
         perturbations = _perturbations(config, model, flows, ts, flow_key, step)
     files, seconds = step.finish(lambda: _write_outputs(config, step, task, path, flows, comparison, perturbations))
     return DemoResult(config, task, path, flows, comparison, perturbations, files, list(step.store.log), seconds)
-
-
-def _resolve_stage_times(ts, stage_times, delta: float, log_alphas) -> np.ndarray:
-    """``ts`` with times at ``T_k ± d`` added, ``d`` from ``0.1 / log(1/α)`` of the smallest α up to ``delta``, two
-    per decade: a flow's stage time lies within ``O(1/log(1/α))`` of ``T_k``, and is detected by interpolating
-    between recorded times, so the grid must be that fine near ``T_k`` (an even grid alone caps the detected
-    error at its spacing, whatever α)."""
-    finest = 0.1 / max(-min(log_alphas), 1.0)
-    if not finest < delta:
-        return ts
-    offsets = np.geomspace(finest, delta, max(2, math.ceil(2 * math.log10(delta / finest)) + 1))
-    near = (np.asarray(stage_times)[1:, None] + np.concatenate([-offsets, offsets])).ravel()
-    return np.union1d(ts, near[(near >= 0) & (near <= ts[-1])])
 
 
 def _perturbations(config, model, flows, ts, flow_key, step) -> dict[str, Perturbation]:

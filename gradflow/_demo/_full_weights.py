@@ -157,7 +157,9 @@ def run_rank_demo(
     model, u0, v0 = task.model, task.u0, task.v0
     base = dict(model=config.model, options=config.model_options)
     path, delta = step.greedy(config, task, base)
-    ts = default_times(path.times, num=config.num_times, horizon=config.tau_max, delta=delta)
+    ts = default_times(
+        path.times, num=config.num_times, horizon=config.tau_max, delta=delta, log_alphas=config.log_alphas
+    )
     tol = dict(rtol=config.rtol, atol=config.atol)
     flow_key = dict(base, ts=ts, **tol)
 

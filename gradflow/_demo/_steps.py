@@ -13,6 +13,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from .._api import compare_limits, greedy_limit
+from .._config import check_interrupt
 from .._io import ResultStore, config_hash, write_csv, write_json
 from .._kit._comparison import default_delta
 from .._kit._report import format_alpha
@@ -36,6 +37,7 @@ class DemoSteps:
         self.timings: dict[str, tuple[float, str]] = {}
 
     def __call__(self, name: str, key, compute):
+        check_interrupt()  # Ctrl-C during the step before (deferred, gradflow._config): the finished ones are kept
         self.bar.set_postfix_str(name, refresh=True)
         t0 = time.perf_counter()
         result = self.store.get(name, key, compute)
@@ -49,7 +51,11 @@ class DemoSteps:
         window margin δ."""
         options = dict(max_stages=config.max_stages, check_assumptions=config.check_assumptions)
         model, u0, v0 = task.model, task.u0, task.v0
-        path = self("greedy", dict(base, **options), lambda: greedy_limit(model, u0=u0, v0=v0, throw=False, **options))
+        key = dict(base, **options)
+        kept = self.store.path("greedy", key, suffix=".stages.npz")  # Ctrl-C keeps the finished stages for a re-run
+        if self.store.force:
+            kept.unlink(missing_ok=True)
+        path = self("greedy", key, lambda: greedy_limit(model, u0=u0, v0=v0, throw=False, checkpoint=kept, **options))
         return path, default_delta(path.times) if config.delta is None else config.delta
 
     def write(self, config, comparison, figures: list[Path], *, json, draw, report) -> list[Path]:

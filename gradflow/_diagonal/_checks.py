@@ -12,6 +12,7 @@ from .._kit._checks import (
     EPS,
     NEAR_DEGENERATE,
     check_long_times,
+    check_tolerances,
     check_vector,
     degenerate_error,
     describe_coordinates,
@@ -55,6 +56,7 @@ def check_resolved(log_a, ts, *, rtol: float, atol: float, names=("alpha", "log_
     ``log α ≥ −max_state(rtol, atol) / 2`` (:func:`max_state`), and ``ts[-1] · log(1/α) ≤ T_MAX``.
     ``names`` are the arguments' names in the messages (the scales given as ``alpha`` or ``log_alpha``).
     """
+    check_tolerances(rtol, atol)
     log_a = np.atleast_1d(np.asarray(log_a, dtype=np.float64))
     lowest = -max_state(rtol, atol) / 2.0
     below = log_a < lowest

@@ -24,9 +24,11 @@ from typing import Any, ClassVar, NamedTuple
 import equinox as eqx
 import numpy as np
 
+from .._kit._checks import check_losses
 from .._kit._comparison import AbstractComparison, check_run_scales, compare_runs, detect, window_masks
 from .._kit._deprecation import renamed
 from .._kit._trajectory import Trajectory
+from ._model import evaluate_loss
 from ._path import GreedyPath
 
 
@@ -133,4 +135,16 @@ def _compare_runs(path, runs, *, names=None, method="flow", delta=None, threshol
 
 def compare(model, path, runs, log_alphas, **options) -> Comparison:
     """Compare runs of the diagonal ``model`` (trajectories, one per ``log_alphas``) with the greedy ``path``."""
-    return _compare_runs(path, _as_runs(runs, log_alphas), names=model.names, **options)
+    runs = _as_runs(runs, log_alphas)
+    for run in runs:
+        if run.beta.shape[-1] != model.p:
+            raise ValueError(
+                f"a run records p = {run.beta.shape[-1]} coordinates, but this DiagonalModel has p = {model.p}: it is "
+                "another model's run; compute the flows with this model, or leave flows None."
+            )
+    at_start = np.stack([run.beta[0] for run in runs])
+    method = options.get("method", "flow")
+    check_losses(
+        [run.loss[0] for run in runs], evaluate_loss(model, at_start), f"the {method} runs (at their first time)"
+    )
+    return _compare_runs(path, runs, names=model.names, **options)

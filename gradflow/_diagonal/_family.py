@@ -9,8 +9,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from .._kit._family import ModelFamily
-from .._kit._greedy import check_path_of
+from .._kit._checks import check_losses
+from .._kit._family import ModelFamily, check_path_of
 from .._kit._plots import plot_loss, save_figure
 from .._kit._task import BOOLEAN, NON_NEGATIVE, POSITIVE, SPARSITY, SPARSITY_PAIR, Builtin
 from ._attention import diagonal_attention
@@ -20,7 +20,7 @@ from ._flow import flow, solve_sharded
 from ._gd import gd
 from ._greedy import greedy
 from ._linear import diagonal_linear
-from ._model import DiagonalModel, evaluate_g
+from ._model import DiagonalModel, evaluate_g, evaluate_loss
 from ._options import DiagonalSolver
 from ._path import GreedyPath
 from ._plots import LABELS, coordinate_groups, plot_coordinates, significant
@@ -98,6 +98,7 @@ class DiagonalFamily(ModelFamily):
 
         fields = ("times", "beta", "b", "loss", "b_at")
         check_path_of(model, path, GreedyPath, fields, shapes, f"p = {model.p} coordinates")
+        check_losses(path.loss, evaluate_loss(model, np.asarray(path.beta)), "path (at its stages)")
 
     flow = staticmethod(flow)
     gd = staticmethod(gd)

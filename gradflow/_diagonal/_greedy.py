@@ -28,6 +28,7 @@ from functools import partial
 import jax.numpy as jnp
 import numpy as np
 
+from .._kit import _checkpoint
 from .._kit import _greedy as kit
 from ._checks import check_init
 from ._frame import apply_frame, frame_of
@@ -36,11 +37,14 @@ from ._path import GreedyPath
 from ._phase_b import Thresholds, g_and_loss, phase_b, reduce_support, restricted_hessian
 
 
-def greedy(model: DiagonalModel, *, u0, v0, max_stages, tolerances, check_assumptions, seed, progress) -> GreedyPath:
+def greedy(
+    model: DiagonalModel, *, u0, v0, max_stages, tolerances, check_assumptions, seed, progress, checkpoint=None
+) -> GreedyPath:
     """Algorithm 1 on a diagonal model, once the checks every family shares are done (see ``greedy_limit``).
 
     ``u0, v0`` do not change the path (only ``b^0 = 1`` enters), but they are checked against Assumption 4.2 and
-    fix the signs of the returned ``u, v`` to match the flow from ``α (u0, v0)``.
+    fix the signs of the returned ``u, v`` to match the flow from ``α (u0, v0)``. ``checkpoint``: a file that keeps
+    the finished stages (``kit.Checkpoint``).
     """
     p = model.p
     swap, sign = np.zeros(p, dtype=bool), np.ones(p)
@@ -49,7 +53,18 @@ def greedy(model: DiagonalModel, *, u0, v0, max_stages, tolerances, check_assump
     g0, loss0 = _evaluate(model, np.zeros(p), np.ones(p))
     G = float(np.max(np.abs(g0))) or 1.0  # g(0) = 0: every Δ is ∞; any positive G keeps the thresholds finite
     ctx = _Context(model, tolerances, G, check_assumptions, np.random.default_rng([seed, 4]))
-    return _stack(*_run(ctx, g0, loss0, max_stages, progress), swap, sign)
+    if checkpoint is not None:
+        key = dict(
+            model=_checkpoint.fingerprint(model, _probe), tolerances=tolerances, check=check_assumptions, seed=seed
+        )
+        checkpoint = _checkpoint.Checkpoint(checkpoint, key, ctx.rng)
+    return _stack(*_run(ctx, g0, loss0, max_stages, progress, checkpoint), swap, sign)
+
+
+def _probe(model: DiagonalModel):
+    """``g`` and the loss at a fixed generic ``β`` (``kit.fingerprint``)."""
+    beta = 0.3 * np.random.default_rng(20260).standard_normal(model.p)
+    return _evaluate(model, np.sqrt(np.abs(beta)), np.sign(beta))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,13 +130,19 @@ class _Ends:
     spread: float = math.nan
 
 
-def _run(ctx: _Context, g0, loss0, max_stages, progress) -> tuple[list[_Stage], list[_Transition], kit.End]:
+def _run(ctx: _Context, g0, loss0, max_stages, progress, checkpoint) -> tuple[list[_Stage], list[_Transition], kit.End]:
     """Algorithm 1 from ``θ^0 = 0``, ``b^0 = 1``, ``T_0 = 0``: the stages, the transitions and the end."""
     p = ctx.model.p
     first = _stage(ctx, 0, 0.0, np.zeros(p), np.ones(p), np.ones(p), np.zeros(p, dtype=bool), g0, loss0, (True, ()))
     delta_of = lambda stage: time_until_active(stage.b, stage.g, ~stage.support)  # noqa: E731
     return kit.run_stages(
-        first, delta_of, partial(_advance, ctx), words=_WORDS, max_stages=max_stages, progress=progress
+        first,
+        delta_of,
+        partial(_advance, ctx),
+        words=_WORDS,
+        max_stages=max_stages,
+        progress=progress,
+        checkpoint=checkpoint,
     )
 
 

@@ -25,12 +25,15 @@ import math
 from typing import Any, ClassVar, NamedTuple
 
 import equinox as eqx
+import jax.numpy as jnp
 import numpy as np
 
+from .._kit._checks import check_losses
 from .._kit._comparison import AbstractComparison, check_run_scales, compare_runs, detect, window_masks
 from .._kit._deprecation import renamed
 from ._model import FactorizedModel
 from ._path import FactorizedGreedyPath, predicted_log_scales
+from ._phase_b import evaluate
 from ._results import log_scales
 
 _RUN_FIELDS = ("ts", "W", "log_singular_values", "loss", "log_alpha")
@@ -212,5 +215,15 @@ def _compare_runs(path, runs, *, widths, names, method="flow", delta=None, thres
 
 def compare(model: FactorizedModel, path, runs, log_alphas, **options) -> RankComparison:
     """Compare runs of the factorised ``model`` (one batched result or one per ``log_alphas``, anything with
-    ``ts``, ``W``, ``log_singular_values``, ``loss``, ``log_alpha``) with the greedy low-rank ``path``."""
-    return _compare_runs(path, _as_runs(runs, log_alphas, model), widths=model.widths, names=model.names, **options)
+    ``ts``, ``W``, ``log_singular_values``, ``loss``, ``log_alpha``) with the greedy low-rank ``path``; the runs'
+    loss at their first time must be the model's there (``kit.check_losses``)."""
+    runs = _as_runs(runs, log_alphas, model)
+    at_start = [loss_of_weights(model, tuple(w[0] for w in run.W)) for run in runs]
+    method = options.get("method", "flow")
+    check_losses([run.loss[0] for run in runs], at_start, f"the {method} runs (at their first time)")
+    return _compare_runs(path, runs, widths=model.widths, names=model.names, **options)
+
+
+def loss_of_weights(model: FactorizedModel, Ws) -> float:
+    """The model's loss at the weight matrices ``Ws`` (NumPy), in float64."""
+    return float(evaluate(model, tuple(jnp.asarray(np.asarray(w, dtype=np.float64)) for w in Ws))[1])

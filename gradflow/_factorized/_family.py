@@ -10,12 +10,11 @@ from typing import ClassVar
 import jax
 import numpy as np
 
-from .._kit._checks import EPS, check_long_times
-from .._kit._family import ModelFamily
-from .._kit._greedy import check_path_of
+from .._kit._checks import EPS, check_long_times, check_losses, check_tolerances
+from .._kit._family import ModelFamily, check_path_of
 from .._kit._plots import save_figure
 from .._kit._task import NON_NEGATIVE, POSITIVE, SINGULAR_VALUES, Builtin
-from ._compare import RankComparison, compare
+from ._compare import RankComparison, compare, loss_of_weights
 from ._flow import flow
 from ._gd import gd
 from ._greedy import greedy
@@ -103,6 +102,7 @@ class FactorizedFamily(ModelFamily):
         """The leaps' range (docs/math.md, *Plateau leaps*: the range of α): the log scales reach ``ρ = 2 log α`` (a
         column shrunk to ``α²``), whose rounding ``2 |log α| 2⁻⁵²`` must stay within ``atol + 2 rtol |log α|``
         (``|log α| ≤ 2.25e7`` at ``atol = 1e-8``); and the output times of ``gradflow._kit._checks.check_long_times``."""
+        check_tolerances(rtol, atol)
         worst = 2.0 * float(np.max(-np.asarray(log_a, dtype=np.float64)))
         if worst * EPS > atol + rtol * worst:
             limit = "any" if rtol >= EPS else f"|log α| ≤ {atol / (2.0 * (EPS - rtol)):.4g}"
@@ -123,6 +123,8 @@ class FactorizedFamily(ModelFamily):
 
         fields = ("times", "W", "ranks", "activated", "loss", "stage_at", "sleeping_at")
         check_path_of(model, path, FactorizedGreedyPath, fields, shapes, f"weight matrices {model.shapes}")
+        at_stages = [loss_of_weights(model, tuple(w[k] for w in path.W)) for k in range(len(path.loss))]
+        check_losses(path.loss, at_stages, "path (at its stages)")
 
     flow = staticmethod(flow)
     gd = staticmethod(gd)

@@ -31,6 +31,7 @@ from functools import partial
 import jax.numpy as jnp
 import numpy as np
 
+from .._kit import _checkpoint
 from .._kit import _greedy as kit
 from .._results import RESULTS
 from ._gauge import min_eig_off_gauge
@@ -42,7 +43,7 @@ from ._sleeping import escape_times, move, saddle_orientation, signed_rates
 
 
 def greedy(
-    model: FactorizedModel, *, u0, v0, max_stages, tolerances, check_assumptions, seed, progress
+    model: FactorizedModel, *, u0, v0, max_stages, tolerances, check_assumptions, seed, progress, checkpoint=None
 ) -> FactorizedGreedyPath:
     """The greedy low-rank limit of a factorised model, once the checks every family shares are done (see
     ``greedy_limit``).
@@ -53,6 +54,7 @@ def greedy(
     ``g_zero·G`` is 0), ``support`` (a singular value of W̄_j below ``support·max‖W̄‖`` is not in its rank),
     ``tie`` (two factors' Δ, or σ_1 and σ_2 of G_j, closer than that are a non-unique escape), ``hessian``,
     ``epsilons``/``epsilon_agreement``, ``perturbation(s)``/``spread``, and the ODE and Newton settings.
+    ``checkpoint``: a file that keeps the finished stages (``kit.Checkpoint``).
     """
     if u0 is not None:
         check_factors(u0, v0, model)
@@ -61,7 +63,18 @@ def greedy(
     kit.check_finite(0, loss0, G0, model.names, symbol="G")
     G = max(float(np.linalg.norm(np.asarray(g), 2)) for g in G0) or 1.0
     ctx = _Context(model, layout, tolerances, G, check_assumptions, np.random.default_rng([seed, 5]))
-    return _stack(*_run(ctx, max_stages, progress))
+    if checkpoint is not None:
+        key = dict(
+            model=_checkpoint.fingerprint(model, _probe), tolerances=tolerances, check=check_assumptions, seed=seed
+        )
+        checkpoint = _checkpoint.Checkpoint(checkpoint, key, ctx.rng)
+    return _stack(*_run(ctx, max_stages, progress, checkpoint))
+
+
+def _probe(model: FactorizedModel):
+    """``G_j`` and the loss at fixed generic weights (``kit.fingerprint``)."""
+    rng = np.random.default_rng(20260)
+    return evaluate(model, tuple(jnp.asarray(0.3 * rng.standard_normal(shape)) for shape in model.shapes))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,14 +126,20 @@ class _Transition(kit.Checked):
     perturbation_spread: float
 
 
-def _run(ctx: _Context, max_stages, progress):
+def _run(ctx: _Context, max_stages, progress, checkpoint):
     """The greedy low-rank limit from ``W̄^0 = 0`` with every sleeping exponent at 1: stages, transitions, end."""
     layout = ctx.layout
     J, start = len(layout.widths), [np.ones(k) for k in layout.widths]
     first = _stage(ctx, 0, 0.0, np.zeros(layout.size), (0,) * J, start, (0,) * J, (0,) * J, ())
     delta_of = lambda stage: stage.delta  # noqa: E731
     return kit.run_stages(
-        first, delta_of, partial(_advance, ctx), words=_WORDS, max_stages=max_stages, progress=progress
+        first,
+        delta_of,
+        partial(_advance, ctx),
+        words=_WORDS,
+        max_stages=max_stages,
+        progress=progress,
+        checkpoint=checkpoint,
     )
 
 

@@ -65,6 +65,24 @@ def max_state(rtol: float, atol: float) -> float:
     return (atol + rtol) / (RESOLUTION * EPS)
 
 
+MAX_TOLERANCE = 1e-2  # a step's error in log w of 1% of a weight: beyond, the flow is not resolved at all
+
+
+def check_tolerances(rtol: float, atol: float) -> None:
+    """The flow's tolerances: numbers in ``[0, MAX_TOLERANCE]``, not both 0. ``atol`` is the relative accuracy of the
+    weights per step; ``atol = 1e3`` "succeeded" with a loss curve unlike the flow's."""
+    for name, value in (("rtol", rtol), ("atol", atol)):
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
+            raise TypeError(f"{name} must be a number; got {type(value).__name__}.")
+        if not 0.0 <= value <= MAX_TOLERANCE:
+            raise ValueError(
+                f"{name} must lie in [0, {MAX_TOLERANCE:g}] (the error per step of log w, i.e. the relative error of the "
+                f"weights); got {name}={value!r}. The default atol is 1e-8."
+            )
+    if rtol + atol == 0:
+        raise ValueError("rtol and atol must not both be 0: give atol > 0 (the default is 1e-8).")
+
+
 def check_long_times(log_a, ts) -> None:
     """Refuse, with the supported range in the message, output times ``ts`` (or None) beyond what float64 can step
     the flow to at the scales ``log_a``: ``ts[-1] · log(1/α) ≤ T_MAX``."""
@@ -198,3 +216,20 @@ def init_checked() -> Iterator[None]:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=_NEAR_DEGENERATE, category=AssumptionWarning)
         yield
+
+
+def check_losses(recorded, computed, what: str) -> None:
+    """``what`` (a path's stages, or runs at their first time) records the loss ``recorded`` where ``model``'s loss
+    is ``computed``: else they belong to another model of the same shapes (other data or ``h``), whose distances to
+    this model's limit would mean nothing."""
+    recorded, computed = np.asarray(recorded, dtype=np.float64), np.asarray(computed, dtype=np.float64)
+    ok = np.isfinite(recorded)
+    scale = np.maximum(np.abs(computed), np.max(np.abs(computed[ok]), initial=0.0) * 1e-9 + 1e-300)
+    bad = ok & ~(np.abs(recorded - computed) <= 1e-6 * scale)
+    if np.any(bad):
+        i = int(np.argmax(bad))
+        raise ValueError(
+            f"{what} records the loss {recorded[i]:.10g} where this model's loss is {computed[i]:.10g}: they are another "
+            "model's (other data or h, of the same shapes). Compute them with this model (greedy_limit, simulate_flow), "
+            "or leave path and flows None."
+        )

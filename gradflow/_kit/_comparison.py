@@ -3,7 +3,13 @@ and *Full weights: comparing the limits*): the stage windows, the first crossing
 result's records.
 
 Windows are ``[T_k + δ, T_{k+1} − δ]`` (the last one ends at the runs' last time). A rate is the least-squares fit
-of ``log d = c − r·log log(1/α)`` over the α's, i.e. ``d ≈ C·(log 1/α)^(−r)``.
+of ``log d = c − r·log log(1/α)`` over the α's, i.e. ``d ≈ C·(log 1/α)^(−r)``, by default over the asymptotic ones
+(:func:`asymptotic_range`).
+
+A run's stage time is detected by interpolating its loss between recorded times, so its error is resolved only
+where the recorded times are finer than it: the default times (:func:`default_times`) are refined around every
+``T_k`` down to ``0.01 / log(1/α)`` of the smallest α, and a detected error that is not larger than the spacing of
+the times around it is reported (:func:`warn_unresolved`).
 """
 
 import abc
@@ -16,6 +22,7 @@ import numpy as np
 from equinox import AbstractClassVar, AbstractVar
 
 from .._results import RESULTS
+from ._assumptions import warn
 from ._batch import batch_index
 from ._checks import check_scales
 from ._deprecation import warn_renamed
@@ -28,7 +35,9 @@ class AbstractComparison(eqx.Module):
     Shapes: ``A`` runs (one per α), ``K`` greedy stages, ``K + 1`` windows. The quantities are ``"weights"`` (β for
     diagonal weights, the matrices ``W_j`` for full ones), ``"b"`` (the log scales), ``"loss"`` and ``"time"``
     (the stage times); each but ``time`` has a ``q_distance`` of shape ``(A, K + 1, …)`` and a ``q_rate``; ``time``
-    has ``time_error`` ``(A, K)`` and ``time_rate``. ``result`` says what could not be computed, as a ``RESULTS`` value:
+    has ``time_error`` ``(A, K)`` and ``time_rate``. The rates are fitted over the scales ``fit_range``, ``[lowest,
+    highest]`` log α (:func:`asymptotic_range`; ``summary`` and ``rate_records`` take another). ``result`` says what
+    could not be computed, as a ``RESULTS`` value:
     ``"successful"``, ``"run_failed"`` (a run is not finite from some time on: its distances from there are NaN or
     infinite, and the rates are fitted over the other runs) or ``"single_scale"`` (one α: no rates); ``message``
     says which runs and from when (``""`` when successful).
@@ -52,6 +61,7 @@ class AbstractComparison(eqx.Module):
     time_rate: np.ndarray
     threshold: float
     delta: float
+    fit_range: np.ndarray
     result: str = eqx.field(static=True)
     message: str = eqx.field(static=True)
     gd: AbstractVar["AbstractComparison | None"]
@@ -77,9 +87,31 @@ class AbstractComparison(eqx.Module):
             d = np.where(np.isneginf(filled), np.nan, filled)
         return d
 
-    def summary(self) -> dict[str, float]:
-        """Fitted exponent ``r`` (``d ≈ C (log 1/α)^(−r)``) of the worst-window distance per quantity."""
-        return {q: fit_rate(self.log_alpha, self.worst(q))[0] for q in self._quantities}
+    def summary(self, fit_range=None) -> dict[str, float]:
+        """Fitted exponent ``r`` (``d ≈ C (log 1/α)^(−r)``) of the worst-window distance per quantity, over the scales
+        with log α in ``fit_range`` (``(lowest, highest)``; default the comparison's ``fit_range``)."""
+        used = self.fitted(fit_range)
+        return {q: fit_rate(self.log_alpha[used], self.worst(q)[used])[0] for q in self._quantities}
+
+    def fitted(self, fit_range=None) -> np.ndarray:
+        """``(A,)`` which runs the rates are fitted over: log α in ``fit_range`` (default the comparison's)."""
+        low, high = check_fit_range(self.fit_range if fit_range is None else fit_range)
+        return (self.log_alpha >= low) & (self.log_alpha <= high)
+
+    def fit_description(self, fit_range=None) -> str:
+        """Which scales the rates are fitted over, in words."""
+        used = self.fitted(fit_range)
+        if not used.any():
+            return "no scale lies in the fit range: the rates are NaN"
+        close = np.abs(self.detected_times - self.stage_times[1:]) <= self.delta
+        if fit_range is not None:
+            which = "the given fit range"
+        elif np.count_nonzero(np.all(close, axis=1)) >= 2:
+            which = "the asymptotic ones, whose detected stage times all lie within δ of T_k"
+        else:
+            which = "all of them, as fewer than two have every detected stage time within δ of T_k (asymptotic)"
+        low, high = self.log_alpha[used].min(), self.log_alpha[used].max()
+        return f"{int(used.sum())} of {used.size} scales, log α from {low:.6g} to {high:.6g}: {which}"
 
     def __getitem__(self, index) -> "AbstractComparison":
         """The comparison of some of the runs: ``comparison[1:3]``, ``comparison[[0, 2]]`` (``comparison[i]`` keeps
@@ -133,21 +165,29 @@ class AbstractComparison(eqx.Module):
     def _record(self, a: int, k: int, head: dict[str, Any], times: dict[str, Any]) -> dict[str, Any]:
         """The record of run ``a`` in window ``k``, from its leading columns and its stage-time columns."""
 
-    def rate_records(self) -> list[dict[str, Any]]:
+    def rate_records(self, fit_range=None) -> list[dict[str, Any]]:
         """The fitted exponents: one record per (method, quantity, stage) and, where the rates have one per weight
         matrix, per weight matrix (column ``factor``, ``""`` where the quantity has none); stage ``"worst"`` for the
-        summary."""
+        summary. Fitted over log α in ``fit_range`` (default each comparison's own), which the columns
+        ``fit_log_alpha_min`` and ``fit_log_alpha_max`` give."""
         out = []
         for comp in (self, self.gd):
             if comp is None:
                 continue
-            worst = comp.summary()
+            used = comp.fitted(fit_range)
+            worst = comp.summary(fit_range)
+            span = comp.log_alpha[used]
+            bounds = dict(
+                fit_log_alpha_min=float(span.min()) if span.size else math.nan,
+                fit_log_alpha_max=float(span.max()) if span.size else math.nan,
+            )
             for q in comp._quantities:
                 first = 1 if q == "time" else 0
                 name = comp._weights_name if q == "weights" else q  # the tables' names, as before
-                for k, rate in enumerate(getattr(comp, f"{q}_rate")):
-                    out += comp._rate_records(name, str(k + first), rate)
-                out += comp._rate_records(name, "worst", worst[q])
+                rates = getattr(comp, f"{q}_rate") if fit_range is None else fit_rates(span, comp._distance(q)[used])
+                for k, rate in enumerate(rates):
+                    out += [dict(r, **bounds) for r in comp._rate_records(name, str(k + first), rate)]
+                out += [dict(r, **bounds) for r in comp._rate_records(name, "worst", worst[q])]
         return out
 
     @abc.abstractmethod
@@ -179,7 +219,7 @@ def fit_rate(log_alpha, distance) -> tuple[float, float]:
 def fit_rates(log_alpha, distance) -> np.ndarray:
     """:func:`fit_rate`'s ``r`` for every column of ``distance`` ``(A, …)``: shape ``distance.shape[1:]``."""
     if distance.size == 0:
-        return distance[0]
+        return np.full(distance.shape[1:], np.nan)
     return np.apply_along_axis(lambda col: fit_rate(log_alpha, col)[0], 0, distance)
 
 
@@ -197,15 +237,81 @@ def default_horizon(stage_times) -> float:
 
 
 def default_times(
-    stage_times, *, num: int = 1000, horizon: float | None = None, delta: float | None = None
+    stage_times,
+    *,
+    num: int = 1000,
+    horizon: float | None = None,
+    delta: float | None = None,
+    log_alphas=None,
 ) -> np.ndarray:
-    """An even grid on ``[0, horizon]`` with every window edge and stage time added."""
+    """An even grid on ``[0, horizon]`` with every window edge and stage time added and, given the runs' scales
+    ``log_alphas``, refined around every stage time (:func:`refine_times`)."""
     stage_times = np.asarray(stage_times, dtype=np.float64)
     horizon = default_horizon(stage_times) if horizon is None else float(horizon)
     delta = default_delta(stage_times) if delta is None else float(delta)
     extra = np.concatenate([stage_times, stage_times + delta, stage_times - delta])
     ts = np.union1d(np.linspace(0.0, horizon, num), extra[(extra >= 0) & (extra <= horizon)])
-    return ts
+    return ts if log_alphas is None else refine_times(ts, stage_times, delta, log_alphas)
+
+
+PER_DECADE = 10  # refined times per decade of distance from a stage time: spaced 26% of their distance from it
+
+
+def refine_times(ts, stage_times, delta: float, log_alphas) -> np.ndarray:
+    """``ts`` with times at ``T_k ± d`` added, ``d`` from ``0.01 / log(1/α)`` of the smallest α up to ``delta``,
+    ``PER_DECADE`` per decade (at least two). A flow's stage time lies ``O(1/log(1/α))`` from ``T_k`` (docs/math.md,
+    *What the comparison measures*), its jump is as narrow, and it is detected by interpolating between recorded
+    times: an even grid alone caps the detected error at its spacing, whatever α. Geometric offsets resolve every
+    α's jump at once, each to about a quarter of its distance from ``T_k``."""
+    finest = 0.01 / max(-float(np.min(log_alphas)), 1.0)  # measured errors × log(1/α) go down to 0.04
+    if not finest < delta:
+        return ts
+    offsets = np.geomspace(finest, delta, max(2, math.ceil(PER_DECADE * math.log10(delta / finest)) + 1))
+    near = (np.asarray(stage_times)[1:, None] + np.concatenate([-offsets, offsets])).ravel()
+    return np.union1d(ts, near[(near >= 0) & (near <= ts[-1])])
+
+
+def asymptotic_range(log_alpha, detected, stage_times, delta: float) -> np.ndarray:
+    """The default fit range of the rates, ``[lowest, highest]`` log α: the scales whose detected stage times all lie
+    within ``δ`` (the window margin) of the greedy ones, so that every window measures a plateau the flow is on and
+    the rates their approach to it (at larger α the flow is not yet near the greedy path: a jump that falls inside a
+    window turns its distance into the jump's size). Every scale where fewer than two are asymptotic."""
+    log_alpha = np.asarray(log_alpha, dtype=np.float64)
+    close = np.all(np.abs(np.asarray(detected) - np.asarray(stage_times)[1:]) <= delta, axis=1)
+    chosen = log_alpha[close] if np.count_nonzero(close) >= 2 else log_alpha
+    return np.array([chosen.min(), chosen.max()])
+
+
+def check_fit_range(fit_range) -> tuple[float, float]:
+    """``fit_range`` as ``(lowest, highest)`` log α: two numbers, in order (``-inf``/``inf`` leave a side open)."""
+    try:
+        low, high = (float(x) for x in np.asarray(fit_range, dtype=np.float64).reshape(2))
+    except (TypeError, ValueError):
+        raise ValueError(f"fit_range must be two log α, (lowest, highest); got {fit_range!r}.") from None
+    if not low <= high:
+        raise ValueError(f"fit_range must be (lowest, highest) log α with lowest <= highest; got {fit_range!r}.")
+    return low, high
+
+
+def warn_unresolved(method: str, log_alpha, stage_times, detected, runs) -> None:
+    """Warn where a detected stage time's error ``|T̂_k − T_k|`` is not larger than the spacing of the run's recorded
+    times around ``T̂_k``: that error is the grid's, not the run's."""
+    unresolved = []
+    for a, run in enumerate(runs):
+        ts = np.asarray(run.ts, dtype=np.float64)
+        found = np.isfinite(detected[a])
+        i = np.clip(np.searchsorted(ts, detected[a][found]), 1, ts.size - 1)
+        spacing = ts[i] - ts[i - 1]
+        error = np.abs(detected[a][found] - stage_times[1:][found])
+        for k in np.flatnonzero(found)[error <= spacing]:
+            unresolved.append(f"log α = {log_alpha[a]:.6g}, k = {k + 1}")
+    if unresolved:
+        warn(
+            f"the detected stage times of the {method} runs at {'; '.join(unresolved)} are no farther from T_k than the "
+            "recorded times are apart there: those time errors (and their rate) are the grid's. Record finer times "
+            "around T_k (ts=None refines them for the given alphas).",
+            UserWarning,
+        )
 
 
 def windows(stage_times, delta: float, horizon: float) -> tuple[np.ndarray, np.ndarray]:
@@ -240,6 +346,9 @@ def compare_runs(cls, path, runs, distances, *, method: str, delta: float | None
     dist = {q: np.stack([d[q] for d, _ in rows]) for q in rows[0][0]}
     detected = np.stack([t for _, t in rows]).reshape(len(runs), times.size - 1)
     err = np.abs(detected - times[1:])
+    warn_unresolved(method, log_alpha, times, detected, runs)
+    fit_range = asymptotic_range(log_alpha, detected, times, delta)
+    used = (log_alpha >= fit_range[0]) & (log_alpha <= fit_range[1])
     return cls(
         method=method,
         log_alpha=log_alpha,
@@ -248,13 +357,14 @@ def compare_runs(cls, path, runs, distances, *, method: str, delta: float | None
         window_end=ends,
         detected_times=detected,
         time_error=err,
-        time_rate=fit_rates(log_alpha, err),
+        time_rate=fit_rates(log_alpha[used], err[used]),
         threshold=float(threshold),
         delta=delta,
+        fit_range=fit_range,
         result=result,
         message=message,
         **{f"{q}_distance": d for q, d in dist.items()},
-        **{f"{q}_rate": fit_rates(log_alpha, d) for q, d in dist.items()},
+        **{f"{q}_rate": fit_rates(log_alpha[used], d[used]) for q, d in dist.items()},
         **fields,
     )
 

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ._greedy import AbstractGreedyPath
 from ._task import Builtin
 
 if TYPE_CHECKING:
@@ -102,8 +103,9 @@ class ModelFamily(abc.ABC):
         """Discrete training from ``α (u0, v0)``, recorded every ``record_every`` steps."""
 
     @abc.abstractmethod
-    def greedy(self, model, *, u0, v0, max_stages, tolerances, check_assumptions, seed, progress):
-        """The greedy limit (a path with ``result`` and ``message``)."""
+    def greedy(self, model, *, u0, v0, max_stages, tolerances, check_assumptions, seed, progress, checkpoint=None):
+        """The greedy limit (a path with ``result`` and ``message``), keeping its finished stages in the file
+        ``checkpoint`` (and resuming from it) if given."""
 
     @abc.abstractmethod
     def check_path(self, model, path) -> None:
@@ -172,3 +174,22 @@ class ModelFamily(abc.ABC):
         """The flows of many tasks of one shape in one ``vmap``-ed call sharded over devices (the sweep's batches);
         families that cannot batch models say so."""
         raise NotImplementedError(f"sweeps batch the flows of {self.name} models only one run at a time.")
+
+
+def check_path_of(model, path, cls: type, fields: Sequence[str], shapes: Callable, model_shapes: str) -> None:
+    """``path`` is a greedy path of ``model``'s family: a ``cls``, or (as for trajectories) any object with the
+    ``fields`` its comparison reads that is no other family's path; and ``shapes(path)``, its shapes in words, are
+    ``model_shapes``. Else the error, with how to compute the model's own path."""
+    own = "compute it with greedy_limit(model, u0=u0, v0=v0), or leave path=None"
+    missing = [f for f in fields if not hasattr(path, f)]
+    if missing or (isinstance(path, AbstractGreedyPath) and not isinstance(path, cls)):
+        lacks = f" without {', '.join(missing)}" if missing else ""
+        raise TypeError(
+            f"path must be the greedy limit of this {type(model).__name__}, a {cls.__name__} (or an object with "
+            f"{', '.join(fields)}); got a {type(path).__name__}{lacks}: {own}."
+        )
+    if shapes(path) != model_shapes:
+        raise ValueError(
+            f"path is the greedy limit of a model with {shapes(path)}, but this {type(model).__name__} has "
+            f"{model_shapes}: {own}."
+        )

@@ -16,7 +16,9 @@ from collections.abc import Callable, Sequence
 import equinox as eqx
 import numpy as np
 
+from .._config import check_interrupt
 from .._results import RESULTS
+from . import _checkpoint
 from ._assumptions import warn
 from ._checks import check_int
 
@@ -194,25 +196,6 @@ class AbstractGreedyPath(eqx.Module):
         k = self.stage_at(tau)
         elapsed = (tau - self.times[k]).reshape(tau.shape + (1,) * (np.ndim(self.b) - 1))
         return self.b[k] - elapsed * self.speeds[k]
-
-
-def check_path_of(model, path, cls: type, fields: Sequence[str], shapes: Callable, model_shapes: str) -> None:
-    """``path`` is a greedy path of ``model``'s family: a ``cls``, or (as for trajectories) any object with the
-    ``fields`` its comparison reads that is no other family's path; and ``shapes(path)``, its shapes in words, are
-    ``model_shapes``. Else the error, with how to compute the model's own path."""
-    own = "compute it with greedy_limit(model, u0=u0, v0=v0), or leave path=None"
-    missing = [f for f in fields if not hasattr(path, f)]
-    if missing or (isinstance(path, AbstractGreedyPath) and not isinstance(path, cls)):
-        lacks = f" without {', '.join(missing)}" if missing else ""
-        raise TypeError(
-            f"path must be the greedy limit of this {type(model).__name__}, a {cls.__name__} (or an object with "
-            f"{', '.join(fields)}); got a {type(path).__name__}{lacks}: {own}."
-        )
-    if shapes(path) != model_shapes:
-        raise ValueError(
-            f"path is the greedy limit of a model with {shapes(path)}, but this {type(model).__name__} has "
-            f"{model_shapes}: {own}."
-        )
 
 
 class Choice(eqx.Module):
@@ -429,8 +412,20 @@ def emit(messages: Sequence[str]) -> None:
         warn(message)
 
 
+_FLAT = (
+    "h is flat there, e.g. a ReLU), so the flow from a small initialisation never leaves them: the path has no stage"
+)
+
+
 def run_stages(
-    first, delta_of: Callable, advance: Callable, *, words: tuple[str, str], max_stages: int | None, progress
+    first,
+    delta_of: Callable,
+    advance: Callable,
+    *,
+    words: tuple[str, str],
+    max_stages: int | None,
+    progress,
+    checkpoint: _checkpoint.Checkpoint | None = None,
 ):
     """The loop of Algorithm 1 (and of the greedy low-rank limit) from the stage record ``first``.
 
@@ -441,21 +436,27 @@ def run_stages(
     :class:`Stop` (the next stage fails :func:`check_stage`), which ends the path.
     Each record's warnings are emitted as it is made. Ctrl-C (a ``KeyboardInterrupt``) while a transition is
     computed ends the path ``"interrupted"`` with the stages finished before it (the entry point then raises
-    :class:`~gradflow._results.Interrupted` with it). Returns ``(stages, transitions, end)``.
+    :class:`~gradflow._results.Interrupted` with it). With a ``checkpoint``, the loop starts from the stages it keeps
+    (their warnings emitted again) and keeps every stage it finishes. Returns ``(stages, transitions, end)``.
     """
     done, unit = words
-    emit(first.warnings)
-    stages, transitions = [first], []
+    stages, transitions = checkpoint.start(first, max_stages, progress) if checkpoint else ([first], [])
+    for record in [r for pair in zip(stages, transitions + [None]) for r in pair if r is not None]:
+        emit(record.warnings)
     while True:
         stage, k = stages[-1], len(transitions)
         delta = delta_of(stage)
         if not np.any(np.isfinite(delta)):
             message = f"T = ∞: {done}"
+            if not transitions:  # at θ⁰ = 0 some gradient is finite unless g(0) is exactly 0
+                message = f"g(0) = 0: the gradient of the loss vanishes at zero weights ({_FLAT})"
+                warn(message, UserWarning)
             return stages, transitions, End(result=RESULTS.successful.value, message=message, final_delta=delta)
         if max_stages is not None and k >= max_stages:
             message = f"stopped after max_stages = {max_stages} {unit} (final_delta holds the next Δ)"
             return stages, transitions, End(result=RESULTS.max_stages.value, message=message, final_delta=delta)
         try:
+            check_interrupt()  # Ctrl-C during the stage before (deferred, gradflow._config): stop here
             out = advance(stage, k, delta)
         except Stop as stop:
             out = End(result=stop.result.value, message=str(stop), final_delta=delta, ok=(True, False))
@@ -472,6 +473,8 @@ def run_stages(
         transitions.append(transition)
         emit(stage.warnings)
         stages.append(stage)
+        if checkpoint is not None:
+            checkpoint.save(stages, transitions)
         if progress:
             print(f"greedy stage {k + 1}: T = {stage.time:.6g}, {what}, loss = {stage.loss:.6g}", flush=True)
 

@@ -103,10 +103,11 @@ def plot_convergence(
         ok = np.isfinite(d) & (d > 0)
         if not np.any(ok):
             continue
-        r, c = fit_rate(comparison.log_alpha, d)
+        used = comparison.fitted() & ok  # the line is drawn over the scales it is fitted to
+        r, c = fit_rate(comparison.log_alpha[used], d[used])
         line = ax.loglog(x[ok], d[ok], "o-", label=f"{label} (r = {r:.2f})" if np.isfinite(r) else label)
         if np.isfinite(r):
-            ax.loglog(x[ok], np.exp(c) * x[ok] ** (-r), color=line[0].get_color(), ls=":", lw=1)
+            ax.loglog(x[used], np.exp(c) * x[used] ** (-r), color=line[0].get_color(), ls=":", lw=1)
     ax.set_xlabel("log(1/α)")
     ax.set_ylabel("worst distance over stage windows")
     ax.set_title(f"{title}: d ≈ C·log(1/α)^(−r)")

@@ -74,7 +74,8 @@ def distance_rows(comparison: AbstractComparison, quantity: str) -> tuple[list[s
     rows = [
         [format_alpha(la)] + list(d[a]) + [comparison.worst(quantity)[a]] for a, la in enumerate(comparison.log_alpha)
     ]
-    rows.append(["fitted r"] + list(fit_rates(comparison.log_alpha, d)) + [comparison.summary()[quantity]])
+    used = comparison.fitted()
+    rows.append(["fitted r"] + list(fit_rates(comparison.log_alpha[used], d[used])) + [comparison.summary()[quantity]])
     return header, rows
 
 
@@ -95,18 +96,22 @@ def json_summary(comparison: AbstractComparison, path, greedy: tuple, *, detecti
         delta=comparison.delta,
         detection=detection,
         rate_model="d ≈ C · log(1/α)^(−r), least squares of log d on log log(1/α)",
+        fit_range=dict(log_alpha=[float(x) for x in comparison.fit_range], scales=comparison.fit_description()),
         records=comparison.to_records(),
         rates=comparison.rate_records(),
         greedy=[dict(zip(header, row)) for row in rows],
-        result=path.result,
-        message=path.message,
+        result=comparison.result,  # as the API's comparison says (e.g. "single_scale" for one α)
+        message=comparison.message,
+        greedy_result=path.result,
+        greedy_message=path.message,
     )
 
 
 def worst_exponents(comparison: AbstractComparison) -> str:
     """The fitted exponents of the worst-window distances, as a sentence."""
     summary = comparison.summary()
-    return "Worst-window fitted exponents r: " + ", ".join(f"{q}: {fmt(r, '.3g')}" for q, r in summary.items()) + "."
+    rates = ", ".join(f"{q}: {fmt(r, '.3g')}" for q, r in summary.items())
+    return f"Worst-window fitted exponents r: {rates} (fitted over {comparison.fit_description()})."
 
 
 def figures_and_runtime(figures, timings: dict[str, tuple[float, str]], config) -> str:

@@ -21,6 +21,7 @@ all lists, times the seeds, times the α's. A bad key or value raises ``ValueErr
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import difflib
 import inspect
@@ -139,6 +140,8 @@ class SweepConfig:
             each flow compared with its greedy path as in [`compare_limits`][gradflow.compare_limits]).
         seeds: the seeds of every model setting (data, teacher and initialisation).
         log_alphas: the scales ``log α`` of the flows (unused for ``run = "greedy"``).
+        alphas: the scales ``α`` as given (the TOML's ``alphas``; empty where they were given as ``log_alphas``): the
+            table's ``alpha`` column holds them exactly (``exp(log 0.01)`` is ``0.010000000000000004``).
         max_stages: cap on the greedy stages (None: until ``T = ∞``).
         check_assumptions: run the greedy path's Hessian (4.3) and perturbed phase-(B) (4.4) checks.
         num_times: recorded times per flow (``compare`` adds the window edges and stage times).
@@ -155,6 +158,7 @@ class SweepConfig:
     run: str = "compare"
     seeds: tuple[int, ...] = (0,)
     log_alphas: tuple[float, ...] = ()
+    alphas: tuple[float, ...] = ()
     max_stages: int | None = None
     check_assumptions: bool = True
     num_times: int = 400
@@ -176,6 +180,14 @@ class SweepConfig:
             raise ValueError(f"seeds = {list(self.seeds)!r}; give a count (seeds = 8) or a list of integers >= 0.")
         if len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"seeds = {list(self.seeds)!r} repeats a seed; list each seed once.")
+        tasks = [(m.name, setting) for m in self.models for setting in m.settings()]
+        for (name, setting), count in collections.Counter(tasks).items():
+            if count > 1:
+                raise ValueError(
+                    f"the model {name} with {', '.join(f'{k}={v!r}' for k, v in setting) or 'its defaults'} is listed "
+                    f"{count} times (in [[model]] tables or an option's values): its rows would be written {count} "
+                    "times; list each setting once."
+                )
         if self.run != "greedy":
             if not self.log_alphas:
                 raise ValueError(f'run = "{self.run}" needs the scales: add alphas = [1e-2, 1e-8] (or log_alphas).')
@@ -239,7 +251,8 @@ class SweepConfig:
         if "alphas" in data and "log_alphas" in data:
             raise ValueError("give alphas or log_alphas, not both.")
         if "alphas" in data:
-            fields["log_alphas"] = tuple(math.log(a) for a in _numbers(data["alphas"], "alphas", 0.0, 1.0))
+            fields["alphas"] = tuple(float(a) for a in _numbers(data["alphas"], "alphas", 0.0, 1.0))
+            fields["log_alphas"] = tuple(math.log(a) for a in fields["alphas"])
         elif "log_alphas" in data:
             fields["log_alphas"] = tuple(_numbers(data["log_alphas"], "log_alphas", -math.inf, 0.0))
         for name in ("tau_max", "atol", "rtol", "threshold", "delta"):

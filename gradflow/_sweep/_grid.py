@@ -49,6 +49,7 @@ class SweepPoint:
     task: SweepTask
     log_alpha: float | None
     hash: str
+    alpha: float | None = None  # α as given, where it was (else e^{log α})
 
 
 def greedy_key(config: SweepConfig, task: SweepTask) -> dict[str, Any]:
@@ -71,6 +72,7 @@ def grid(config: SweepConfig) -> list[SweepPoint]:
         )
     if config.run == "compare":
         settings.update(threshold=config.threshold, delta=config.delta)
+    given = dict(zip(config.log_alphas, config.alphas))
     alphas = (None,) if config.run == "greedy" else config.log_alphas
     points = []
     for model in config.models:
@@ -79,7 +81,7 @@ def grid(config: SweepConfig) -> list[SweepPoint]:
                 task = SweepTask(model.name, setting, seed)
                 for la in alphas:
                     key = dict(task.key, log_alpha=la, **settings)
-                    points.append(SweepPoint(task, la, config_hash(key)))
+                    points.append(SweepPoint(task, la, config_hash(key), given.get(la)))
     return points
 
 
@@ -107,7 +109,8 @@ def point_params(point: SweepPoint) -> dict[str, Any]:
     la = point.log_alpha
     params = dict(point=point.hash, task=point.task.hash, model=point.task.model)
     params.update((k, _cell(v)) for k, v in point.task.setting)
-    params.update(seed=point.task.seed, log_alpha=la, alpha=None if la is None else math.exp(la))
+    alpha = point.alpha if point.alpha is not None else None if la is None else math.exp(la)
+    params.update(seed=point.task.seed, log_alpha=la, alpha=alpha)
     return params
 
 

@@ -229,11 +229,14 @@ def _setting_model(name: str, setting: tuple) -> Any:
     return builtin(name).build(**dict(setting), seed=0).model
 
 
-def _times(config: SweepConfig, path) -> np.ndarray:
-    """The recorded times of a flow: as [`compare_limits`][gradflow.compare_limits] picks them, or an even grid."""
+def _times(config: SweepConfig, path, log_alpha: float) -> np.ndarray:
+    """The recorded times of a flow at ``log_alpha``: as [`compare_limits`][gradflow.compare_limits] picks them (refined
+    around every stage time for that scale), or an even grid."""
     if path is None:
         return np.linspace(0.0, config.tau_max, config.num_times)
-    return default_times(path.times, num=config.num_times, horizon=config.tau_max, delta=config.delta)
+    return default_times(
+        path.times, num=config.num_times, horizon=config.tau_max, delta=config.delta, log_alphas=[log_alpha]
+    )
 
 
 def solve_flow(task: Task, log_alpha: float, ts, *, rtol: float, atol: float, max_steps: int | None):
@@ -252,7 +255,7 @@ def _flows(config: SweepConfig, todo: list[SweepPoint], paths: dict, out: Path, 
             write_point(out, point.hash, point_rows(point, error=path))
             bar.update()
             continue
-        runs.append((point, path, _times(config, path)))
+        runs.append((point, path, _times(config, path, point.log_alpha)))
     if vmap_batches(config.batching):  # the families that batch the flows of many models; the others run alone
         shards = [family_named(builtin(point.task.model).family).shards_models for point, _, _ in runs]
         _flows_batched(config, [run for run, sharded in zip(runs, shards) if sharded], out, bar)

@@ -2,6 +2,8 @@
 
 import dataclasses
 import json
+import os
+import stat
 
 import numpy as np
 import pytest
@@ -59,8 +61,65 @@ def test_result_from_another_version_is_recomputed(tmp_path):
     np.savez(path, **arrays)
     with pytest.raises(ValueError, match="another version"):
         load_result(path)
-    store.get("r", {"a": 1}, lambda: _Inner(np.ones(2), "new"))
+    with pytest.warns(UserWarning, match="another version.*computing it again"):
+        store.get("r", {"a": 1}, lambda: _Inner(np.ones(2), "new"))
     assert [w.split(" ")[0] for _, w, _ in store.log] == ["unreadable", "computed"] and load_result(path).name == "new"
+
+
+def _truncate(path):
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def _flip_a_byte(path):  # inside the first array's data: the zip's CRC-32 no longer matches
+    data = bytearray(path.read_bytes())
+    data[200] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def _foreign(path):
+    np.savez(path, x=np.zeros(3))
+
+
+@pytest.mark.parametrize(
+    "damage, reason",
+    [
+        (_truncate, "BadZipFile"),
+        (_flip_a_byte, "BadZipFile: Bad CRC-32"),
+        (_foreign, "KeyError"),
+        (lambda path: path.write_text("not a zip"), "ValueError"),
+        (lambda path: path.write_bytes(b""), "(EOFError|BadZipFile)"),
+    ],
+)
+def test_a_damaged_result_file_is_refused_in_one_line_and_recomputed_by_the_store(tmp_path, damage, reason):
+    """A truncated ``results/flow_*.npz`` gave ``zipfile.BadZipFile`` and a traceback (issue 26): every damaged or
+    foreign file is now a ``DamagedFile`` (a ``ValueError``, one line, naming it), which a store recomputes."""
+    from gradflow._io import DamagedFile
+
+    store = ResultStore(tmp_path)
+    path = store.path("flow", {"a": 1})
+    save_result(path, _Inner(np.arange(100.0), "old"))
+    damage(path)
+    with pytest.raises(DamagedFile, match=f"{path}.*{reason}") as refused:
+        load_result(path)
+    assert "\n" not in str(refused.value)
+    with pytest.warns(UserWarning, match=f"{path} is not a whole gradflow result.*computing it again"):
+        again = store.get("flow", {"a": 1}, lambda: _Inner(np.ones(2), "new"))
+    assert again.name == load_result(path).name == "new"
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_result_files_are_as_readable_as_the_umask_allows(tmp_path, umask, mode):
+    """Results and records were written 0600 whatever the umask (a private temporary file renamed): now as ``open``
+    would create them."""
+    from gradflow._io import write_durably
+
+    before = os.umask(umask)
+    try:
+        written = [save_result(tmp_path / "r.npz", _Inner(np.zeros(2), "x")), tmp_path / "gradflow.json"]
+        write_durably(written[1], "{}")
+    finally:
+        os.umask(before)
+    assert [stat.S_IMODE(p.stat().st_mode) for p in written] == [mode, mode]
 
 
 def test_config_validation():

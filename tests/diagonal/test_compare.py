@@ -25,7 +25,7 @@ from gradflow import (
     perturb_and_continue,
     simulate_flow,
 )
-from gradflow._kit._comparison import fit_rates
+from gradflow._kit._comparison import fit_rate, fit_rates
 
 BETA_STAR = np.array([1.6, 0.0, -1.0, 0.55])
 ALPHAS = (1e-3, 1e-8, 1e-24)
@@ -37,10 +37,51 @@ def task():
 
 
 @pytest.fixture(scope="module")
-def comparison(task):
+def signed_path(task):
     # the assumption checks do not change the path; skipping them keeps the test fast
-    path = greedy_limit(task.model, u0=task.u0, v0=task.v0, check_assumptions=False)
-    return compare_limits(task.model, alpha=ALPHAS, u0=task.u0, v0=task.v0, path=path, gd=dict(lr=0.02))
+    return greedy_limit(task.model, u0=task.u0, v0=task.v0, check_assumptions=False)
+
+
+@pytest.fixture(scope="module")
+def comparison(task, signed_path):
+    return compare_limits(task.model, alpha=ALPHAS, u0=task.u0, v0=task.v0, path=signed_path, gd=dict(lr=0.02))
+
+
+def test_the_flows_are_recorded_finely_around_every_stage_time(task, signed_path, monkeypatch):
+    """By default compare_limits records the flows 0.01 / log(1/α) of the smallest α from every T_k and ever
+    coarser out to δ: an even grid of 1,000 times would cap the detected errors at its spacing (issue 26)."""
+    import gradflow._api
+
+    recorded = []
+
+    def record(model, *, ts, **options):
+        recorded.append(ts)
+        raise KeyboardInterrupt  # enough: the times are known
+
+    monkeypatch.setattr(gradflow._api, "simulate_flow", record)
+    with pytest.raises(KeyboardInterrupt):
+        compare_limits(task.model, log_alpha=[-10.0, -1000.0], u0=task.u0, v0=task.v0, path=signed_path)
+    (ts,) = recorded
+    for T in signed_path.times[1:]:
+        near = np.abs(ts - T)
+        assert np.min(near[near > 0]) == pytest.approx(1e-5, rel=1e-6)
+
+
+def test_rates_are_fitted_over_the_asymptotic_scales_and_say_which(comparison):
+    """Only α = 1e-24 detects every stage time within δ of T_k: fewer than two asymptotic scales, so the rates are
+    fitted over all three, and say so; a fit range picks scales (summary, rate_records)."""
+    far = np.abs(comparison.detected_times - comparison.stage_times[1:]) > comparison.delta
+    np.testing.assert_array_equal(far.any(axis=1), [True, True, False])
+    np.testing.assert_allclose(comparison.fit_range, [math.log(1e-24), math.log(1e-3)])
+    assert "3 of 3 scales" in comparison.fit_description() and "fewer than two" in comparison.fit_description()
+    small = (math.log(1e-25), math.log(1e-7))
+    fitted = comparison.summary(fit_range=small)["time"]
+    assert fitted == pytest.approx(fit_rate(np.log(ALPHAS[1:]), comparison.worst("time")[1:])[0])
+    assert fitted != comparison.summary()["time"] and "2 of 3 scales" in comparison.fit_description(small)
+    records = [r for r in comparison.rate_records(fit_range=small) if r["method"] == "flow"]
+    assert {r["fit_log_alpha_max"] for r in records} == {math.log(1e-8)}
+    worst = [r for r in records if r["quantity"] == "time" and r["stage"] == "worst"]
+    assert worst[0]["exponent"] == pytest.approx(fitted)
 
 
 def test_stage_times_are_one_over_beta_star(comparison):

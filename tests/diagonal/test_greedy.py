@@ -130,6 +130,55 @@ def test_ctrl_c_during_a_stage_keeps_the_stages_finished(monkeypatch, ctrl_c_at_
     np.testing.assert_allclose(path.times[1:], [1 / 3.0, 1 / 1.25], rtol=1e-12)
 
 
+def test_sigint_during_a_stage_finishes_it_and_stops_before_the_next(monkeypatch):
+    """A real Ctrl-C (SIGINT) in stage 2's phase (B) is deferred (it never lands inside JAX): the stage under way
+    is finished and kept, and the path stops before stage 3, ``"interrupted"``."""
+    import os
+    import signal
+
+    from gradflow._diagonal import _greedy
+
+    task = models.diagonal_linear(n=N, p=P, orthonormal=True, beta_star=np.array([0.5, -3.0, 0.0, 1.25]), seed=3)
+    calls, phase_b_ends = [], _greedy._phase_b_ends
+
+    def ctrl_c_in_stage_2(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+        return phase_b_ends(*args, **kwargs)
+
+    monkeypatch.setattr(_greedy, "_phase_b_ends", ctrl_c_in_stage_2)
+    with pytest.raises(Interrupted, match="interrupted .Ctrl-C. during stage 3") as stop:
+        _quiet(task.model, u0=task.u0, v0=task.v0)
+    path = stop.value.result
+    assert path.result == "interrupted" and path.num_stages == 2 and len(calls) == 2
+
+
+def test_an_interrupted_path_resumes_from_its_checkpoint_as_if_never_stopped(tmp_path, monkeypatch, ctrl_c_at_call):
+    """``gradflow greedy`` said "re-run to resume" and started again from stage 1 (issue 26). With a checkpoint the
+    stages finished before Ctrl-C are kept, and the re-run computes only the others: the same path, bit for bit
+    (the perturbations of Assumption 4.4 continue their random stream). Another model's checkpoint is refused."""
+    from gradflow._diagonal import _greedy
+
+    task = models.diagonal_linear(n=N, p=P, orthonormal=True, beta_star=np.array([0.5, -3.0, 0.0, 1.25]), seed=3)
+    whole = _quiet(task.model, u0=task.u0, v0=task.v0)
+    kept = tmp_path / "stages.npz"
+    phase_b_ends = _greedy._phase_b_ends
+    monkeypatch.setattr(_greedy, "_phase_b_ends", ctrl_c_at_call(phase_b_ends, 3))
+    with pytest.raises(Interrupted):
+        _quiet(task.model, u0=task.u0, v0=task.v0, checkpoint=kept)
+    calls = []
+    monkeypatch.setattr(_greedy, "_phase_b_ends", lambda *a, **k: calls.append(1) or phase_b_ends(*a, **k))
+    resumed = _quiet(task.model, u0=task.u0, v0=task.v0, checkpoint=kept)
+    assert len(calls) == 1  # stage 3 alone
+    for field in ("times", "u", "v", "b", "loss", "perturbation_spread", "hessian_min_eig", "coordinate"):
+        np.testing.assert_array_equal(getattr(resumed, field), getattr(whole, field), err_msg=field)
+    assert resumed.result == whole.result and resumed.warnings == whole.warnings
+    other = models.diagonal_linear(n=N, p=P, orthonormal=True, beta_star=np.array([0.5, -3.0, 0.1, 1.25]), seed=3)
+    with pytest.raises(ValueError, match="keeps the stages of another greedy path"):
+        _quiet(other.model, u0=other.u0, v0=other.v0, checkpoint=kept)
+
+
 def test_checks_off_gives_the_same_path_without_4_3_and_4_4_numbers():
     model = _linear(np.array([0.5, -3.0, 0.0, 1.25]))
     checked = _quiet(model)

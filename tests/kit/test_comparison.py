@@ -1,11 +1,23 @@
 """The comparisons' shared pieces: rate fits, first crossings, windows and the check of the runs' scales."""
 
 import math
+import warnings
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from gradflow._kit._comparison import check_run_scales, detect, fit_rate, fit_rates, windows
+from gradflow._kit._comparison import (
+    asymptotic_range,
+    check_fit_range,
+    check_run_scales,
+    default_times,
+    detect,
+    fit_rate,
+    fit_rates,
+    warn_unresolved,
+    windows,
+)
 
 
 def test_fit_rate_recovers_the_exponent():
@@ -42,3 +54,57 @@ def test_run_scales_must_match_the_alphas():
         check_run_scales([-1.0, -2.0], np.array([-1.0, -2.0, -3.0]))
     with pytest.raises(ValueError, match="order of alpha="):
         check_run_scales([-2.0, -1.0], np.array([-1.0, -2.0]))
+
+
+STAGES = np.array([0.0, 1.0736, 1.311, 1.9508])  # T_k of a diagonal attention head
+
+
+@pytest.mark.parametrize("log_alpha", [-10.0, -1000.0, -1e4])
+def test_default_times_resolve_every_jump_down_to_a_hundredth_of_one_over_log_one_over_alpha(log_alpha):
+    """Around every T_k the grid is at most 26% of the distance from T_k apart, from 0.01 / log(1/α) to δ: a flow's
+    stage time, ``O(1/log 1/α)`` from T_k, is then detected to a quarter of its error. The even grid alone is 1.9e-3
+    apart, more than a jump at log α = −1000 is wide."""
+    delta = 0.05
+    ts = default_times(STAGES, delta=delta, log_alphas=[-5.0, log_alpha])
+    finest = 0.01 / -log_alpha
+    for T in STAGES[1:]:
+        for side in (-1, 1):
+            d = np.sort(side * (ts - T))
+            d = d[(d >= finest * (1 - 1e-9)) & (d <= delta * (1 + 1e-9))]
+            assert d[0] == pytest.approx(finest, rel=1e-9) and d[-1] == pytest.approx(delta, rel=1e-9)
+            assert np.all(np.diff(d) <= 0.26 * d[1:]), (T, side)
+    even = default_times(STAGES, delta=delta)
+    assert np.all(np.isin(even, ts)) and ts.size - even.size <= 2 * 3 * (10 * math.log10(delta / finest) + 2)
+
+
+@pytest.mark.parametrize(
+    "detected, spacing, warned",
+    [
+        ([1.0736 + 2e-3], 1e-2, ["log α = -1000, k = 1"]),  # the error is the grid's
+        ([1.0736 + 2e-3], 1e-4, []),  # resolved
+        ([np.nan], 1e-2, []),  # not detected: nothing to resolve
+    ],
+)
+def test_an_error_within_the_grid_spacing_is_reported(detected, spacing, warned):
+    ts = np.arange(0.0, 2.0, spacing)
+    run = SimpleNamespace(ts=ts)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warn_unresolved("flow", np.array([-1000.0]), STAGES[:2], np.array([detected]), [run])
+    messages = [str(w.message) for w in caught]
+    assert len(messages) == len(warned) and all(x in m for x in warned for m in messages), messages
+    assert all(w.filename == __file__ for w in caught)  # at the caller's line
+
+
+def test_the_default_fit_range_is_the_scales_whose_stage_times_are_within_delta():
+    log_alpha = np.array([-5.0, -20.0, -100.0, -1000.0])
+    detected = STAGES[1:] + np.array([0.3, 0.04, 0.008, 0.0008])[:, None]
+    np.testing.assert_array_equal(asymptotic_range(log_alpha, detected, STAGES, 0.05), [-1000.0, -20.0])
+    # fewer than two asymptotic scales: every scale
+    np.testing.assert_array_equal(asymptotic_range(log_alpha, detected + 0.045, STAGES, 0.05), [-1000.0, -5.0])
+
+
+@pytest.mark.parametrize("bad", [(-1.0,), (-1.0, -10.0), ("a", "b"), None])
+def test_a_bad_fit_range_is_refused(bad):
+    with pytest.raises(ValueError, match="fit_range must be"):
+        check_fit_range(bad)

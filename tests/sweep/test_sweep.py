@@ -21,7 +21,7 @@ from gradflow._cli import main
 from gradflow._io import config_hash
 from gradflow._kit._comparison import default_times
 from gradflow._sweep import SweepConfig, _grid, _run, _summary
-from gradflow._sweep._grid import flow_columns, greedy_key, grid, point_rows, share
+from gradflow._sweep._grid import flow_columns, greedy_key, grid, point_params, point_rows, share
 from gradflow._sweep._io import example_config, read_point, write_table
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -118,6 +118,13 @@ def test_toml_is_parsed_into_the_grid(tmp_path):
     assert dict(pairs.models[0].options)["teacher_nonzero"] == ((1, 1), (2, None), (2, 2))  # one value: both parts
 
 
+@pytest.mark.parametrize("alpha", [0.01, 1e-8, 0.3, 1.5e-30])
+def test_the_alpha_column_holds_alpha_as_given(alpha):
+    """``alphas = [0.01]`` gave the column alpha = 0.010000000000000004 (exp of the stored log α)."""
+    config = SweepConfig.from_mapping(dict(alphas=[alpha], model=[dict(name="diagonal_linear", p=3)]))
+    assert point_params(grid(config)[0])["alpha"] == alpha
+
+
 def test_share_splits_by_task():
     config = SweepConfig.from_mapping(dict(seeds=5, alphas=[0.1, 0.01], model=[dict(name="diagonal_linear", p=3)]))
     points = grid(config)
@@ -161,6 +168,10 @@ def test_share_splits_by_task():
         ("run = 'flow'\nalphas = [0.1]\n[[model]]\nname = 'diagonal_linear'", 'run = "flow" needs tau_max'),
         ("run = 'both'\n[[model]]\nname = 'diagonal_linear'", 'set run = "greedy", "flow" or "compare"'),
         ("seeds = [1, 1]\nalphas = [0.1]\n[[model]]\nname = 'diagonal_linear'", "repeats a seed"),
+        (
+            "alphas = [0.1]\n[[model]]\nname = 'diagonal_linear'\np = 3\n[[model]]\nname = 'diagonal_linear'\np = 3",
+            "the model diagonal_linear with n=100, p=3,",
+        ),
         (
             "num_times = 1\nalphas = [0.1]\n[[model]]\nname = 'diagonal_linear'",
             "num_times = 1; expected an integer >= 2",
@@ -208,7 +219,7 @@ def test_sweep_equals_points_run_one_by_one(reference):
                 task.model, u0=task.u0, v0=task.v0, max_stages=2, check_assumptions=False, seed=point.task.seed
             )
         path = paths[point.task]
-        ts = default_times(path.times, num=config.num_times)
+        ts = default_times(path.times, num=config.num_times, log_alphas=[point.log_alpha])  # as compare_limits
         flow = _one_flow(task, ts, point.log_alpha)
         comparison = gradflow.compare_limits(
             task.model, log_alpha=[point.log_alpha], u0=task.u0, v0=task.v0, path=path, ts=ts, flows=flow
