@@ -159,7 +159,10 @@ def explicit(state: LeapState, t_end, args: Args, tol: LeapTolerances, polish) -
     y, f, t, again = jax.lax.cond(accept, take, lambda: (state.y, state.f, state.t, 0))
     stuck = dt <= 1e-12 * jnp.maximum(1.0, jnp.abs(state.t))  # below the resolution of t
     # at the stability limit: h λ near its edge, or a polishing step (which the stability limit calls for)
-    stiff = jnp.where(accept, jnp.where((h_lambda >= STIFF) | polish, state.stiff + 1, 0), state.stiff)
+    # (a count below 0, a back-off after split steps that did not pay, is kept through steps off the limit)
+    stiff = jnp.where(
+        accept, jnp.where((h_lambda >= STIFF) | polish, state.stiff + 1, jnp.minimum(state.stiff, 0)), state.stiff
+    )
     return eqx.tree_at(
         lambda s: (s.y, s.f, s.t, s.dt, s.steps, s.rejected, s.evaluations, s.result, s.stiff),
         state,

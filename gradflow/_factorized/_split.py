@@ -12,14 +12,15 @@ step* of length ``h``
 - moves every column by the commutator-free fourth-order Magnus method (Blanes & Moan 2006),
   ``Z ← exp(h(a A₁ + b A₂)) exp(h(b A₁ + a A₂)) Z``, ``A_i = A(t + c_i h)`` at the Gauss points from the
   Rosenbrock step's dense output, each factor ``exp(h Ã)`` from the SVD of its ``G̃`` (``_leap.exp_apply``) in
-  pieces with ``h σ̃ ≤ 18`` (discrete QR steps, log scales accumulated), its error against the exponential midpoint
-  rule;
-- keeps the active columns of the Rosenbrock step and the others of the Magnus step, then fixes the gauge (sorting,
-  ``QᵀJQ = K``) as after an explicit step.
+  pieces with ``h σ̃ ≤ 6`` (discrete QR steps, log scales accumulated), its error by step doubling;
+- keeps the active columns of the Rosenbrock step and the others of the Magnus step, restores ``QᵀJQ = K`` on the
+  active columns in place (``_restore_active``), lets the held ones absorb the rest and orthonormalises them against
+  the active ones (``_leap.restore_held``), and sorts the columns.
 
 The integrator is the leaps' (``_leap``) with split steps where explicit steps sit at their stability limit: from
-the ``_ENTER``-th accepted Tsit5 step in a row with ``h λ ≥ STIFF`` (``_explicit._stiffness``) until the split step
-falls below ``_LEAVE`` times the explicit one, or the awake columns no longer fit in the block.
+the ``_ENTER``-th accepted Tsit5 step in a row with ``h λ ≥ STIFF`` (``_explicit._stiffness``) or polishing, while
+the split step pays for its Jacobian (it is longer than the stable explicit step ``STIFF / λ_max`` times the ratio of
+their costs) and the columns near waking fit in the block; explicit steps again after a leap (a jump follows).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from ._qr import SWAP_MARGIN, Args, Factor, factor_field, factor_weights, imbala
 WIDTH = 4  # the implicit block: the leading min(k, WIDTH) columns of every factor
 _WAKE = 3.0  # a column is active (implicit) from ρ_i + max ρ ≥ −Γ − this
 _ENTER = 3  # split steps from this many accepted explicit steps in a row at their stability limit ...
+_BACKOFF = 50  # ... and this many more after a split step that did not pay
 _SAFETY, _GROW, _SHRINK = 0.9, 3.0, 0.2
 _REUSE = 1  # accepted split steps on one Jacobian
 _PIECE = 6.0  # the longest exponential piece, h σ_1 (rounding ε e^{h σ_1} ≈ 1e-13, far below the tolerance that
@@ -134,8 +136,9 @@ def _error_sq(a, b, tol: LeapTolerances, where) -> jax.Array:
 
 
 def split_step(s: LeapState, t_end, args: Args, tol: LeapTolerances, width) -> LeapState:
-    """One split step (the module docstring) of ``h_split`` (``2 dt`` on entering), clipped to ``t_end`` and to
-    ``_room``; error control as for the explicit steps, with the exponent of order 2."""
+    """One split step (the module docstring) of ``h_split`` (on entering, twice the length from which it pays),
+    clipped to ``t_end`` and to ``_room``; error control as for the explicit steps (the RMS over the state), the
+    Rosenbrock block's error of order 2, the Magnus steps' of order 4."""
     model, la = args.model, args.log_alpha
     shapes = model.shapes
 
@@ -228,7 +231,8 @@ def split_step(s: LeapState, t_end, args: Args, tol: LeapTolerances, width) -> L
 
     y, f, t = jax.lax.cond(accept, take, lambda: (s.y, s.f, s.t))
     leave = ~(h_next >= worth)  # back to explicit steps (also where λ_max or the step is not finite)
-    stiff = jnp.where(leave, 0, _ENTER + 1)
+    # back to explicit steps; after a single split step, wait _BACKOFF more steps at the limit before trying again
+    stiff = jnp.where(leave, jnp.where(s.stiff == _ENTER, -_BACKOFF, 0), _ENTER + 1)
     stuck = h_next <= 1e-12 * jnp.maximum(1.0, jnp.abs(s.t))
     return eqx.tree_at(
         lambda s: (
