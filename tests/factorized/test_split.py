@@ -3,8 +3,9 @@ one split step against the closed form of matrix factorisation (its Rosenbrock b
 steps on the sleeping ones), and ``solver="split"`` against the closed form, in segments (bit for bit) and with
 ``max_steps``.
 
-The tests share the compilations of tests/factorized/test_leap.py: matrix factorisation of a 4×3 matrix, 21 output
-times.
+On matrix factorisation of a 4×3 matrix, 21 output times (the leaps' compilation shared with
+tests/factorized/test_leap.py). The split program compiles in minutes on a busy 2-core machine: the fast suite keeps
+one split step; the solves with split steps (closed form, segments, ``max_steps``, Ctrl-C) are marked slow.
 """
 
 import diffrax as dfx
@@ -53,7 +54,7 @@ def _y0(M, u0, v0):
     return jax.tree_util.tree_map(jnp.asarray, initial_state(us, vs))
 
 
-@pytest.mark.parametrize("h", [0.5, 1.0])
+@pytest.mark.parametrize("h", [0.5, pytest.param(1.0, marks=pytest.mark.slow)])
 def test_one_split_step_follows_the_closed_form(h):
     """From the state at τ = 0.5 of ``log α = −100`` (t = 50: the first mode learned, at rest; the second sleeping,
     ``log s ≈ −49``, growing at 2σ₂ = 3; the third at rest at α²), one split step of ``h`` (the learned mode by the
@@ -85,6 +86,7 @@ def _mf_flow(log_alpha, **kw):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("log_alpha", [-1e4, -50.0])
 def test_closed_form_with_split_steps(log_alpha):
     """``solver="split"`` follows every logistic to 1e-9 in log s at ``log α = −1e4`` and −50."""
@@ -97,6 +99,7 @@ def test_closed_form_with_split_steps(log_alpha):
     )
 
 
+@pytest.mark.slow
 def test_split_segments_are_the_solve_and_max_steps():
     """Advanced five steps at a time from Python, the split integrator takes the very steps of one solve (bit for
     bit), split steps included; ``max_steps`` stops it with the outputs reached."""
@@ -120,6 +123,7 @@ def test_split_segments_are_the_solve_and_max_steps():
     assert part.result == "max_steps_reached" and part.stats["num_steps"] == 40
 
 
+@pytest.mark.slow
 def test_keyboard_interrupt_keeps_the_split_state():
     """Ctrl-C (a ``KeyboardInterrupt`` from the progress callback after two segments) returns the state reached,
     marked stopped, with the outputs so far."""
