@@ -116,9 +116,9 @@ def test_split_segments_are_the_solve_and_max_steps():
             before = int(state.steps + state.leaps)
             state = _advance(model, state, jnp.asarray(5), la, ts, 0.0, 1e-8, **static)
             assert int(state.steps + state.leaps) <= before + 5
-    assert int(state.splits) > 0
-    np.testing.assert_array_equal(np.asarray(state.stats), np.asarray(whole[4]))
-    np.testing.assert_array_equal(np.asarray(state.ys[0].rho), np.asarray(whole[0][0].rho))
+        assert int(state.splits) > 0
+        np.testing.assert_array_equal(np.asarray(state.stats), np.asarray(whole[4]))
+        np.testing.assert_array_equal(np.asarray(state.ys[0].rho), np.asarray(whole[0][0].rho))
     part = _mf_flow(-50.0, max_steps=40, throw=False)
     assert part.result == "max_steps_reached" and part.stats["num_steps"] == 40
 
