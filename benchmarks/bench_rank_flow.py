@@ -10,7 +10,8 @@ teacher_kq=(1, 0.5), teacher_vo=(1, 0.5))`, τ ∈ [0, 2.5] at 31 times, at α =
 log(1/α) = 2000, Kvaerno5 beyond, whose dense Jacobian of the state took 97 s on the d = 6 head at −1e4 and rules
 out the wider ones: Tsit5 stands in for it there, capped at `CAP` steps); `--paper` adds the paper's size,
 `attention_full(n=1000, tokens=10, dim=50)` with its default rank-3 teacher, at 1e-32 (the leaps only unless
-`--paper-tsit5`; `--leap-cap N` stops the leaps' runs after N steps). Per run: steps (explicit steps and leaps,
+`--paper-tsit5`; `--leap-cap N` stops the leaps' runs after N steps; `--split` puts `solver="split"`, capped alike,
+in the second column instead of the solver "auto" took before). Per run: steps (explicit steps and leaps,
 accepted and rejected), the leaps and their pieces, evaluations of G, seconds after compilation (a first call on the
 same shapes over τ ∈ [0, 1e-6] compiles) and the process's peak memory after it. The largest |Δ log σ| between two
 runs that both finished is their disagreement (|log σ| reaches 2 |log α|). Then the accuracy checks of tests/factorized/test_leap.py: matrix factorisation against
@@ -181,6 +182,7 @@ def solver_run(task, log_alpha: float, solver: str, cap: int | None) -> dict:
         rejected=int(st["num_rejected_steps"]),
         leaps=int(st.get("num_leaps", 0)),
         pieces=int(st.get("num_pieces", 0)),
+        splits=int(st.get("num_split_steps", 0)),
         evaluations=int(st["num_evaluations"]) if "num_evaluations" in st else None,
         done=str(res.result) == "successful",
         reached=float(SOLVER_TS[np.flatnonzero(np.isfinite(res.loss))[-1]]),
@@ -193,12 +195,13 @@ def before(log_alpha: float) -> tuple[str, int | None]:
     return ("tsit5", None) if -log_alpha <= 2000 else ("tsit5", CAP)
 
 
-def solver_rows(dims, paper: bool, paper_tsit5: bool, leap_cap: int | None):
+def solver_rows(dims, paper: bool, paper_tsit5: bool, leap_cap: int | None, split: bool = False):
     rows = []
     for d in dims:
         task = models.attention_full(n=50, tokens=4, dim=d, teacher_kq=(1, 0.5), teacher_vo=(1, 0.5))
         for scale, la in SCALES:
-            new, old = solver_run(task, la, "leap", leap_cap), solver_run(task, la, *before(la))
+            other = ("split", leap_cap) if split else before(la)
+            new, old = solver_run(task, la, "leap", leap_cap), solver_run(task, la, *other)
             rows.append(dict(case=f"d = {d}", scale=scale, old=old, new=new))
             print(f"d = {d}, {scale}: {describe(new)} | {describe(old)}", flush=True)
     if paper:
@@ -215,15 +218,20 @@ def describe(r: dict | None) -> str:
     if r is None:
         return "not run"
     counts = f"{r['steps']:,} steps ({r['rejected']:,} rejected"
-    counts += f"; {r['leaps']} leaps, {r['pieces']} pieces)" if r["solver"] == "leap" else ")"
+    counts += f"; {r['leaps']} leaps, {r['pieces']} pieces" if r["solver"] in ("leap", "split") else ""
+    counts += f", {r['splits']:,} split steps)" if r["solver"] == "split" else ")"
     evals = "" if r["evaluations"] is None else f", {r['evaluations']:,} G"
     stop = "" if r["done"] else f", stopped at τ = {r['reached']:.3g}"
     return f"{r['solver']}: {r['seconds']:.1f} s, {counts}{evals}{stop}, peak {r['rss']:.2f} GiB [load {r['load']}]"
 
 
-def accuracy_checks() -> list[str]:
-    """The leaps' errors on matrix factorisation: the closed form at log α = −1e4, DOP853 at α = 1e-2 and 1e-6 (the
-    tests' cases, tests/factorized/test_leap.py)."""
+def accuracy_checks(solvers=("leap",)) -> list[str]:
+    """The errors on matrix factorisation of each solver: the closed form at log α = −1e4, DOP853 at α = 1e-2 and
+    1e-6 (the tests' cases, tests/factorized/test_leap.py and test_split.py)."""
+    return [line for solver in solvers for line in _accuracy_checks(solver)]
+
+
+def _accuracy_checks(solver) -> list[str]:
     import scipy.integrate
 
     rng = np.random.default_rng(0)
@@ -235,21 +243,28 @@ def accuracy_checks() -> list[str]:
     M = (A * sig) @ B.T
     la = -1e4
     res = simulate_flow(
-        models.matrix_factorization_model(M), u0=(A * np.sqrt(sbar),), v0=(B * np.sqrt(sbar),), ts=ts, log_alpha=la
+        models.matrix_factorization_model(M),
+        u0=(A * np.sqrt(sbar),),
+        v0=(B * np.sqrt(sbar),),
+        ts=ts,
+        log_alpha=la,
+        solver=FactorizedSolver(method=solver),
     )
     t, ls0 = ts[:, None] * -la, 2.0 * la + np.log(sbar)
     s1 = np.where(sig > 0, sig, 1.0)
     grow = np.log(s1) + ls0 + 2 * sig * t - np.logaddexp(np.log(s1 - np.exp(ls0)), ls0 + 2 * sig * t)
     want = -np.sort(-np.where(sig > 0, grow, ls0 + 0 * t), axis=1)
     out = [
-        f"matrix factorisation (4×3, σ = 3, 1.5, 0), closed form at log α = −1e4: max |Δ log s| = "
+        f"{solver}: matrix factorisation (4×3, σ = 3, 1.5, 0), closed form at log α = −1e4: max |Δ log s| = "
         f"{np.max(np.abs(res.log_singular_values[0] - want)):.1e} (|log s| up to {np.max(np.abs(want)):.3g}), "
         f"{int(res.stats['num_steps'])} steps"
     ]
     task = models.matrix_factorization(m=4, n=3, singular_values=(3.0, 1.5), seed=1)
     Mt = task.teacher_beta[0]
     for alpha in (1e-2, 1e-6):
-        res = simulate_flow(task.model, u0=task.u0, v0=task.v0, ts=ts, alpha=alpha)
+        res = simulate_flow(
+            task.model, u0=task.u0, v0=task.v0, ts=ts, alpha=alpha, solver=FactorizedSolver(method=solver)
+        )
         L = -math.log(alpha)
 
         def rhs(t, y, Mt=Mt):
@@ -265,15 +280,16 @@ def accuracy_checks() -> list[str]:
         sv = np.linalg.svd(W, compute_uv=False)
         big = sv > 1e-6 * sv.max(axis=1, keepdims=True)
         out.append(
-            f"matrix factorisation (seed 1) against DOP853 (rtol 1e-12) at α = {alpha:g}: max |ΔW| = "
+            f"{solver}: matrix factorisation (seed 1) against DOP853 (rtol 1e-12) at α = {alpha:g}: max |ΔW| = "
             f"{np.max(np.abs(res.W[0] - W)):.1e}, max |Δ log σ| = "
             f"{np.max(np.abs(res.log_singular_values[0][big] - np.log(sv[big]))):.1e}"
         )
     return out
 
 
-def render_solvers(rows, checks, argv) -> str:
-    head = ["case", "α", 'leaps (`"auto"` now)', 'before (`"auto"` until now)', "max \\|Δ log σ\\|"]
+def render_solvers(rows, checks, argv, split: bool = False) -> str:
+    other = '`"split"`' if split else 'before (`"auto"` until now)'
+    head = ["case", "α", 'leaps (`"auto"` now)', other, "max \\|Δ log σ\\|"]
     lines = _common.table_head(head)
     for r in rows:
         old, new = r["old"], r["new"]
@@ -288,6 +304,17 @@ def render_solvers(rows, checks, argv) -> str:
         if (c, "−1e4") in by and (c, "1e-32") in by
         for far in [by[(c, "−1e4")]]
     ]
+    if split:
+        olds = {(r["case"], r["scale"]): r["old"] for r in rows}
+        ratios.append(
+            '`"split"`: '
+            + ", ".join(
+                f"{c}: {'' if far['done'] else '≥ '}{far['steps'] / olds[(c, '1e-32')]['steps']:.2f}"
+                for c in dict.fromkeys(r["case"] for r in rows)
+                if (c, "−1e4") in olds and (c, "1e-32") in olds
+                for far in [olds[(c, "−1e4")]]
+            )
+        )
     threads = f"; OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}"
     intro = (
         f"`python benchmarks/bench_rank_flow.py{(' ' + ' '.join(argv)) if argv else ''}` (see its docstring). "
@@ -308,13 +335,14 @@ def main(argv=None):
     parser.add_argument("--paper", action="store_true", help="add the paper's size at 1e-32 to --solvers")
     parser.add_argument("--paper-tsit5", action="store_true", help="run Tsit5 on the paper's size too")
     parser.add_argument("--leap-cap", type=int, default=None, help="max_steps of the leaps' runs (default: none)")
+    parser.add_argument("--split", action="store_true", help='--solvers: the leaps beside `"split"` (capped alike)')
     args = parser.parse_args(argv)
     argv = sys.argv[1:] if argv is None else argv
     if args.solvers:
-        rows = solver_rows(args.dims, args.paper, args.paper_tsit5, args.leap_cap)
-        checks = accuracy_checks()
+        rows = solver_rows(args.dims, args.paper, args.paper_tsit5, args.leap_cap, args.split)
+        checks = accuracy_checks(("leap", "split") if args.split else ("leap",))
         print("\n".join(checks), flush=True)
-        _common.show(render_solvers(rows, checks, argv), SOLVERS_SECTION, args.record)
+        _common.show(render_solvers(rows, checks, argv, args.split), SOLVERS_SECTION, args.record)
         return
     task = models.attention_full()
     ts = np.round(np.arange(0.0, TAU_MAX + DT / 2, DT), 10)

@@ -123,9 +123,13 @@ def simulate_flow(
 
     A [`FactorizedModel`][gradflow.FactorizedModel] (``u0, v0`` tuples of factors) gets its own exact flow and
     a [`FactorizedFlowResult`][gradflow.FactorizedFlowResult] (docs/math.md, *Full weights: the exact flow*), solved
-    by the method its ``FactorizedSolver`` names (by default the plateau leaps, whose cost does not grow with
-    ``log(1/α)``; docs/math.md, *Plateau leaps*); a string ``solver="leap"`` is the deprecated spelling of
-    ``solver=FactorizedSolver(method="leap")``. Its range of scales is that of the log scales of the factors, ``ρ ∈ [2 log α, O(1)]``:
+    by the method its ``FactorizedSolver`` names: ``"leap"`` (explicit steps where the flow moves, leaps along the
+    plateaus, whose cost does not grow with ``log(1/α)``; docs/math.md, *Plateau leaps*), ``"split"`` (the leaps,
+    with implicit steps on the awake columns and Magnus steps on the sleeping ones where explicit steps sit at their
+    stability limit; docs/math.md, *The split integrator*), ``"tsit5"`` (explicit steps throughout, their number ∝
+    ``log(1/α)``), ``"kvaerno5"`` (L-stable, with a dense Jacobian of the state) or ``"auto"`` (the default:
+    ``"leap"``); a string ``solver="leap"`` is the deprecated spelling of ``solver=FactorizedSolver(method="leap")``.
+    Its range of scales is that of the log scales of the factors, ``ρ ∈ [2 log α, O(1)]``:
     ``2 |log α| 2⁻⁵² ≤ atol + 2 rtol |log α|`` (``|log α| ≤ 2.25e7`` at ``atol = 1e-8``).
     """
     family = family_of(model)

@@ -27,6 +27,7 @@ _REST = 1e-3  # a leap needs the awake columns slower than this × the quiet thr
 # (with 1.0, log|β| of a 1×1 weight was off by 1e-3 after t = 1e4 at log α = −1e4; with 1e-3, by 1e-6)
 _GAP_MARGIN = 2.0  # Γ = log(1 / quiet threshold) + this: a column below e^{−Γ} in W does not move the flow
 _POLISH = 0.5  # a polishing step is this fraction of dt (docs/math.md, Plateau leaps: resting, at the tolerance)
+STIFF = 3.0  # h λ (``_stiffness``) of an explicit step at its stability limit
 
 
 class LeapTolerances(eqx.Module):
@@ -67,15 +68,20 @@ class LeapState(eqx.Module):
     rejected: jax.Array
     leaps: jax.Array
     pieces: jax.Array  # exponentials exp(hA) and extrapolations of the log scales, within leaps (no G)
-    evaluations: jax.Array  # of G (each vector field evaluates it once)
+    evaluations: jax.Array  # of G (each vector field evaluates it once; a Jacobian counts its columns)
     result: dfx.RESULTS
+    h_split: jax.Array  # the next split step (``_split``); unused by the leaps alone
+    splits: jax.Array  # split steps, accepted and rejected (counted in ``steps`` too)
+    stiff: jax.Array  # consecutive accepted explicit steps at their stability limit (``_split``: split steps from 3)
+    jac: jax.Array  # the awake block's Jacobian for the split steps (0 × 0 for the leaps alone)
+    jac_age: jax.Array  # accepted split steps since it was computed (−1: to compute)
 
     @property
     def stats(self) -> jax.Array:
-        """``(steps, accepted, rejected, leaps, pieces, evaluations)`` on the last axis, where ``steps`` counts the
-        explicit steps and the leaps (what ``max_steps`` caps)."""
+        """``(steps, accepted, rejected, leaps, pieces, evaluations, splits)`` on the last axis, where ``steps``
+        counts the explicit and split steps and the leaps (what ``max_steps`` caps)."""
         steps = self.steps + self.leaps
-        counts = (steps, steps - self.rejected, self.rejected, self.leaps, self.pieces, self.evaluations)
+        counts = (steps, steps - self.rejected, self.rejected, self.leaps, self.pieces, self.evaluations, self.splits)
         return jnp.stack(counts, axis=-1)
 
 
@@ -85,14 +91,25 @@ def _axpy(y, ks, coeffs, h):
 
 
 def _rk_step(t, y, f0, h, args: Args):
-    """One Tsit5 step from ``y`` (where the vector field is ``f0``): the new state, the vector field there and
-    the local error estimate."""
-    ks, yi = [f0], y
+    """One Tsit5 step from ``y`` (where the vector field is ``f0``): the new state, the vector field there, the
+    local error estimate and ``h λ`` (below)."""
+    ks, yi, stages = [f0], y, [y]
     for c, a in zip(_TABLEAU.c, _TABLEAU.a_lower):
         yi = _axpy(y, ks, a, h)
+        stages.append(yi)
         ks.append(vector_field(t + c * h, yi, args))
     err = jax.tree_util.tree_map(lambda *k: h * sum(b * kj for b, kj in zip(_TABLEAU.b_error, k)), *ks)
-    return yi, ks[-1], err
+    return yi, ks[-1], err, h * _stiffness(stages[-2], yi, ks[-2], ks[-1])
+
+
+def _stiffness(y6, y7, k6, k7) -> jax.Array:
+    """``‖k7 − k6‖ / ‖y7 − y6‖``: the last two stages are at the same time (``c = 1``), so this estimates the
+    dominant eigenvalue's modulus, and ``h λ`` above ``STIFF`` puts the step at the edge of Tsit5's region of
+    stability on the real axis (``≈ −3.5``; Hairer & Wanner, IV.2, as DOPRI5 detects stiffness)."""
+    sq = lambda tree: sum(jnp.sum(leaf**2) for leaf in jax.tree_util.tree_leaves(tree))
+    dy = sq(jax.tree_util.tree_map(jnp.subtract, y7, y6))
+    dk = sq(jax.tree_util.tree_map(jnp.subtract, k7, k6))
+    return jnp.sqrt(dk / jnp.where(dy > 0, dy, 1.0)) * (dy > 0)
 
 
 def _error_norm(y0, y1, err, tol: LeapTolerances) -> jax.Array:
@@ -109,7 +126,7 @@ def unsorted(f: Factor) -> jax.Array:
     return jnp.any(f.rho[1:] - f.rho[:-1] > 0.5 * jnp.log1p(r * r) + SWAP_MARGIN)
 
 
-def _fix_gauge(y, args: Args):
+def fix_gauge(y, args: Args):
     """The sorting gauge and ``QᵀJQ`` restored after a step (as ``_qr.Gauge``); whether columns swapped."""
     out, swapped = [], jnp.array(False)
     for f, (m, _) in zip(y, args.model.shapes):
@@ -126,7 +143,7 @@ def explicit(state: LeapState, t_end, args: Args, tol: LeapTolerances, polish) -
     target = jnp.where(polish, _POLISH * state.dt, state.dt)
     h = jnp.minimum(target, t_end - state.t)
     t1 = jnp.where(h < target, t_end, state.t + h)
-    y1, f1, err = _rk_step(state.t, state.y, state.f, h, args)
+    y1, f1, err, h_lambda = _rk_step(state.t, state.y, state.f, h, args)
     norm = _error_norm(state.y, y1, err, tol)
     accept = norm <= 1.0
     factor = jnp.clip(_SAFETY * jnp.maximum(norm, 1e-10) ** -_ERROR_EXPONENT, _SHRINK, jnp.where(accept, _GROW, 1.0))
@@ -135,14 +152,19 @@ def explicit(state: LeapState, t_end, args: Args, tol: LeapTolerances, polish) -
     dt = jnp.where(accept & polish, state.dt, dt)
 
     def take():
-        y, swapped = _fix_gauge(y1, args)
+        y, swapped = fix_gauge(y1, args)
         f = jax.lax.cond(swapped, lambda: vector_field(t1, y, args), lambda: f1)  # f1 is the old gauge's
         return y, f, t1, swapped.astype(int)
 
     y, f, t, again = jax.lax.cond(accept, take, lambda: (state.y, state.f, state.t, 0))
     stuck = dt <= 1e-12 * jnp.maximum(1.0, jnp.abs(state.t))  # below the resolution of t
+    # at the stability limit: h λ near its edge, or a polishing step (which the stability limit calls for)
+    # (a count below 0, a back-off after split steps that did not pay, is kept through steps off the limit)
+    stiff = jnp.where(
+        accept, jnp.where((h_lambda >= STIFF) | polish, state.stiff + 1, jnp.minimum(state.stiff, 0)), state.stiff
+    )
     return eqx.tree_at(
-        lambda s: (s.y, s.f, s.t, s.dt, s.steps, s.rejected, s.evaluations, s.result),
+        lambda s: (s.y, s.f, s.t, s.dt, s.steps, s.rejected, s.evaluations, s.result, s.stiff),
         state,
         (
             y,
@@ -153,5 +175,6 @@ def explicit(state: LeapState, t_end, args: Args, tol: LeapTolerances, polish) -
             state.rejected + (~accept).astype(int),
             state.evaluations + len(_TABLEAU.c) + again,
             dfx.RESULTS.where(stuck, dfx.RESULTS.dt_min_reached, state.result),
+            stiff,
         ),
     )

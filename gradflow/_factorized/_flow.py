@@ -26,8 +26,11 @@ from ._model import FactorizedModel, check_factors
 from ._qr import Args, Gauge, factor_weights, initial_state, vector_field
 from ._results import FactorizedFlowResult
 from ._singular import log_singular_values
+from ._split import advance as split_advance
+from ._split import jac_size, widths
 
-METHODS = ("auto", "leap", "tsit5", "kvaerno5")  # "auto" is "leap" (docs/benchmarks.md, Full weights: solvers)
+METHODS = ("auto", "leap", "split", "tsit5", "kvaerno5")  # "auto" is "leap" (docs/benchmarks.md, Full weights: solvers)
+_LEAPS = ("split", "leap")  # the leaps' integrator, with split steps or without
 _ROOT_TOL = 0.1  # the implicit stages' tolerance, a fraction of the step's
 _ADVICE = "Try a looser atol, or a larger max_steps."
 
@@ -51,8 +54,8 @@ def _solve_of(model, log_alpha, ts, rtol, atol, solver) -> Solve:
 def _start(model, y0, log_alpha, ts, rtol, atol, *, solver, batched):
     def one(la):
         y = tuple(eqx.tree_at(lambda f: f.rho, f, f.rho + la) for f in y0)  # Z(0) = α Z̄(0)
-        if solver == "leap":
-            return leap_start(y, Args(model=model, log_alpha=la), ts * -la)
+        if solver in _LEAPS:
+            return leap_start(y, Args(model=model, log_alpha=la), ts * -la, jac_size(y) if solver == "split" else 0)
         return _solve_of(model, la, ts, rtol, atol, solver).start(y)
 
     return jax.vmap(one)(log_alpha) if batched else one(log_alpha)
@@ -61,9 +64,12 @@ def _start(model, y0, log_alpha, ts, rtol, atol, *, solver, batched):
 @eqx.filter_jit
 def _advance(model, seg, budget, log_alpha, ts, rtol, atol, *, solver, batched):
     def one(seg, budget, la):
-        if solver == "leap":
+        if solver in _LEAPS:
             tol = LeapTolerances(rtol=float(rtol), atol=float(atol))
-            return leap_advance(seg, budget, Args(model=model, log_alpha=la), ts * -la, tol)
+            args = Args(model=model, log_alpha=la)
+            if solver == "split":
+                return split_advance(seg, budget, args, ts * -la, tol, widths(seg.y))
+            return leap_advance(seg, budget, args, ts * -la, tol)
         return _solve_of(model, la, ts, rtol, atol, solver).advance(seg, budget)
 
     return jax.vmap(one)(seg, budget, log_alpha) if batched else one(seg, budget, log_alpha)
@@ -101,7 +107,9 @@ def flow(model: FactorizedModel, request: FlowRequest, solver) -> FactorizedFlow
     """``simulate_flow`` for a factorised model once the checks every family shares are done: the exact flow from
     ``U_j(0) = α u0[j]``, ``V_j(0) = α v0[j]`` (docs/math.md, *Full weights: the exact flow*). ``solver``:
     ``"leap"`` (explicit steps where the flow moves, leaps along the plateaus, whose cost does not grow with
-    ``log(1/α)``; docs/math.md, *Plateau leaps*), ``"tsit5"`` (explicit steps throughout, their number
+    ``log(1/α)``; docs/math.md, *Plateau leaps*), ``"split"`` (the leaps, with split steps where the explicit steps
+    sit at their stability limit: implicit on the awake columns, Magnus on the sleeping ones; docs/math.md, *The
+    split integrator*), ``"tsit5"`` (explicit steps throughout, their number
     ∝ ``log(1/α)``), ``"kvaerno5"`` (L-stable, with a dense Jacobian of the state) or ``"auto"`` (``"leap"``); a
     leap counts as a step for ``max_steps``. The tolerances bound the local error of ``ρ`` (absolute) and of
     ``Q, R̃`` per step; a progress bar if ``progress``. ``solver``: a ``FactorizedSolver`` (its ``method``)."""
@@ -125,7 +133,7 @@ def flow(model: FactorizedModel, request: FlowRequest, solver) -> FactorizedFlow
         run, la, ts[-1], batched=request.batched, separately=separately, progress=request.progress
     )
     ys, Ws, loss, solver_result, stats = jax.tree_util.tree_map(np.asarray, out)
-    leaps = solver == "leap"
+    leaps = solver in _LEAPS
     log_sv = tuple(log_singular_values(f, m) for f, (m, _) in zip(ys, model.shapes))
     result, message = solve_status(
         solver_result,
@@ -148,6 +156,7 @@ def flow(model: FactorizedModel, request: FlowRequest, solver) -> FactorizedFlow
             num_accepted_steps=stats[..., 1],
             num_rejected_steps=stats[..., 2],
             **(dict(num_leaps=stats[..., 3], num_pieces=stats[..., 4], num_evaluations=stats[..., 5]) if leaps else {}),
+            **(dict(num_split_steps=stats[..., 6]) if solver == "split" else {}),
             max_steps=max_steps,
             solver=solver,
         ),

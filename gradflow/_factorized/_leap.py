@@ -24,7 +24,7 @@ import jax.numpy as jnp
 from ._explicit import LeapState, LeapTolerances, explicit, unsorted
 from ._qr import SWAP_MARGIN, Args, Factor, factor_weights, imbalance, sort_pass, vector_field
 
-_PIECE = 18.0  # the longest exponential piece, h σ_1(G): the rounding it amplifies, ε e^{h σ_1}, stays near 1e-8
+PIECE = 18.0  # the longest exponential piece, h σ_1(G): the rounding it amplifies, ε e^{h σ_1}, stays near 1e-8
 _NEAR = 1e2  # awake columns slower than this × atol (where stability-limited steps leave them) are polished ...
 _POLISH_ROOM = 20.0  # ... where a leap of at least this many steps would follow
 
@@ -111,7 +111,7 @@ def _extrapolation_length(y, f, gnorms, log_alpha, tol: LeapTolerances) -> jax.A
     return out
 
 
-def _exp_apply(Q, svd, h, m: int):
+def exp_apply(Q, svd, h, m: int):
     """``exp(hA) Q`` for ``A = [[0, G], [Gᵀ, 0]]``, ``G = P diag(s) Ψᵀ`` (docs/math.md, *Plateau leaps*):
     ``[Q_t + P((cosh hs − 1) PᵀQ_t + sinh(hs) ΨᵀQ_b); Q_b + Ψ(sinh(hs) PᵀQ_t + (cosh hs − 1) ΨᵀQ_b)]``."""
     P, s, Psi_t = svd
@@ -124,13 +124,13 @@ def _exp_apply(Q, svd, h, m: int):
 def _moved(f: Factor, svd, h, held, m: int):
     """``Qh = [Q_a, exp(hA) Q_s]`` (the ``held`` columns kept) and how far it would take a column past the one
     before it: the largest ``ν_{i+1} − ν_i − margin`` (beyond any such excess of ``ρ``), ``ν = ρ + log ‖Qh_i‖``."""
-    Qh = jnp.where(held[None, :], f.Q, _exp_apply(f.Q, svd, h, m))
+    Qh = jnp.where(held[None, :], f.Q, exp_apply(f.Q, svd, h, m))
     nu = f.rho + jnp.log(jnp.linalg.norm(Qh, axis=0))
     past = nu[1:] - nu[:-1] - jnp.maximum(f.rho[1:] - f.rho[:-1], 0.0) - SWAP_MARGIN
     return Qh, jnp.max(past, initial=0.0)
 
 
-def _exp_piece(f: Factor, Qh) -> Factor:
+def exp_piece(f: Factor, Qh) -> Factor:
     """``Z = Q diag(e^ρ) R̃ → Qh diag(e^ρ) R̃`` re-factored (a discrete QR step): ``Qh = Q' R'``, ``ρ += log diag R'``,
     ``R̃ → (R'/diag R') ∘ e^{ρ_l − ρ_i} R̃``. Rounding puts ``ε e^{h σ_1}`` of the fastest direction into every column
     of ``Qh``, harmless as long as no column outgrows the ones before it (``_moved``)."""
@@ -155,7 +155,7 @@ def _sort_fully(f: Factor) -> Factor:
     return jax.lax.while_loop(lambda c: c[1] & (c[2] < k), body, (f, unsorted(f), 0))[0]
 
 
-def _restore_held(f: Factor, held, log_alpha, m: int) -> Factor:
+def restore_held(f: Factor, held, log_alpha, m: int) -> Factor:
     """``_qr.restore`` with the ``held`` (awake, leading) columns kept: ``Q_s ← Q_s + JQ_a ΔK_as + JQ_s ΔK_ss / 2``
     gives ``QᵀJQ`` its value ``K`` to first order, then ``Q_s`` is orthonormalised against ``Q_a``. Holding
     ``Q_a`` while ``exp(hA)`` moves ``Q_s`` leaves ``Q_aᵀJQ_s`` off by the awake columns' residual speed over σ;
@@ -174,7 +174,7 @@ class _Leap(eqx.Module):
     go_on: jax.Array
 
 
-def _leap(state: LeapState, t_end, args: Args, tol: LeapTolerances) -> LeapState:
+def leap_from(state: LeapState, t_end, args: Args, tol: LeapTolerances) -> LeapState:
     """The flow with ``G`` held at its value now (the awake columns rest): the sleeping columns move by
     ``exp(hA)`` in pieces (``h σ_1 ≤ 18``, no column past the one before it) while they turn, and by
     extrapolating their log scales once settled; until ``t_end``, or until a sleeping column nears ``−Γ`` (closer
@@ -189,7 +189,7 @@ def _leap(state: LeapState, t_end, args: Args, tol: LeapTolerances) -> LeapState
     def plan(y, t):
         """The frozen vector field, whether to extrapolate, and how far."""
         f = vector_field(t, y, frozen)
-        piece = _PIECE / jnp.maximum(sigma, 1e-300)  # ρ grows at most at σ_1 (twice that for ρ_i + max ρ)
+        piece = PIECE / jnp.maximum(sigma, 1e-300)  # ρ grows at most at σ_1 (twice that for ρ_i + max ρ)
         piece = jnp.minimum(piece, jnp.min(jnp.stack([_asleep_for(yf, jnp.full_like(yf.rho, sigma), tol) for yf in y])))
         extrapolation = _extrapolation_length(y, f, tuple(s[0] for _, s, _ in svds), args.log_alpha, tol)
         extrapolate = _settled(y, f, tol) & (extrapolation >= piece)
@@ -212,10 +212,10 @@ def _leap(state: LeapState, t_end, args: Args, tol: LeapTolerances) -> LeapState
                 return moved(h * jnp.clip(0.9 * SWAP_MARGIN / (SWAP_MARGIN + past), 0.01, 0.9))
 
             h, Qhs, _ = jax.lax.while_loop(lambda m: m[2] > 0, shorter, moved(span))
-            return h, tuple(_exp_piece(yf, Qh) for yf, Qh in zip(c.y, Qhs))
+            return h, tuple(exp_piece(yf, Qh) for yf, Qh in zip(c.y, Qhs))
 
         h, y = jax.lax.cond(extrapolate, by_extrapolation, by_exponential)
-        y = tuple(_restore_held(_sort_fully(yf), a, args.log_alpha, m) for yf, a, (m, _) in zip(y, awake, shapes))
+        y = tuple(restore_held(_sort_fully(yf), a, args.log_alpha, m) for yf, a, (m, _) in zip(y, awake, shapes))
         t = jnp.where(h == t_end - c.t, t_end, c.t + h)
         _, _, span = plan(y, t)
         woke = jnp.any(jnp.stack([jnp.any(_awake(yf, tol) != a) for yf, a in zip(y, awake)]))
@@ -234,21 +234,29 @@ def _leap(state: LeapState, t_end, args: Args, tol: LeapTolerances) -> LeapState
 # The solve, in segments.
 
 
-def _step(s: LeapState, t_end, args: Args, tol: LeapTolerances) -> LeapState:
-    """A leap where the awake columns rest and no sleeping column wakes within an explicit step, else an explicit
-    step (a polishing one where the awake columns nearly rest and a long leap would follow)."""
+def leap_or_polish(s: LeapState, t_end, tol: LeapTolerances) -> tuple[jax.Array, jax.Array]:
+    """Whether to leap (the awake columns rest and no sleeping column wakes within an explicit step), and whether an
+    explicit step should polish (the awake columns nearly rest and a long leap would follow)."""
     speed = _awake_speed(s.y, s.f, tol)
     room = jnp.min(jnp.stack([_asleep_for(yf, vf.rho, tol) for yf, vf in zip(s.y, s.f)]))
     room = jnp.minimum(room, t_end - s.t)
     leap = (speed <= tol.rest) & (room >= jnp.minimum(s.dt, t_end - s.t))
     polish = (speed <= _NEAR * tol.atol) & (room >= _POLISH_ROOM * s.dt)
-    return jax.lax.cond(leap, lambda: _leap(s, t_end, args, tol), lambda: explicit(s, t_end, args, tol, polish))
+    return leap, polish
 
 
-def advance(state: LeapState, budget, args: Args, out_ts, tol: LeapTolerances) -> LeapState:
-    """``state`` after at most ``budget`` more explicit steps and leaps towards ``out_ts[-1]`` (unscaled time),
-    recording ``y`` at every output time it reaches. Stops early, with ``result`` set, where the step size falls
-    below the resolution of ``t``."""
+def _step(s: LeapState, t_end, args: Args, tol: LeapTolerances) -> LeapState:
+    """A leap where the awake columns rest and no sleeping column wakes within an explicit step, else an explicit
+    step (a polishing one where the awake columns nearly rest and a long leap would follow)."""
+    leap, polish = leap_or_polish(s, t_end, tol)
+    return jax.lax.cond(leap, lambda: leap_from(s, t_end, args, tol), lambda: explicit(s, t_end, args, tol, polish))
+
+
+def advance(state: LeapState, budget, args: Args, out_ts, tol: LeapTolerances, step=_step) -> LeapState:
+    """``state`` after at most ``budget`` more steps and leaps towards ``out_ts[-1]`` (unscaled time), recording
+    ``y`` at every output time it reaches; ``step(state, t_end, args, tol)`` takes one (an explicit step or a leap,
+    or what ``_split`` chooses). Stops early, with ``result`` set, where the step size falls below the resolution
+    of ``t``."""
     last = len(out_ts) - 1
     spent = state.steps + state.leaps + budget
 
@@ -257,7 +265,7 @@ def advance(state: LeapState, budget, args: Args, out_ts, tol: LeapTolerances) -
 
     def body(s: LeapState):
         i = jnp.minimum(s.next, last)
-        s = _step(s, out_ts[i], args, tol)
+        s = step(s, out_ts[i], args, tol)
         reached = s.t >= out_ts[i]
         ys = jax.tree_util.tree_map(lambda a, y: a.at[i].set(jnp.where(reached, y, a[i])), s.ys, s.y)
         return eqx.tree_at(lambda s: (s.ys, s.next), s, (ys, s.next + reached.astype(s.next.dtype)))
@@ -265,8 +273,9 @@ def advance(state: LeapState, budget, args: Args, out_ts, tol: LeapTolerances) -
     return jax.lax.while_loop(running, body, state)
 
 
-def start(y0, args: Args, out_ts) -> LeapState:
-    """The carried state at ``t = 0`` from ``y0``, with ``y0`` recorded at the output times ``≤ 0``."""
+def start(y0, args: Args, out_ts, jac_size: int = 0) -> LeapState:
+    """The carried state at ``t = 0`` from ``y0``, with ``y0`` recorded at the output times ``≤ 0`` (and room for a
+    Jacobian of ``jac_size²`` numbers, for ``_split``)."""
     f = vector_field(0.0, y0, args)
     speed = jnp.max(jnp.stack([jnp.max(jnp.abs(leaf)) for leaf in jax.tree_util.tree_leaves(f)]))
     at_start = out_ts <= 0.0
@@ -285,4 +294,9 @@ def start(y0, args: Args, out_ts) -> LeapState:
         pieces=zero,
         evaluations=zero + 1,
         result=dfx.RESULTS.successful,
+        h_split=jnp.zeros(()),
+        splits=zero,
+        stiff=zero,
+        jac=jnp.zeros((jac_size, jac_size)),
+        jac_age=zero - 1,
     )

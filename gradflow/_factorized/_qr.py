@@ -54,30 +54,31 @@ def imbalance(f: Factor, log_alpha, m: int) -> jax.Array:
 
 
 def vector_field(t, y: tuple[Factor, ...], args):
-    """``d(Q, ρ, R̃)/dt`` of ``dZ/dt = A Z`` for every factor (the module docstring), in unscaled time, at
-    ``Q + δQ``, ``δQ = [Q_t ΔK/2; −Q_b ΔK/2]``, the first-order move that gives ``QᵀJQ`` its exact value
-    (``ΔK = imbalance``); the terms linear in ``δQ`` are added apart, so a ``ΔK`` below rounding still
-    drives the flow."""
+    """``d(Q, ρ, R̃)/dt`` of ``dZ/dt = A Z`` for every factor (the module docstring), in unscaled time."""
     del t
     model = args.model
     Gs = model.G(tuple(factor_weights(f, m) for f, (m, _) in zip(y, model.shapes)))
-    out = []
-    for f, G, (m, _) in zip(y, Gs, model.shapes):
-        dK = imbalance(f, args.log_alpha, m)
-        dQ = jnp.concatenate([f.Q[:m] @ dK, -(f.Q[m:] @ dK)]) * 0.5
+    return tuple(factor_field(f, G, args.log_alpha, m) for f, G, (m, _) in zip(y, Gs, model.shapes))
 
-        def apply(Q):
-            return jnp.concatenate([G @ Q[m:], G.T @ Q[:m]])
 
-        AQ, AdQ = apply(f.Q), apply(dQ)
-        B = f.Q.T @ AQ + (dQ.T @ AQ + f.Q.T @ AdQ)
-        B = 0.5 * (B + B.T)
-        upper = jnp.triu(B, 1)
-        T = jnp.diag(jnp.diag(B)) + 2.0 * upper
-        E = jnp.exp(jnp.minimum(jnp.triu(f.rho[None, :] - f.rho[:, None], 1), 60.0))  # e^{ρ_j − ρ_i}, bounded if sorted
-        dQdt = AQ - f.Q @ T + (AdQ - dQ @ T)
-        out.append(Factor(Q=dQdt, rho=jnp.diag(B), R=(E * 2.0 * upper) @ f.R, C=jnp.zeros_like(f.C)))
-    return tuple(out)
+def factor_field(f: Factor, G, log_alpha, m: int) -> Factor:
+    """``d(Q, ρ, R̃)/dt`` of one factor for a given ``G``, at ``Q + δQ``, ``δQ = [Q_t ΔK/2; −Q_b ΔK/2]``, the
+    first-order move that gives ``QᵀJQ`` its exact value (``ΔK = imbalance``); the terms linear in ``δQ`` are added
+    apart, so a ``ΔK`` below rounding still drives the flow."""
+    dK = imbalance(f, log_alpha, m)
+    dQ = jnp.concatenate([f.Q[:m] @ dK, -(f.Q[m:] @ dK)]) * 0.5
+
+    def apply(Q):
+        return jnp.concatenate([G @ Q[m:], G.T @ Q[:m]])
+
+    AQ, AdQ = apply(f.Q), apply(dQ)
+    B = f.Q.T @ AQ + (dQ.T @ AQ + f.Q.T @ AdQ)
+    B = 0.5 * (B + B.T)
+    upper = jnp.triu(B, 1)
+    T = jnp.diag(jnp.diag(B)) + 2.0 * upper
+    E = jnp.exp(jnp.minimum(jnp.triu(f.rho[None, :] - f.rho[:, None], 1), 60.0))  # e^{ρ_j − ρ_i}, bounded if sorted
+    dQdt = AQ - f.Q @ T + (AdQ - dQ @ T)
+    return Factor(Q=dQdt, rho=jnp.diag(B), R=(E * 2.0 * upper) @ f.R, C=jnp.zeros_like(f.C))
 
 
 def _swap(f: Factor, i) -> Factor:

@@ -1,0 +1,288 @@
+"""The split integrator of a factorised flow: implicit steps on the awake columns, exact exponential (Magnus) steps
+on the sleeping ones (docs/math.md, *Full weights: the exact flow*, *The split integrator*).
+
+After a jump the awake columns relax with rates up to ~100 while the sleeping columns, almost the whole state, follow
+the linear flow ``Z_s' = A(t) Z_s``: explicit steps sit at their stability limit for the whole relaxation. A *split
+step* of length ``h``
+
+- takes the leading ``p`` columns of every factor (``width``; those within ``_WAKE`` of waking are *active*, the
+  others in the block held) by Rosenbrock's L-stable ``ode23s`` method (Shampine & Reichelt 1997; order 2, its error
+  by an embedded order-3 formula), with the dense Jacobian of that block alone, ``G`` computed from its ``W`` plus
+  the sleeping columns' part of ``W`` held (below ``e^{−Γ}``);
+- moves every column by the commutator-free fourth-order Magnus method (Blanes & Moan 2006),
+  ``Z ← exp(h(a A₁ + b A₂)) exp(h(b A₁ + a A₂)) Z``, ``A_i = A(t + c_i h)`` at the Gauss points from the
+  Rosenbrock step's dense output, each factor ``exp(h Ã)`` from the SVD of its ``G̃`` (``_leap.exp_apply``) in
+  pieces with ``h σ̃ ≤ 6`` (discrete QR steps, log scales accumulated), its error by step doubling;
+- keeps the active columns of the Rosenbrock step and the others of the Magnus step, restores ``QᵀJQ = K`` on the
+  active columns in place (``_restore_active``), lets the held ones absorb the rest and orthonormalises them against
+  the active ones (``_leap.restore_held``), and sorts the columns.
+
+The integrator is the leaps' (``_leap``) with split steps where explicit steps sit at their stability limit: from
+the ``_ENTER``-th accepted Tsit5 step in a row with ``h λ ≥ STIFF`` (``_explicit._stiffness``) or polishing, while
+the split step pays for its Jacobian (it is longer than the stable explicit step ``STIFF / λ_max`` times the ratio of
+their costs) and the columns near waking fit in the block; explicit steps again after a leap (a jump follows).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import diffrax as dfx
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.scipy.linalg as jsl
+from jax.flatten_util import ravel_pytree
+
+from ._explicit import STIFF, LeapState, LeapTolerances, explicit, unsorted
+from ._leap import advance as leap_advance
+from ._leap import exp_apply, exp_piece, leap_from, leap_or_polish, restore_held
+from ._qr import SWAP_MARGIN, Args, Factor, factor_field, factor_weights, imbalance, sort_pass, vector_field
+
+WIDTH = 4  # the implicit block: the leading min(k, WIDTH) columns of every factor
+_WAKE = 3.0  # a column is active (implicit) from ρ_i + max ρ ≥ −Γ − this
+_ENTER = 3  # split steps from this many accepted explicit steps in a row at their stability limit ...
+_BACKOFF = 50  # ... and this many more after a split step that did not pay
+_SAFETY, _GROW, _SHRINK = 0.9, 3.0, 0.2
+_REUSE = 1  # accepted split steps on one Jacobian
+_PIECE = 6.0  # the longest exponential piece, h σ_1 (rounding ε e^{h σ_1} ≈ 1e-13, far below the tolerance that
+# the step doubling measures; the leaps' 18 puts it at 1e-8)
+_D = 1.0 / (2.0 + math.sqrt(2.0))  # ode23s: W = I − h d J
+_E32 = 6.0 + math.sqrt(2.0)
+_GAUSS = (0.5 - math.sqrt(3.0) / 6.0, 0.5 + math.sqrt(3.0) / 6.0)
+_MAGNUS = (0.25 - math.sqrt(3.0) / 6.0, 0.25 + math.sqrt(3.0) / 6.0)  # Blanes & Moan's a, b
+_NODES = tuple(0.5 * (i + g) for i in (0, 1) for g in _GAUSS) + _GAUSS  # the Gauss points of both halves, and of h
+
+
+def widths(y) -> tuple[int, ...]:
+    """The block width ``p_j = min(k_j, WIDTH)`` of every factor of the state ``y``."""
+    return tuple(min(f.rho.shape[-1], WIDTH) for f in y)
+
+
+def jac_size(y) -> int:
+    """The size of the block's Jacobian: ``Σ_j p_j (m_j + n_j) + p_j + p_j²`` (its ``Q``, ``ρ`` and ``R̃``)."""
+    return sum(p * f.Q.shape[-2] + p + p * p for f, p in zip(y, widths(y)))
+
+
+def _near_awake(f: Factor, tol: LeapTolerances) -> jax.Array:
+    return f.rho + jnp.max(f.rho) >= -tol.gap - _WAKE
+
+
+def _fits(y, tol: LeapTolerances, width) -> jax.Array:
+    """Whether every column near waking lies in the block."""
+    out = jnp.array(True)
+    for f, p in zip(y, width):
+        out = out & ~jnp.any(_near_awake(f, tol) & (jnp.arange(f.rho.shape[0]) >= p))
+    return out
+
+
+def _room(y, f, tol: LeapTolerances) -> jax.Array:
+    """How long, at the log scales' present rates, no held column comes within a unit of ``−Γ`` and no held column
+    outgrows the one before it by the sorting gauge's margin (the rounding of a faster direction in the earlier
+    column would grow with it)."""
+    out = jnp.array(jnp.inf)
+    for yf, vf in zip(y, f):
+        held = ~_near_awake(yf, tol)
+        top = jnp.argmax(yf.rho)
+        grow = jnp.where(held, vf.rho + vf.rho[top], 0.0)
+        room = -tol.gap - 1.0 - (yf.rho + yf.rho[top])
+        out = jnp.minimum(out, jnp.min(jnp.where(grow > 0, room / jnp.where(grow > 0, grow, 1.0), jnp.inf)))
+        gain = jnp.where(held[1:], vf.rho[1:] - vf.rho[:-1], 0.0)
+        gap = jnp.maximum(yf.rho[:-1] - yf.rho[1:], 0.0) + SWAP_MARGIN  # beyond any present excess (as _leap)
+        out = jnp.minimum(
+            out, jnp.min(jnp.where(gain > 0, gap / jnp.where(gain > 0, gain, 1.0), jnp.inf), initial=jnp.inf)
+        )
+    return out
+
+
+def _exp(f: Factor, G, h, m: int) -> Factor:
+    """``Z → exp(h Ã) Z`` for ``Ã = [[0, G], [Gᵀ, 0]]`` in pieces of ``h σ_1(G) ≤ _PIECE``, each a discrete QR step
+    (``_leap.exp_piece``)."""
+    svd = jnp.linalg.svd(G, full_matrices=False)
+    n = jnp.maximum(jnp.ceil(h * svd[1][0] / _PIECE), 1.0)
+    return jax.lax.fori_loop(0, n.astype(int), lambda _, g: exp_piece(g, exp_apply(g.Q, svd, h / n, m)), f)
+
+
+def _restore_active(f: Factor, active, log_alpha, m: int) -> Factor:
+    """``QᵀJQ = K`` restored on the ``active`` columns (to first order, as ``_qr.restore``) and those columns made
+    orthonormal (``Q_a ← Q_a (I − ½ (Q_aᵀQ_a − I))``), the other columns left as they are: a change of the active
+    columns of the Rosenbrock step would excite their stiff relaxation again."""
+    both = active[:, None] & active[None, :]
+    dK = jnp.where(both, imbalance(f, log_alpha, m), 0.0)
+    eye = jnp.eye(f.rho.shape[0])
+    Q = jnp.concatenate([f.Q[:m] @ (eye + 0.5 * dK), f.Q[m:] @ (eye - 0.5 * dK)])
+    Q = Q - 0.5 * Q @ jnp.where(both, Q.T @ Q - eye, 0.0)
+    return eqx.tree_at(lambda g: g.Q, f, Q)
+
+
+def _largest_eigenvalue(J, iterations: int = 30) -> jax.Array:
+    """``|λ|_max`` of ``J`` by the power method (the block's eigenvalues are real), from a fixed start."""
+    v = jnp.ones(J.shape[0]) / jnp.sqrt(J.shape[0])
+
+    def body(_, c):
+        v, _ = c
+        w = J @ v
+        n = jnp.linalg.norm(w)
+        return w / jnp.where(n > 0, n, 1.0), n
+
+    return jnp.maximum(jax.lax.fori_loop(0, iterations, body, (v, jnp.array(0.0)))[1], 1e-12)
+
+
+def _error_sq(a, b, tol: LeapTolerances, where) -> jax.Array:
+    """``Σ ((a − b) / (atol + rtol max(|a|, |b|)))²`` over the entries ``where``."""
+    e = (a - b) / (tol.atol + tol.rtol * jnp.maximum(jnp.abs(a), jnp.abs(b)))
+    return jnp.sum(jnp.where(where, e, 0.0) ** 2)
+
+
+def split_step(s: LeapState, t_end, args: Args, tol: LeapTolerances, width) -> LeapState:
+    """One split step (the module docstring) of ``h_split`` (on entering, twice the length from which it pays),
+    clipped to ``t_end`` and to ``_room``; error control as for the explicit steps (the RMS over the state), the
+    Rosenbrock block's error of order 2, the Magnus steps' of order 4."""
+    model, la = args.model, args.log_alpha
+    shapes = model.shapes
+
+    blocks = tuple(Factor(Q=f.Q[:, :p], rho=f.rho[:p], R=f.R[:p, :p], C=f.C[:p, :p]) for f, p in zip(s.y, width))
+    active = tuple(_near_awake(f, tol)[:p] for f, p in zip(s.y, width))
+    rest = tuple(factor_weights(f, m) - factor_weights(b, m) for f, b, (m, _) in zip(s.y, blocks, shapes))
+    x0, unravel = ravel_pytree(tuple((b.Q, b.rho, b.R) for b in blocks))
+
+    def factors(x):
+        return tuple(Factor(Q=Q, rho=r, R=R, C=b.C) for (Q, r, R), b in zip(unravel(x), blocks))
+
+    def G_at(x):
+        fs = factors(x)
+        return model.G(tuple(w + factor_weights(b, m) for w, b, (m, _) in zip(rest, fs, shapes)))
+
+    def field(x):
+        fs = factors(x)
+        out = []
+        for b, G, a, (m, _) in zip(fs, G_at(x), active, shapes):
+            v = factor_field(b, G, la, m)
+            out.append((v.Q * a[None, :], v.rho * a, v.R * (a[:, None] & a[None, :])))
+        return ravel_pytree(tuple(out))[0]
+
+    # Rosenbrock (ode23s) on the block; its Jacobian kept for _REUSE accepted steps (ode23s is a W-method: of order 2
+    # with any Jacobian), computed again after a rejected step and on entering.
+    fresh = (s.jac_age < 0) | (s.jac_age >= _REUSE) | (s.stiff == _ENTER)
+    J = jax.lax.cond(fresh, lambda: jax.jacfwd(field)(x0), lambda: s.jac)
+    # a split step pays for its Jacobian where it is longer than the stable explicit step (``STIFF / λ_max`` of the
+    # block) times the ratio of their costs in evaluations of G; on entering it tries twice that
+    stable = STIFF / _largest_eigenvalue(J)
+    worth = (x0.size + 3 + len(_NODES) + 1) / 6.0 * stable
+    target = jnp.where(s.stiff == _ENTER, 2.0 * worth, s.h_split)
+    room = _room(s.y, s.f, tol)
+    to_end = t_end - s.t <= jnp.minimum(target, room)
+    h = jnp.where(to_end, t_end - s.t, jnp.minimum(target, room))
+    t1 = jnp.where(to_end, t_end, s.t + h)
+    lu = jsl.lu_factor(jnp.eye(x0.size) - (h * _D) * J)
+    solve = lambda b: jsl.lu_solve(lu, b)
+    F0 = field(x0)
+    k1 = solve(F0)
+    F1 = field(x0 + 0.5 * h * k1)
+    k2 = solve(F1 - k1) + k1
+    x1 = x0 + h * k2
+    F2 = field(x1)
+    k3 = solve(F2 - _E32 * (k2 - F1) - 2.0 * (k1 - F0))
+    scale = tol.atol + tol.rtol * jnp.maximum(jnp.abs(x0), jnp.abs(x1))
+    # the embedded estimate, filtered by W⁻¹ (Shampine 1980; as in Hairer & Wanner's RADAU5) so that stiff components,
+    # which the L-stable step damps, do not count as error
+    err_block = jnp.sum((solve(h / 6.0 * (k1 - 2.0 * k2 + k3)) / scale) ** 2)
+
+    def dense(c):  # ode23s's continuous extension
+        return x0 + h * (c * (1.0 - c) / (1.0 - 2.0 * _D) * k1 + c * (c - 2.0 * _D) / (1.0 - 2.0 * _D) * k2)
+
+    def magnus(f, G_of, start, length, m):  # Blanes & Moan's CF4 over [t + start h, t + (start + length) h]
+        g1, g2 = G_of(start + _GAUSS[0] * length), G_of(start + _GAUSS[1] * length)
+        return _exp(_exp(f, b * g1 + a * g2, length * h, m), a * g1 + b * g2, length * h, m)
+
+    a, b = _MAGNUS
+    Gs = dict(zip(_NODES, (G_at(dense(c)) for c in _NODES)))
+
+    # Magnus on every factor, by step doubling, the active columns then taken from the Rosenbrock step.
+    y1, err_magnus = [], jnp.array(0.0)
+    for j, (f, blk, act, p, (m, _)) in enumerate(zip(s.y, factors(x1), active, width, shapes)):
+        G_of = lambda c, j=j: Gs[c][j]
+        whole = magnus(f, G_of, 0.0, 1.0, m)
+        halves = magnus(magnus(f, G_of, 0.0, 0.5, m), G_of, 0.5, 0.5, m)
+        held = ~jnp.zeros(f.rho.shape[0], bool).at[:p].set(act)
+        for x, y in ((halves.Q, whole.Q), (halves.rho, whole.rho), (halves.R, whole.R)):
+            err_magnus += _error_sq(x, x + (y - x) / 15.0, tol, held if x.ndim == 1 else held[None, :])
+        Q = halves.Q.at[:, :p].set(jnp.where(act[None, :], blk.Q, halves.Q[:, :p]))
+        rho = halves.rho.at[:p].set(jnp.where(act, blk.rho, halves.rho[:p]))
+        R = halves.R.at[:p, :p].set(jnp.where(act[:, None] & act[None, :], blk.R, halves.R[:p, :p]))
+        a_full = ~held
+        g = _restore_active(Factor(Q=Q, rho=rho, R=R, C=f.C), a_full, la, m)
+        y1.append(restore_held(g, a_full, la, m))
+
+    size = sum(leaf.size for leaf in jax.tree_util.tree_leaves(s.y))
+    norms = jnp.sqrt(jnp.stack([err_block, err_magnus]) / size)
+    norms = jnp.where(jnp.isfinite(norms), norms, jnp.inf)
+    accept = jnp.sqrt(jnp.sum(norms**2)) <= 1.0
+    # ode23s's error is O(h³), the step doubling's of CF4 O(h⁵)
+    factor = _SAFETY * jnp.minimum(jnp.maximum(norms[0], 1e-10) ** (-1 / 3), jnp.maximum(norms[1], 1e-10) ** (-1 / 5))
+    factor = jnp.clip(factor, _SHRINK, jnp.where(accept, _GROW, 1.0))
+    clipped = h < target
+    h_next = jnp.where(accept & clipped, jnp.maximum(h * factor, target), h * factor)
+
+    def take():
+        y = tuple(jax.lax.cond(unsorted(f), lambda f: sort_pass(f)[0], lambda f: f, f) for f in y1)
+        return y, vector_field(t1, y, args), t1
+
+    y, f, t = jax.lax.cond(accept, take, lambda: (s.y, s.f, s.t))
+    leave = ~(h_next >= worth)  # back to explicit steps (also where λ_max or the step is not finite)
+    # back to explicit steps; after a single split step, wait _BACKOFF more steps at the limit before trying again
+    stiff = jnp.where(leave, jnp.where(s.stiff == _ENTER, -_BACKOFF, 0), _ENTER + 1)
+    stuck = h_next <= 1e-12 * jnp.maximum(1.0, jnp.abs(s.t))
+    return eqx.tree_at(
+        lambda s: (
+            s.y,
+            s.f,
+            s.t,
+            s.h_split,
+            s.steps,
+            s.splits,
+            s.rejected,
+            s.evaluations,
+            s.stiff,
+            s.result,
+            s.jac,
+            s.jac_age,
+        ),
+        s,
+        (
+            y,
+            f,
+            t,
+            h_next,
+            s.steps + 1,
+            s.splits + 1,
+            s.rejected + (~accept).astype(int),
+            s.evaluations + jnp.where(fresh, x0.size, 0) + 3 + len(_NODES) + accept.astype(int),
+            stiff,
+            dfx.RESULTS.where(stuck, dfx.RESULTS.dt_min_reached, s.result),
+            J,
+            jnp.where(accept, jnp.where(fresh, 1, s.jac_age + 1), -1),
+        ),
+    )
+
+
+def _step(s: LeapState, t_end, args: Args, tol: LeapTolerances, *, width) -> LeapState:
+    """A leap where the awake columns rest (as ``_leap``), else a split step where explicit steps have been at their
+    stability limit and the columns near waking fit in the block, else an explicit step."""
+    leap, polish = leap_or_polish(s, t_end, tol)
+    split = (s.stiff >= _ENTER) & _fits(s.y, tol, width)
+    which = jnp.where(leap, 0, jnp.where(split, 1, 2))
+    return jax.lax.switch(
+        which,
+        [
+            lambda: eqx.tree_at(lambda s: s.stiff, leap_from(s, t_end, args, tol), 0),  # a jump follows a leap
+            lambda: split_step(s, t_end, args, tol, width),
+            lambda: explicit(s, t_end, args, tol, polish),
+        ],
+    )
+
+
+def advance(state: LeapState, budget, args: Args, out_ts, tol: LeapTolerances, width) -> LeapState:
+    """``_leap.advance`` with split steps (the module docstring); ``width``: the block width of every factor."""
+    return leap_advance(state, budget, args, out_ts, tol, step=functools.partial(_step, width=width))
