@@ -313,8 +313,6 @@ def greedy_limit(
         raise TypeError(f"tolerances must be a GreedyTolerances; got {type(tolerances).__name__}.")
     if max_stages is not None:
         max_stages = check_int(max_stages, "max_stages", minimum=0)
-    if (u0 is None) != (v0 is None):
-        raise ValueError("give both u0 and v0, or neither.")
     model = _on_device(model)
     path = family.greedy(
         model,
@@ -338,7 +336,7 @@ def compare_limits(
     alpha=None,
     log_alpha=None,
     u0,
-    v0,
+    v0=None,
     path=None,
     delta: float | None = None,
     ts=None,
@@ -361,7 +359,8 @@ def compare_limits(
             deprecated names.
         u0, v0: the initialisation direction, ``θ(0) = α (u0, v0)``, checked once for every run as in
             [`simulate_flow`][gradflow.simulate_flow]; for a ``FactorizedModel`` tuples of initial factors
-            (``U_j(0) = α u0[j]``, ``V_j(0) = α v0[j]``).
+            (``U_j(0) = α u0[j]``, ``V_j(0) = α v0[j]``); a family whose start is ``u0`` alone (a
+            [`DepthModel`][gradflow.DepthModel]'s layer directions) takes no ``v0``.
         path: the greedy limit of ``model`` (``greedy_limit(model, u0=u0, v0=v0)`` if None; a
             ``FactorizedGreedyPath`` for a ``FactorizedModel``), checked against the model's family and shapes.
         delta: window margin in rescaled time (default :func:`default_delta`); it must leave a recorded time in

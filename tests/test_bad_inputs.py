@@ -137,6 +137,22 @@ RAISES = {
         ValueError,
         r"^loss\(y, y_hat\) must return one real number per sample .*dtype complex",
     ),
+    # half an initialisation (each family's check; a depth model's start is u0 alone)
+    "greedy_limit with u0 alone": (
+        lambda t: gradflow.greedy_limit(t.lin.model, u0=t.lin.u0),
+        ValueError,
+        r"^give both u0 and v0, or neither\.",
+    ),
+    "greedy_limit with v0 alone, factorised": (
+        lambda t: gradflow.greedy_limit(t.mf.model, v0=t.mf.v0),
+        ValueError,
+        r"^give both u0 and v0, or neither\.",
+    ),
+    "compare_limits without v0": (
+        lambda t: gradflow.compare_limits(t.lin.model, u0=t.lin.u0, log_alpha=[-5.0, -10.0]),
+        ValueError,
+        r"^give v0, an array of shape \(3,\) \(the model's p = 3\)",
+    ),
     # the flow's tolerances (gradflow._kit._checks.check_tolerances)
     "atol = 1e3": (lambda t: _flow(t, log_alpha=-10.0, atol=1e3), ValueError, r"^atol must lie in \[0, 0\.01\]"),
     "rtol = 0.5": (lambda t: _flow(t, log_alpha=-10.0, rtol=0.5), ValueError, r"^rtol must lie in \[0, 0\.01\]"),

@@ -30,6 +30,7 @@ import numpy as np
 
 from .._kit import _checkpoint
 from .._kit import _greedy as kit
+from .._kit._checks import check_pair
 from ._checks import check_init
 from ._frame import apply_frame, frame_of
 from ._model import DiagonalModel
@@ -48,6 +49,7 @@ def greedy(
     """
     p = model.p
     swap, sign = np.zeros(p, dtype=bool), np.ones(p)
+    check_pair(u0, v0)
     if u0 is not None:
         swap, sign = frame_of(*check_init(u0, v0, p, model.names))
     g0, loss0 = _evaluate(model, np.zeros(p), np.ones(p))

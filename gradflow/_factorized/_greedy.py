@@ -33,6 +33,7 @@ import numpy as np
 
 from .._kit import _checkpoint
 from .._kit import _greedy as kit
+from .._kit._checks import check_pair
 from .._results import RESULTS
 from ._gauge import min_eig_off_gauge
 from ._layout import Layout
@@ -56,6 +57,7 @@ def greedy(
     ``epsilons``/``epsilon_agreement``, ``perturbation(s)``/``spread``, and the ODE and Newton settings.
     ``checkpoint``: a file that keeps the finished stages (``kit.Checkpoint``).
     """
+    check_pair(u0, v0)
     if u0 is not None:
         check_factors(u0, v0, model)
     layout = Layout(model.shapes, model.widths)

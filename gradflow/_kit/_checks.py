@@ -83,6 +83,13 @@ def check_tolerances(rtol: float, atol: float) -> None:
         raise ValueError("rtol and atol must not both be 0: give atol > 0 (the default is 1e-8).")
 
 
+def check_pair(u0, v0) -> None:
+    """A ``ValueError`` unless both of the initialisation's halves ``u0, v0`` are given, or neither (a greedy limit
+    takes none: only ``b^0 = 1`` enters it)."""
+    if (u0 is None) != (v0 is None):
+        raise ValueError("give both u0 and v0, or neither.")
+
+
 def check_long_times(log_a, ts) -> None:
     """Refuse, with the supported range in the message, output times ``ts`` (or None) beyond what float64 can step
     the flow to at the scales ``log_a``: ``ts[-1] · log(1/α) ≤ T_MAX``."""
@@ -111,6 +118,8 @@ def check_int(value, name: str, *, minimum: int = 1) -> int:
 
 def check_vector(x, p: int, name: str, *, allow_batch: bool = False) -> np.ndarray:
     """A finite float vector of length ``p`` (or a stack of them, shape ``(..., p)``), as float64."""
+    if x is None:
+        raise ValueError(f"give {name}, an array of shape ({p},) (the model's p = {p}).")
     try:
         arr = np.asarray(x, dtype=np.float64)
     except (TypeError, ValueError) as err:
