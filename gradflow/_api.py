@@ -30,8 +30,8 @@ from ._kit._comparison import (
     comparison_scales,
     default_delta,
     default_times,
-    renamed_scales,
 )
+from ._kit._deprecation import renamed_scales
 from ._kit._family import FlowRequest
 from ._kit._greedy import GreedyTolerances
 from ._registry import family_of

@@ -9,9 +9,14 @@ read back instead of compiled again. That is the tests' own setting, so gradflow
 in a user cache directory only where none is configured: docs' *Floating point and JAX settings* page); the Python
 processes that tests start get ``GRADFLOW_NO_CACHE=1``, so that they do not write into the user's cache directory
 (``tests/test_config.py`` gives its own a temporary one).
+
+A test run started in the background by a non-interactive shell (``make test &``) inherits SIGINT ignored, and so
+do the processes it starts: the Ctrl-C tests need Python's own handler, which this restores (the processes the tests
+start then get the default disposition, and Python's handler with it).
 """
 
 import os
+import signal
 from pathlib import Path
 
 import jax
@@ -21,6 +26,9 @@ from hypothesis import settings
 settings.register_profile("default", deadline=None)
 settings.register_profile("ci", deadline=None, derandomize=True, print_blob=True)
 settings.load_profile("ci" if os.environ.get("CI") else "default")
+
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 os.environ.setdefault("GRADFLOW_NO_CACHE", "1")
 jax.config.update("jax_compilation_cache_dir", str(Path(__file__).resolve().parents[1] / ".jax_cache"))

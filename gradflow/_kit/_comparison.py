@@ -429,21 +429,6 @@ def check_options(delta, threshold) -> None:
         raise ValueError(f"delta must be a non-negative rescaled time; got {delta!r}.")
 
 
-def renamed_scales(renamed: dict, alpha, log_alpha, *, who: str):
-    """``(alpha, log_alpha)`` with the deprecated keywords ``alphas``/``log_alphas`` of ``who`` (in ``renamed``, the
-    other keywords it was given) taken in, each with a ``DeprecationWarning``."""
-    for old, new in (("alphas", "alpha"), ("log_alphas", "log_alpha")):
-        if old in renamed:
-            warn_renamed(f"{who}({old}=...)", f"{who}({new}=...)")
-            value = renamed.pop(old)
-            if (alpha if new == "alpha" else log_alpha) is not None:
-                raise TypeError(f"{who}: give {new}= alone ({old}= is its deprecated name).")
-            alpha, log_alpha = (value, log_alpha) if new == "alpha" else (alpha, value)
-    if renamed:
-        raise TypeError(f"{who}() got an unexpected keyword argument {next(iter(renamed))!r}")
-    return alpha, log_alpha
-
-
 def comparison_scales(alpha, log_alpha, flows) -> tuple[np.ndarray, str]:
     """The scales ``log α`` (1-D) a comparison runs at: ``alpha`` or ``log_alpha``, or without either, those the
     ``flows`` record; and the name they were given by."""

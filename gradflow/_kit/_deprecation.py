@@ -49,3 +49,18 @@ def renamed_method(new: str, old: str, owner: str):
     method.__name__ = old
     method.__doc__ = f"Deprecated: use ``{new}``."
     return method
+
+
+def renamed_scales(renamed: dict, alpha, log_alpha, *, who: str):
+    """``(alpha, log_alpha)`` with the deprecated keywords ``alphas``/``log_alphas`` of ``who`` (in ``renamed``, the
+    other keywords it was given) taken in, each with a ``DeprecationWarning``."""
+    for old, new in (("alphas", "alpha"), ("log_alphas", "log_alpha")):
+        if old in renamed:
+            warn_renamed(f"{who}({old}=...)", f"{who}({new}=...)")
+            value = renamed.pop(old)
+            if (alpha if new == "alpha" else log_alpha) is not None:
+                raise TypeError(f"{who}: give {new}= alone ({old}= is its deprecated name).")
+            alpha, log_alpha = (value, log_alpha) if new == "alpha" else (alpha, value)
+    if renamed:
+        raise TypeError(f"{who}() got an unexpected keyword argument {next(iter(renamed))!r}")
+    return alpha, log_alpha
