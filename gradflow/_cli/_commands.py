@@ -197,6 +197,7 @@ def greedy(args) -> int:
     seconds = time.perf_counter() - t0
     text = family.greedy_summary(path, task.model.names)
     save_result(out / "greedy.npz", path)
+    (out / "greedy-stages.npz").unlink(missing_ok=True)  # kept for a re-run after Ctrl-C only
     (out / "greedy.md").write_text(f"# Greedy limit of {task.name} ({seconds:.1f} s)\n\n{text}")
     print(f"{task.name}: {family.describe_model(task.model)}; greedy limit in {seconds:.1f} s\n")
     print(text)

@@ -56,6 +56,7 @@ class DemoSteps:
         if self.store.force:
             kept.unlink(missing_ok=True)
         path = self("greedy", key, lambda: greedy_limit(model, u0=u0, v0=v0, throw=False, checkpoint=kept, **options))
+        kept.unlink(missing_ok=True)  # the path is stored: its stages are not needed any more
         return path, default_delta(path.times) if config.delta is None else config.delta
 
     def write(self, config, comparison, figures: list[Path], *, json, draw, report) -> list[Path]:

@@ -83,7 +83,7 @@ def test_quick_full_weights_demo_writes_everything_and_reuses_it(tmp_path, capsy
     assert len(results) == 1 + len(QUICK_FULL.log_alphas) + len(QUICK_FULL.gd_log_alphas)
     path = results["greedy"]
     data = json.loads((out / "comparison.json").read_text())
-    assert len(data["greedy"]) == path.times.size and data["message"] == path.message
+    assert len(data["greedy"]) == path.times.size and data["greedy_message"] == path.message
     records = [r for r in data["records"] if r["method"] == "flow"]
     assert len(records) == len(QUICK_FULL.log_alphas) * path.times.size
     # the rank jumps detected on the flows approach the greedy T_k as α decreases, the smallest α within 2%
