@@ -18,7 +18,7 @@ from equinox import AbstractClassVar, AbstractVar
 from .._results import RESULTS
 from ._batch import batch_index
 from ._checks import check_scales
-from ._deprecation import warn_renamed
+from ._deprecation import RenamedKeys, warn_renamed
 
 
 class AbstractComparison(eqx.Module):
@@ -78,8 +78,16 @@ class AbstractComparison(eqx.Module):
         return d
 
     def summary(self) -> dict[str, float]:
-        """Fitted exponent ``r`` (``d ≈ C (log 1/α)^(−r)``) of the worst-window distance per quantity."""
-        return {q: fit_rate(self.log_alpha, self.worst(q))[0] for q in self._quantities}
+        """Fitted exponent ``r`` (``d ≈ C (log 1/α)^(−r)``) of the worst-window distance per quantity (the key
+        ``"beta"`` or ``"W"`` still reads ``"weights"``, with a ``DeprecationWarning``)."""
+        rates = {q: fit_rate(self.log_alpha, self.worst(q))[0] for q in self._quantities}
+        owner = f"{type(self).__name__}.summary()"
+        return RenamedKeys(rates, {self._weights_name: "weights"}, owner)
+
+    def table_name(self, quantity: str) -> str:
+        """The name of ``quantity`` in the tables and reports (``to_records``, ``rate_records``, the reports' text),
+        which keep their names: ``"beta"`` or ``"W"`` for ``"weights"``."""
+        return self._weights_name if quantity == "weights" else quantity
 
     def __getitem__(self, index) -> "AbstractComparison":
         """The comparison of some of the runs: ``comparison[1:3]``, ``comparison[[0, 2]]`` (``comparison[i]`` keeps
@@ -144,7 +152,7 @@ class AbstractComparison(eqx.Module):
             worst = comp.summary()
             for q in comp._quantities:
                 first = 1 if q == "time" else 0
-                name = comp._weights_name if q == "weights" else q  # the tables' names, as before
+                name = comp.table_name(q)
                 for k, rate in enumerate(getattr(comp, f"{q}_rate")):
                     out += comp._rate_records(name, str(k + first), rate)
                 out += comp._rate_records(name, "worst", worst[q])

@@ -49,3 +49,19 @@ def renamed_method(new: str, old: str, owner: str):
     method.__name__ = old
     method.__doc__ = f"Deprecated: use ``{new}``."
     return method
+
+
+class RenamedKeys(dict):
+    """A ``dict`` whose old keys (``renamed``: old → new) still read, each with a ``DeprecationWarning`` naming
+    ``owner[new]``."""
+
+    def __init__(self, data, renamed: dict[str, str], owner: str):
+        super().__init__(data)
+        self._renamed, self._owner = renamed, owner
+
+    def __missing__(self, key):
+        if key not in self._renamed:
+            raise KeyError(key)
+        new = self._renamed[key]
+        warn_renamed(f'{self._owner}["{key}"]', f'{self._owner}["{new}"]')
+        return self[new]

@@ -106,7 +106,8 @@ def json_summary(comparison: AbstractComparison, path, greedy: tuple, *, detecti
 def worst_exponents(comparison: AbstractComparison) -> str:
     """The fitted exponents of the worst-window distances, as a sentence."""
     summary = comparison.summary()
-    return "Worst-window fitted exponents r: " + ", ".join(f"{q}: {fmt(r, '.3g')}" for q, r in summary.items()) + "."
+    rates = ", ".join(f"{comparison.table_name(q)}: {fmt(r, '.3g')}" for q, r in summary.items())
+    return "Worst-window fitted exponents r: " + rates + "."
 
 
 def figures_and_runtime(figures, timings: dict[str, tuple[float, str]], config) -> str:
