@@ -25,7 +25,7 @@ from .._results import RESULTS
 from ._assumptions import warn
 from ._batch import batch_index
 from ._checks import check_scales
-from ._deprecation import warn_renamed
+from ._deprecation import RenamedKeys, warn_renamed
 
 
 class AbstractComparison(eqx.Module):
@@ -89,9 +89,11 @@ class AbstractComparison(eqx.Module):
 
     def summary(self, fit_range=None) -> dict[str, float]:
         """Fitted exponent ``r`` (``d ≈ C (log 1/α)^(−r)``) of the worst-window distance per quantity, over the scales
-        with log α in ``fit_range`` (``(lowest, highest)``; default the comparison's ``fit_range``)."""
+        with log α in ``fit_range`` (``(lowest, highest)``; default the comparison's ``fit_range``); the key ``"beta"``
+        or ``"W"`` still reads ``"weights"``, with a ``DeprecationWarning``."""
         used = self.fitted(fit_range)
-        return {q: fit_rate(self.log_alpha[used], self.worst(q)[used])[0] for q in self._quantities}
+        rates = {q: fit_rate(self.log_alpha[used], self.worst(q)[used])[0] for q in self._quantities}
+        return RenamedKeys(rates, {self._weights_name: "weights"}, f"{type(self).__name__}.summary()")
 
     def fitted(self, fit_range=None) -> np.ndarray:
         """``(A,)`` which runs the rates are fitted over: log α in ``fit_range`` (default the comparison's)."""
@@ -112,6 +114,11 @@ class AbstractComparison(eqx.Module):
             which = "all of them, as fewer than two have every detected stage time within δ of T_k (asymptotic)"
         low, high = self.log_alpha[used].min(), self.log_alpha[used].max()
         return f"{int(used.sum())} of {used.size} scales, log α from {low:.6g} to {high:.6g}: {which}"
+
+    def table_name(self, quantity: str) -> str:
+        """The name of ``quantity`` in the tables and reports (``to_records``, ``rate_records``, the reports' text),
+        which keep their names: ``"beta"`` or ``"W"`` for ``"weights"``."""
+        return self._weights_name if quantity == "weights" else quantity
 
     def __getitem__(self, index) -> "AbstractComparison":
         """The comparison of some of the runs: ``comparison[1:3]``, ``comparison[[0, 2]]`` (``comparison[i]`` keeps
@@ -183,7 +190,7 @@ class AbstractComparison(eqx.Module):
             )
             for q in comp._quantities:
                 first = 1 if q == "time" else 0
-                name = comp._weights_name if q == "weights" else q  # the tables' names, as before
+                name = comp.table_name(q)
                 rates = getattr(comp, f"{q}_rate") if fit_range is None else fit_rates(span, comp._distance(q)[used])
                 for k, rate in enumerate(rates):
                     out += [dict(r, **bounds) for r in comp._rate_records(name, str(k + first), rate)]

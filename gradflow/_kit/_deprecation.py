@@ -51,6 +51,22 @@ def renamed_method(new: str, old: str, owner: str):
     return method
 
 
+class RenamedKeys(dict):
+    """A ``dict`` whose old keys (``renamed``: old → new) still read, each with a ``DeprecationWarning`` naming
+    ``owner[new]``."""
+
+    def __init__(self, data, renamed: dict[str, str], owner: str):
+        super().__init__(data)
+        self._renamed, self._owner = renamed, owner
+
+    def __missing__(self, key):
+        if key not in self._renamed:
+            raise KeyError(key)
+        new = self._renamed[key]
+        warn_renamed(f'{self._owner}["{key}"]', f'{self._owner}["{new}"]')
+        return self[new]
+
+
 def renamed_scales(renamed: dict, alpha, log_alpha, *, who: str):
     """``(alpha, log_alpha)`` with the deprecated keywords ``alphas``/``log_alphas`` of ``who`` (in ``renamed``, the
     other keywords it was given) taken in, each with a ``DeprecationWarning``."""

@@ -110,7 +110,7 @@ def json_summary(comparison: AbstractComparison, path, greedy: tuple, *, detecti
 def worst_exponents(comparison: AbstractComparison) -> str:
     """The fitted exponents of the worst-window distances, as a sentence."""
     summary = comparison.summary()
-    rates = ", ".join(f"{q}: {fmt(r, '.3g')}" for q, r in summary.items())
+    rates = ", ".join(f"{comparison.table_name(q)}: {fmt(r, '.3g')}" for q, r in summary.items())
     return f"Worst-window fitted exponents r: {rates} (fitted over {comparison.fit_description()})."
 
 

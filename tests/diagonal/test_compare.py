@@ -207,6 +207,7 @@ def test_save_load_plot_report(comparison, tmp_path):
     report = gradflow.report(again, tmp_path / "report", title="linear")
     text = report.read_text()
     assert "## Greedy limit" in text and "### Stage times" in text and "![b](figures/b.png)" in text
+    assert "exponents r: beta: " in text  # the reports keep the tables' names
     assert {p.name for p in (tmp_path / "report" / "figures").iterdir()} == {
         f"{n}.png" for n in gradflow._outputs.FIGURES
     }
@@ -220,6 +221,7 @@ DEPRECATED = {
     "Comparison.beta_distance": (lambda c: c.beta_distance, lambda c: c.weights_distance),
     "Comparison.beta_rate": (lambda c: c.beta_rate, lambda c: c.weights_rate),
     'Comparison quantity "beta"': (lambda c: c.worst("beta"), lambda c: c.worst("weights")),
+    'Comparison.summary()["beta"]': (lambda c: c.summary()["beta"], lambda c: c.summary()["weights"]),
     "GreedyPath.coordinate": (lambda c: c.path.coordinate, lambda c: c.path.activated),
     "GreedyPath.beta_at()": (lambda c: c.path.beta_at([0.5, 2.0]), lambda c: c.path.weights_at([0.5, 2.0])),
 }
