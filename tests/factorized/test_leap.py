@@ -11,42 +11,24 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from aligned_mf import TOL, TS, aligned, logistic
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gradflow
 from gradflow import models
-from gradflow._factorized._explicit import LeapTolerances
 from gradflow._factorized._flow import _advance, _run, _start
 from gradflow._factorized._model import check_factors
 from gradflow._factorized._qr import imbalance, initial_state
 
-SIG = np.array([3.0, 1.5, 0.0])
-TS = np.linspace(0.0, 1.0, 21)
-TOL = LeapTolerances(rtol=0.0, atol=1e-8)
-
-
-def _aligned():
-    """``M = A diag(σ) Bᵀ`` and the balanced, aligned start ``Ū = A diag(s̄)^{1/2}``, ``V̄ = B diag(s̄)^{1/2}``."""
-    rng = np.random.default_rng(0)
-    A, _ = np.linalg.qr(rng.standard_normal((4, 3)))
-    B, _ = np.linalg.qr(rng.standard_normal((3, 3)))
-    sbar = np.array([0.5, 2.0, 1.0])
-    return (A * SIG) @ B.T, (A * np.sqrt(sbar),), (B * np.sqrt(sbar),), sbar
-
 
 def _logistic(log_alpha, sbar):
-    """Each mode solves ``s' = 2 s (σ − s)`` from ``s(0) = α² s̄`` (docs/math.md, *Full weights: the exact flow*), in
-    log space: ``log s = log σ + log s(0) + 2σt − log(σ − s(0) + s(0) e^{2σt})``, ``t = τ log(1/α)``."""
-    t = TS[:, None] * -log_alpha
-    ls0 = 2.0 * log_alpha + np.log(sbar)
-    sig = np.where(SIG > 0, SIG, 1.0)
-    grow = np.log(sig) + ls0 + 2 * SIG * t - np.logaddexp(np.log(sig - np.exp(ls0)), ls0 + 2 * SIG * t)
-    return -np.sort(-np.where(SIG > 0, grow, ls0 + 0 * t), axis=1)
+    """The closed form at the output times ``TS`` (``t = τ log(1/α)``)."""
+    return logistic(TS * -log_alpha, log_alpha, sbar)
 
 
 def _mf_flow(log_alpha, **kw):
-    M, u0, v0, _ = _aligned()
+    M, u0, v0, _ = aligned()
     return gradflow.simulate_flow(models.matrix_factorization_model(M), u0=u0, v0=v0, ts=TS, log_alpha=log_alpha, **kw)
 
 
@@ -54,7 +36,7 @@ def _mf_flow(log_alpha, **kw):
 def test_closed_form_far_below_float64(log_alpha):
     """``simulate_flow`` takes the leaps, and every log singular value follows its logistic, down to the
     deepest scale float64 resolves at the default tolerance (``|log α| ≤ 2.25e7``); the jumps at ``T_r = 1/σ_r``."""
-    M, _, _, sbar = _aligned()
+    M, _, _, sbar = aligned()
     res = _mf_flow(log_alpha)
     assert res.stats["solver"] == "leap" and res.result == "successful"
     assert res.stats["num_leaps"] > 0
@@ -123,7 +105,7 @@ def test_conservation_hypothesis(seed, log_alpha):
 def test_segments_are_the_solve():
     """The leaps carry their whole state between segments: advanced seven explicit steps or leaps at a time from
     Python (a budget of 0 does nothing), the solve is the one run in ``run_segments``'s segments."""
-    M, _, _, _ = _aligned()
+    M, _, _, _ = aligned()
     task = models.matrix_factorization(M)
     la, ts = jnp.asarray(-1e4), jnp.asarray(TS)
     with jax.enable_x64(True):
@@ -179,7 +161,7 @@ def test_stop_flag_interrupts_the_leaps(monkeypatch, batching):
 def test_keyboard_interrupt_ends_the_segment_loop():
     """Ctrl-C (a ``KeyboardInterrupt`` in the loop: here from the progress callback, after two segments) returns the
     leap state reached, marked stopped, with the outputs so far."""
-    M, _, _, _ = _aligned()
+    M, _, _, _ = aligned()
     task = models.matrix_factorization(M)
     calls = {"n": 0}
 
@@ -208,7 +190,7 @@ def test_refuses_what_float64_cannot_resolve():
         _mf_flow(np.array([-1.0, -3e7]), solver=gradflow.FactorizedSolver(method="tsit5"))
     with pytest.raises(ValueError, match="too long at log α"):  # and the output times, as for every family
         gradflow.simulate_flow(
-            models.matrix_factorization_model(_aligned()[0]), u0=_aligned()[1], v0=_aligned()[2], ts=TS * 1e6,
+            models.matrix_factorization_model(aligned()[0]), u0=aligned()[1], v0=aligned()[2], ts=TS * 1e6,
             log_alpha=-1e7,
         )  # fmt: skip
 

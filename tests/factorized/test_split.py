@@ -14,39 +14,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from aligned_mf import TOL, TS, aligned, logistic
 
 import gradflow
 from gradflow import models
 from gradflow._factorized import _split
-from gradflow._factorized._explicit import LeapTolerances
 from gradflow._factorized._flow import _advance, _run, _start
 from gradflow._factorized._leap import start as leap_start
 from gradflow._factorized._model import check_factors
 from gradflow._factorized._qr import Args, initial_state, vector_field
 from gradflow._factorized._singular import log_singular_values
-
-SIG = np.array([3.0, 1.5, 0.0])
-TS = np.linspace(0.0, 1.0, 21)
-TOL = LeapTolerances(rtol=0.0, atol=1e-8)
-
-
-def _aligned():
-    """``M = A diag(σ) Bᵀ`` and the balanced, aligned start (as tests/factorized/test_leap.py)."""
-    rng = np.random.default_rng(0)
-    A, _ = np.linalg.qr(rng.standard_normal((4, 3)))
-    B, _ = np.linalg.qr(rng.standard_normal((3, 3)))
-    sbar = np.array([0.5, 2.0, 1.0])
-    return (A * SIG) @ B.T, (A * np.sqrt(sbar),), (B * np.sqrt(sbar),), sbar
-
-
-def _logistic(t, log_alpha, sbar):
-    """``log s_r(t)`` of ``s' = 2 s (σ − s)`` from ``s(0) = α² s̄``, sorted (docs/math.md, *Full weights: the exact
-    flow*)."""
-    t = np.asarray(t, float)[..., None]
-    ls0 = 2.0 * log_alpha + np.log(sbar)
-    sig = np.where(SIG > 0, SIG, 1.0)
-    grow = np.log(sig) + ls0 + 2 * SIG * t - np.logaddexp(np.log(sig - np.exp(ls0)), ls0 + 2 * SIG * t)
-    return -np.sort(-np.where(SIG > 0, grow, ls0 + 0 * t), axis=-1)
 
 
 def _y0(M, u0, v0):
@@ -61,7 +38,7 @@ def test_one_split_step_follows_the_closed_form(h):
     ``log s ≈ −49``, growing at 2σ₂ = 3; the third at rest at α²), one split step of ``h`` (the learned mode by the
     Rosenbrock step, the others by Magnus steps) lands on every mode's logistic, its error grown by less than the
     tolerance."""
-    M, u0, v0, sbar = _aligned()
+    M, u0, v0, sbar = aligned()
     model = models.matrix_factorization_model(M)
     la, t0 = -100.0, 50.0
     with jax.enable_x64(True):
@@ -76,12 +53,12 @@ def test_one_split_step_follows_the_closed_form(h):
         assert int(after.splits) == 1 and int(after.rejected) == 0 and float(after.t) == t0 + h
         np.testing.assert_allclose(np.asarray(after.f[0].rho), np.asarray(vector_field(0.0, after.y, args)[0].rho))
     log_sv = lambda f: log_singular_values(jax.tree_util.tree_map(lambda a: np.asarray(a)[None], f), 4)[0]
-    before = log_sv(y[0]) - _logistic(t0, la, sbar)  # the leaps' error so far
-    np.testing.assert_allclose(log_sv(after.y[0]) - _logistic(t0 + h, la, sbar), before, rtol=0, atol=3e-8)
+    before = log_sv(y[0]) - logistic(t0, la, sbar)  # the leaps' error so far
+    np.testing.assert_allclose(log_sv(after.y[0]) - logistic(t0 + h, la, sbar), before, rtol=0, atol=3e-8)
 
 
 def _mf_flow(log_alpha, **kw):
-    M, u0, v0, _ = _aligned()
+    M, u0, v0, _ = aligned()
     return gradflow.simulate_flow(
         models.matrix_factorization_model(M),
         u0=u0,
@@ -97,12 +74,12 @@ def _mf_flow(log_alpha, **kw):
 @pytest.mark.parametrize("log_alpha", [-1e4, -50.0])
 def test_closed_form_with_split_steps(log_alpha):
     """``solver="split"`` follows every logistic to 1e-9 in log s at ``log α = −1e4`` and −50."""
-    _, _, _, sbar = _aligned()
+    _, _, _, sbar = aligned()
     res = _mf_flow(log_alpha)
     assert res.stats["solver"] == "split" and res.result == "successful"
     assert res.stats["num_split_steps"] > 0
     np.testing.assert_allclose(
-        res.log_singular_values[0], _logistic(TS * -log_alpha, log_alpha, sbar), rtol=1e-9, atol=1e-6
+        res.log_singular_values[0], logistic(TS * -log_alpha, log_alpha, sbar), rtol=1e-9, atol=1e-6
     )
 
 
@@ -110,7 +87,7 @@ def test_closed_form_with_split_steps(log_alpha):
 def test_split_segments_are_the_solve_and_max_steps():
     """Advanced five steps at a time from Python, the split integrator takes the very steps of one solve (bit for
     bit), split steps included; ``max_steps`` stops it with the outputs reached."""
-    M, u0, v0, _ = _aligned()
+    M, u0, v0, _ = aligned()
     model = models.matrix_factorization_model(M)
     la, ts = jnp.asarray(-50.0), jnp.asarray(TS)
     static = dict(solver="split", batched=False)
@@ -134,7 +111,7 @@ def test_split_segments_are_the_solve_and_max_steps():
 def test_keyboard_interrupt_keeps_the_split_state():
     """Ctrl-C (a ``KeyboardInterrupt`` from the progress callback after two segments) returns the state reached,
     marked stopped, with the outputs so far."""
-    M, u0, v0, _ = _aligned()
+    M, u0, v0, _ = aligned()
     calls = []
 
     def progress(reached):
