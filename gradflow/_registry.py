@@ -3,11 +3,12 @@ subpackage and one entry in ``FAMILIES``)."""
 
 from __future__ import annotations
 
+from ._depth import DEPTH
 from ._diagonal import DIAGONAL
 from ._factorized import FACTORIZED
 from ._family import ModelFamily
 
-FAMILIES: tuple[ModelFamily, ...] = (DIAGONAL, FACTORIZED)
+FAMILIES: tuple[ModelFamily, ...] = (DIAGONAL, FACTORIZED, DEPTH)
 
 
 def family_of(model) -> ModelFamily:

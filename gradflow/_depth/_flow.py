@@ -23,208 +23,32 @@ from __future__ import annotations
 
 import dataclasses
 
-import diffrax as dfx
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optimistix as optx
-from diffrax._term import WrapTerm
 
-from .._solver import UnderflowGuard, run_segments
-from .._solver._controllers import StepBudget
+from .._results import RESULTS
+from .._solver import run_segments
 from .._solver._segments import Progress
-from ._model import DepthModel
-
-CLOCK, NEAR, AWAKE = 0, 1, 2
-PLATEAU, JUMP = 0, 1
-WAKE_BETA = 1e-2  # a coordinate is integrated in log a from a = a_wake, (2 a_wake)^L = WAKE_BETA · atol, on ...
-LEAVE = 0.25  # ... until it falls below LEAVE · a_wake
-NEAR_RANGE = 4.0  # ρ = r/α is the variable of an unbalanced coordinate while |ρ| ≤ NEAR_RANGE max_l C_l^{1/2}
-EPS_MANIFOLD = 1e-8  # below this ε the plateaus hold the awake coordinates on their slow manifold (see vector_field)
-BAUMGARTE = 10.0  # the rate (per unit τ) at which a drift off the slow manifold is pulled back
-SETTLED = 1.0  # a jump ends once every awake coordinate has |g_i| ≤ SETTLED · atol
-JUMP_T_MAX = 1e12  # the longest jump, in t
-
-
-class Args(eqx.Module):
-    """What the vector field needs besides the state: the model, each coordinate's kind and signs, the conserved
-    constants, the scale and the mode (plateau in τ, jump in t)."""
-
-    model: DepthModel
-    kind: jax.Array  # (p,) CLOCK, NEAR or AWAKE
-    sigma_r: jax.Array  # (p,) the sign of the smallest layer r (CLOCK and AWAKE; NEAR reads it off ρ)
-    sigma_o: jax.Array  # (p,) the product of the other layers' signs
-    C: jax.Array  # (L−1, p) W0[l]² − W0[m]² of the other layers
-    log_alpha: jax.Array
-    mode: jax.Array  # PLATEAU or JUMP
-    settled: jax.Array  # SETTLED · atol
-    log_wake: jax.Array  # log a_wake
-    manifold: bool = eqx.field(static=True, default=False)  # ε < EPS_MANIFOLD
-
-
-def _split(z, args: Args):
-    """``log a`` of every coordinate, the kind-safe ``ρ`` and whether each is NEAR."""
-    L = args.model.depth
-    la = args.log_alpha
-    near = args.kind == NEAR
-    floor = (L - 2) * (la - jnp.log(2.0) - args.log_wake)  # log c ≥ floor: a ≤ 2 a_wake, |β| ≤ WAKE_BETA atol
-    # the floor, kept above 1e-150 so that 1/c² (in the Jacobian of the manifold's field) stays finite
-    log_c = jnp.log(jnp.maximum(z, jnp.maximum(jnp.exp(floor), 1e-150)))
-    rho = jnp.where(near, z, 1.0)
-    log_a = jnp.where(args.kind == AWAKE, z, jnp.where(near, la + jnp.log(jnp.abs(rho)), la - log_c / (L - 2)))
-    return log_a, log_c, rho, near
-
-
-def beta_of(z, args: Args):
-    """``β`` of the state ``z``."""
-    L, la = args.model.depth, args.log_alpha
-    log_a, _, rho, near = _split(z, args)
-    ratio2 = jnp.exp(2.0 * (la - jnp.where(near, la, log_a)))  # (α/a)², unused for NEAR
-    far = (
-        args.sigma_r
-        * args.sigma_o
-        * jnp.exp(L * jnp.where(near, 0.0, log_a) + 0.5 * jnp.sum(jnp.log1p(args.C * ratio2), axis=0))
-    )
-    close = args.sigma_o * rho * jnp.prod(jnp.sqrt(rho**2 + args.C), axis=0) * jnp.exp(L * la)
-    return jnp.where(near, close, far)
-
-
-def _rates(z, args: Args):
-    """``(dz/dτ of CLOCK and NEAR, dy/dt of AWAKE, g)`` at ``z``."""
-    L, la = args.model.depth, args.log_alpha
-    log_a, _, rho, near = _split(z, args)
-    g = args.model.g(beta_of(z, args))
-    s = args.sigma_r * args.sigma_o
-    ratio2 = jnp.exp(2.0 * (la - jnp.where(near, la, log_a)))
-    spread = jnp.exp(0.5 * jnp.sum(jnp.log1p(args.C * ratio2), axis=0))  # Π (1 + C_l α²/a²)^{1/2}
-    clock = -(L - 2) * s * g * spread
-    near_rate = args.sigma_o * g * jnp.prod(jnp.sqrt(rho**2 + args.C), axis=0)
-    awake = s * g * jnp.exp((L - 2) * jnp.where(near, 0.0, log_a)) * spread
-    return jnp.where(near, near_rate, clock), awake, g
-
-
-def vector_field(s, z, args: Args):
-    """``dz/ds``: ``s = τ − τ_0`` on a plateau, ``s = t − t_0`` in a jump.
-
-    On a plateau the awake coordinates move as ``dy/dτ = (dy/dt)/ε``, stiff at rate ``1/ε``, and sit within O(ε) of
-    their slow manifold ``{g_i = 0 on the awake set}``. For ``ε < EPS_MANIFOLD`` (where float64's rounding of
-    ``g``, amplified by ``1/ε``, would swamp the error control of any stiff solver) they are held on it: ``dy_A/dτ =
-    −(∂G_A/∂y_A)^{−1} (∂G_A/∂z_Z dz_Z/dτ + κ G_A)`` with ``G = dy/dt`` (the implicit function's derivative, with a
-    Baumgarte term ``κ`` pulling back any drift), which drops a lag of relative size O(ε) < 1e-8.
-    """
-    L = args.model.depth
-    log_eps = (L - 2) * args.log_alpha
-    slow, fast, _ = _rates(z, args)
-    awake = args.kind == AWAKE
-    plateau = args.mode == PLATEAU
-    k_tau = jnp.where(plateau, 1.0, jnp.exp(log_eps))
-    if not args.manifold:
-        fast_scale = jnp.where(plateau, jnp.exp(-log_eps), 1.0)
-        return jnp.where(awake, fast_scale * fast, k_tau * slow)
-    sleeping = jnp.where(awake, 0.0, k_tau * slow)
-    M = jax.jacfwd(lambda x: _rates(x, args)[1])(z)
-    both = awake[:, None] & awake[None, :]
-    M_AA = jnp.where(both, M, jnp.eye(z.shape[0]))
-    rhs = jnp.where(awake, -(M @ sleeping) - BAUMGARTE * fast, 0.0)
-    held = jnp.linalg.solve(M_AA, rhs)
-    return jnp.where(awake, jnp.where(plateau, held, fast), sleeping)
-
-
-def margins(z, args: Args, C_max, near_range):
-    """Every switching margin, positive until its switch (``(p,)`` per kind, and the jump's settling)."""
-    L, la = args.model.depth, args.log_alpha
-    log_eps = (L - 2) * la
-    log_a, log_c, rho, near = _split(z, args)
-    c_wake = jnp.exp(log_eps - (L - 2) * args.log_wake)
-    c_near = jnp.where(C_max > 0, (0.5 * near_range) ** -(L - 2), jnp.inf)
-    clock = jnp.minimum(z - c_wake, c_near - z)
-    close = jnp.minimum(near_range - jnp.abs(rho), (args.log_wake - la) - jnp.log(jnp.abs(rho)))
-    awake = z - (args.log_wake + jnp.log(LEAVE))
-    kinds = jnp.where(args.kind == AWAKE, awake, jnp.where(near, close, clock))
-    _, _, g = _rates(z, args)
-    moving = jnp.max(jnp.where(args.kind == AWAKE, jnp.abs(g), -jnp.inf))
-    return kinds, moving - args.settled
-
-
-def _cond(t, y, args, **kwargs):
-    """The smallest margin: a coordinate changes its variable, or a jump has settled (every awake coordinate has
-    ``|g_i| ≤ SETTLED · atol``: on its slow manifold), where it reaches 0."""
-    C_max, near_range = kwargs_static(args)
-    kinds, settle = margins(y, args, C_max, near_range)
-    return jnp.minimum(jnp.min(kinds), jnp.where(args.mode == JUMP, settle, jnp.inf))
-
-
-def kwargs_static(args: Args):
-    C_max = jnp.max(args.C, axis=0) if args.C.shape[0] else jnp.zeros(args.model.p)
-    return C_max, NEAR_RANGE * jnp.sqrt(C_max)
-
-
-def _solver(rtol, atol):
-    root = optx.Newton(rtol=1e-10, atol=1e-10, cauchy_termination=False)
-    return dfx.Kvaerno5(root_finder=root)
-
-
-@eqx.filter_jit
-def _advance(args: Args, z, s0, s1, tnext, pid_state, fresh, budget, s_out, rtol, atol):
-    """At most ``budget`` steps of ``dz/ds`` from ``(s0, z)`` towards ``s1``, stopping at the first switch."""
-    solver = _solver(rtol, atol)
-    pid = _controller(rtol, atol, s_out[-1:])
-    term = dfx.ODETerm(vector_field)
-    wrapped = WrapTerm(term, jnp.asarray(1))
-    new_tnext, new_state = pid.wrap(jnp.asarray(1)).init(
-        wrapped, s0, s1, z, None, args, solver.func, solver.error_order(wrapped)
-    )
-    tnext = jnp.minimum(jnp.where(fresh, new_tnext, tnext), s1)
-    pid_state = jax.tree_util.tree_map(lambda a, b: jnp.where(fresh, a, b), new_state, pid_state)
-    event = dfx.Event(_cond, root_finder=optx.Bisection(rtol=1e-14, atol=1e-14), direction=False)
-    sol = dfx.diffeqsolve(
-        term,
-        solver,
-        t0=s0,
-        t1=s1,
-        dt0=None,
-        y0=z,
-        args=args,
-        saveat=dfx.SaveAt(subs=(dfx.SubSaveAt(ts=s_out), dfx.SubSaveAt(t1=True)), controller_state=True),
-        stepsize_controller=StepBudget(pid, tnext),
-        controller_state=(pid_state, budget, tnext, jnp.array(True)),
-        event=event,
-        max_steps=None,
-        throw=False,
-    )
-    controller_state, _, proposed, _ = sol.controller_state
-    counts = jnp.stack([sol.stats["num_steps"], sol.stats["num_accepted_steps"], sol.stats["num_rejected_steps"]])
-    return (
-        sol.ys[0],
-        sol.ts[1][0],
-        sol.ys[1][0],
-        proposed,
-        controller_state,
-        counts,
-        sol.result == dfx.RESULTS.event_occurred,
-        sol.result == dfx.RESULTS.max_steps_reached,
-        sol.result == dfx.RESULTS.successful,
-        sol.result._value,
-    )
-
-
-def _controller(rtol, atol, step_ts):
-    return UnderflowGuard(dfx.PIDController(rtol=rtol, atol=atol, factormax=10.0), step_ts)
-
-
-@eqx.filter_jit
-def _initial_pid_state(args: Args, z, rtol, atol):
-    pid = _controller(rtol, atol, jnp.ones(1))
-    solver = _solver(rtol, atol)
-    wrapped = WrapTerm(dfx.ODETerm(vector_field), jnp.asarray(1))
-    return pid.wrap(jnp.asarray(1)).init(wrapped, 0.0, 1.0, z, None, args, solver.func, solver.error_order(wrapped))
-
-
-@eqx.filter_jit
-def _margins(args: Args, z):
-    C_max, near_range = kwargs_static(args)
-    return margins(z, args, C_max, near_range)
+from ._field import (
+    AWAKE,
+    CLOCK,
+    EPS_MANIFOLD,
+    JUMP,
+    JUMP_T_MAX,
+    LEAVE,
+    NEAR,
+    NEAR_RANGE,
+    PLATEAU,
+    SETTLED,
+    WAKE_BETA,
+    Args,
+    _advance,
+    _initial_pid_state,
+    _margins,
+)
+from ._model import DepthModel, _batched_loss, check_init
+from ._results import DepthFlowResult
 
 
 def wake_scale(depth: int, atol: float) -> float:
@@ -267,7 +91,7 @@ def initial_state(red: Reduced, log_alpha: float, depth: int, log_wake: float):
     with np.errstate(divide="ignore"):
         log_a = log_alpha + np.log(np.abs(rho0))
     near = (C_max > 0) & (np.abs(rho0) <= NEAR_RANGE * np.sqrt(C_max))
-    awake = log_a >= log_wake
+    awake = (log_a >= log_wake) | ((depth == 2) & ~near)
     kind = np.where(awake, AWAKE, np.where(near, NEAR, CLOCK))
     with np.errstate(divide="ignore", over="ignore"):
         clock = np.abs(rho0) ** -(depth - 2)
@@ -360,7 +184,7 @@ def solve_one(model: DepthModel, W0, log_alpha: float, ts, rtol: float, atol: fl
             if float(settle) <= 0:  # nothing moves fast: a plateau
                 enter(run, PLATEAU)
 
-    if np.any(kind == AWAKE):
+    if L > 2 and np.any(kind == AWAKE):
         enter(run, JUMP)
     tau_end = float(ts[-1])
     if ts[0] == 0.0 and run.tau == 0.0:
@@ -411,7 +235,7 @@ def solve_one(model: DepthModel, W0, log_alpha: float, ts, rtol: float, atol: fl
         run.z = np.array(z_final)
         run.tnext, run.pid_state, run.fresh = proposed, pid_state, False
         if bool(event):
-            switch(run)
+            apply_switch(run, red, L, log_alpha, log_wake, margins_of, enter)
         elif bool(done):
             if run.mode == JUMP and not run.filled[-1]:
                 if eps > 0 and s_final < JUMP_T_MAX:
@@ -425,38 +249,8 @@ def solve_one(model: DepthModel, W0, log_alpha: float, ts, rtol: float, atol: fl
             run.failed = "the solver could not go on (its step size fell below the float64 resolution)"
         return run
 
-    def switch(run):
-        """Apply the switch whose margin reached 0 at the event."""
-        run.switches += 1
-        kinds, settle = (np.asarray(x) for x in _margins(args_of(run), jnp.asarray(run.z)))
-        i = int(np.argmin(kinds))
-        if run.mode == JUMP and float(settle) <= float(kinds[i]):
-            enter(run, PLATEAU)
-            return
-        C_max = red.C[:, i].max() if red.C.shape[0] else 0.0
-        near_range = NEAR_RANGE * np.sqrt(C_max)
-        k, zi = run.kind[i], run.z[i]
-        if k == CLOCK:
-            if C_max > 0 and zi >= (0.5 * near_range) ** -(L - 2) * (1 - 1e-9):  # shrinking into the NEAR range
-                run.kind[i], run.z[i] = NEAR, run.sigma_r[i] * 0.5 * near_range
-            else:  # waking
-                run.kind[i], run.z[i] = AWAKE, log_wake
-        elif k == NEAR:
-            run.sigma_r[i] = 1.0 if zi >= 0 else -1.0
-            if log_wake - log_alpha - np.log(abs(zi)) <= near_range - abs(zi):
-                run.kind[i], run.z[i] = AWAKE, log_wake
-            else:
-                run.kind[i], run.z[i] = CLOCK, near_range ** -(L - 2)
-        else:  # leaving
-            log_leave = log_wake + np.log(LEAVE)
-            if C_max > 0 and log_leave - log_alpha <= np.log(0.5 * near_range):
-                run.kind[i], run.z[i] = NEAR, run.sigma_r[i] * np.exp(log_leave - log_alpha)
-            else:
-                run.kind[i], run.z[i] = CLOCK, float(np.exp(log_eps - (L - 2) * log_leave))
-        if run.kind[i] == AWAKE and run.mode == PLATEAU:
-            enter(run, JUMP)
-        else:
-            enter(run, run.mode)
+    def margins_of(run):
+        return _margins(args_of(run), jnp.asarray(run.z))
 
     def status(run):
         going = (not run.filled[-1]) and not run.failed
@@ -464,3 +258,158 @@ def solve_one(model: DepthModel, W0, log_alpha: float, ts, rtol: float, atol: fl
 
     run, interrupted = run_segments(advance, run, status, max_steps=max_steps, progress=progress)
     return run, interrupted
+
+
+def apply_switch(run, red, L, log_alpha, log_wake, margins_of, enter):
+    """Apply the switch whose margin reached 0 at the event (a wake, a leave, a crossing into or out of the NEAR
+    range, or a jump that settled): a change of variable, exact at any point, and of time variable."""
+    run.switches += 1
+    kinds, settle = (np.asarray(x) for x in margins_of(run))
+    i = int(np.argmin(kinds))
+    if run.mode == JUMP and float(settle) <= float(kinds[i]):
+        enter(run, PLATEAU)
+        return
+    C_max = red.C[:, i].max() if red.C.shape[0] else 0.0
+    near_range = NEAR_RANGE * np.sqrt(C_max)
+    k, zi = run.kind[i], run.z[i]
+    if k == CLOCK:
+        if C_max > 0 and zi >= (0.5 * near_range) ** -(L - 2) * (1 - 1e-9):  # shrinking into the NEAR range
+            run.kind[i], run.z[i] = NEAR, run.sigma_r[i] * 0.5 * near_range
+        else:  # waking
+            run.kind[i], run.z[i] = AWAKE, log_wake
+    elif k == NEAR:
+        run.sigma_r[i] = 1.0 if zi >= 0 else -1.0
+        if L == 2:
+            run.kind[i], run.z[i] = AWAKE, log_alpha + np.log(near_range)
+        elif log_wake - log_alpha - np.log(abs(zi)) <= near_range - abs(zi):
+            run.kind[i], run.z[i] = AWAKE, log_wake
+        else:
+            run.kind[i], run.z[i] = CLOCK, near_range ** -(L - 2)
+    elif L == 2:
+        run.kind[i], run.z[i] = NEAR, run.sigma_r[i] * 0.5 * near_range
+    else:  # leaving
+        log_leave = log_wake + np.log(LEAVE)
+        if C_max > 0 and log_leave - log_alpha <= np.log(0.5 * near_range):
+            run.kind[i], run.z[i] = NEAR, run.sigma_r[i] * np.exp(log_leave - log_alpha)
+        else:
+            run.kind[i], run.z[i] = CLOCK, float(np.exp((L - 2) * (log_alpha - log_leave)))
+    if run.kind[i] == AWAKE and run.mode == PLATEAU:
+        enter(run, JUMP)
+    else:
+        enter(run, run.mode)
+
+
+def layers_of(red: Reduced, depth: int, log_alpha: float, z, kind, sigma_r):
+    """``(log |w_l|, sign w_l)``, each ``(m, L, p)``, of the states ``z`` (``(m, p)``) of one run."""
+    la = log_alpha
+    near = kind == NEAR
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        log_c = np.log(np.where(kind == CLOCK, z, 1.0))
+        log_a = np.where(kind == AWAKE, z, np.where(near, la + np.log(np.abs(np.where(near, z, 1.0))), 0.0))
+        if depth > 2:
+            log_a = np.where(kind == CLOCK, la - log_c / (depth - 2), log_a)
+        rho2 = np.where(near, z, 0.0) ** 2
+        others = np.where(
+            near[..., None, :],
+            la + 0.5 * np.log(rho2[..., None, :] + red.C),
+            log_a[..., None, :] + 0.5 * np.log1p(red.C * np.exp(2.0 * (la - log_a[..., None, :]))),
+        )
+    m = z.shape[0]
+    log_w = np.empty((m, depth, z.shape[-1]))
+    cols = np.arange(z.shape[-1])
+    log_w[:, red.m, cols] = log_a
+    for row in range(depth - 1):
+        log_w[:, red.others[row], cols] = others[:, row]
+    sign = np.broadcast_to(red.signs, log_w.shape).copy()
+    first = np.where(near, np.where(z < 0, -1.0, 1.0), sigma_r)
+    sign[:, red.m, cols] = first
+    log_w = np.where(np.isfinite(z)[:, None, :] | (kind[:, None, :] != CLOCK), log_w, np.inf)
+    log_w = np.where(np.all(np.isfinite(z), axis=-1)[:, None, None], log_w, np.inf)
+    return log_w, sign
+
+
+def flow(model: DepthModel, request) -> DepthFlowResult:
+    """The flow of ``simulate_flow`` for a depth-L diagonal network from ``w_l(0) = α u0[l]``, run by run."""
+    if request.start is not None:
+        raise ValueError(
+            "a DepthModel's flow starts from u0 (the layers' directions, shape (L, p)); start is not taken."
+        )
+    if request.v0 is not None:
+        raise ValueError("a DepthModel takes its layers' directions as u0, shape (L, p); v0 is not taken.")
+    if request.u0 is None:
+        raise ValueError("give the layers' initial directions u0, shape (L, p) (w_l(0) = α u0[l]).")
+    W0 = check_init(model, request.u0)
+    red = reduce_start(W0)
+    ts, log_a = request.ts, np.atleast_1d(request.log_a)
+    bar = Progress(ts[-1], len(log_a), desc="simulate_flow", enabled=request.progress)
+    outs, stopped_any = [], False
+    try:
+        for j, la in enumerate(log_a):
+            if stopped_any:
+                outs.append(None)
+                continue
+            run, stopped = solve_one(
+                model, W0, float(la), ts, request.rtol, request.atol, request.max_steps, bar.run(j, 1.0)
+            )
+            stopped_any |= stopped
+            outs.append((run, stopped))
+    finally:
+        bar.close()
+    fields = [_result_fields(model, red, float(la), ts, out, request.max_steps) for la, out in zip(log_a, outs)]
+    stacked = {k: np.stack([f[k] for f in fields]) for k in ("log_w", "sign", "loss", "result", "message")}
+    stats = {k: np.array([f["stats"][k] for f in fields]) for k in fields[0]["stats"]}
+    if not request.batched:
+        stacked = {k: v[0] for k, v in stacked.items()}
+        stats = {k: v[0] for k, v in stats.items()}
+    stats["max_steps"] = request.max_steps
+    return DepthFlowResult(
+        ts=ts,
+        log_w=stacked["log_w"],
+        sign=stacked["sign"],
+        loss=stacked["loss"],
+        log_alpha=np.asarray(request.log_a),
+        stats=stats,
+        result=stacked["result"],
+        message=stacked["message"],
+    )
+
+
+def _result_fields(model, red, la, ts, out, max_steps):
+    m, L, p = len(ts), model.depth, model.p
+    if out is None:  # not started: Ctrl-C stopped an earlier run
+        return dict(
+            log_w=np.full((m, L, p), np.inf),
+            sign=np.ones((m, L, p)),
+            loss=np.full(m, np.nan),
+            result=RESULTS.interrupted.value,
+            message=f"simulate_flow was interrupted (Ctrl-C) before the run at log α = {la:.6g} started.",
+            stats=dict(num_steps=0, num_accepted_steps=0, num_rejected_steps=0, switches=0),
+        )
+    run, stopped = out
+    z = np.where(run.filled[:, None], run.out_z, np.inf)
+    log_w, sign = layers_of(red, L, la, z, run.out_kind, run.out_sigma_r)
+    beta = np.prod(sign, axis=1) * np.exp(np.sum(log_w, axis=1))
+    loss = np.full(m, np.nan)
+    if run.filled.any():
+        loss[run.filled] = np.asarray(_batched_loss(model, jnp.asarray(beta[run.filled])))
+    reached = ts[np.flatnonzero(run.filled)[-1]] if run.filled.any() else 0.0
+    where = f"log α = {la:.6g}: the flow stopped after τ = {reached:.6g} (ts[-1] = {ts[-1]:.6g})"
+    if run.filled[-1]:
+        result, message = RESULTS.successful, ""
+    elif stopped:
+        result, message = (
+            RESULTS.interrupted,
+            f"simulate_flow was interrupted (Ctrl-C) at {where}; the times before are kept.",
+        )
+    elif run.failed:
+        result, message = RESULTS.solver_failed, f"simulate_flow failed at {where}: {run.failed}."
+    else:
+        result = RESULTS.max_steps_reached
+        message = f"simulate_flow hit max_steps={max_steps} at {where}. Raise max_steps, loosen atol, or shorten ts."
+    stats = dict(
+        num_steps=int(run.stats[0]),
+        num_accepted_steps=int(run.stats[1]),
+        num_rejected_steps=int(run.stats[2]),
+        switches=int(run.switches),
+    )
+    return dict(log_w=log_w, sign=sign, loss=loss, result=result.value, message=message, stats=stats)
