@@ -21,7 +21,7 @@ LEAVE = 0.25  # ... until it falls below LEAVE · a_wake
 NEAR_RANGE = 4.0  # ρ = r/α is the variable of an unbalanced coordinate while |ρ| ≤ NEAR_RANGE max_l C_l^{1/2}
 EPS_MANIFOLD = 1e-8  # below this ε the plateaus hold the awake coordinates on their slow manifold (see vector_field)
 BAUMGARTE = 10.0  # the rate (per unit τ) at which a drift off the slow manifold is pulled back
-SETTLED = 1.0  # a jump ends once every awake coordinate has |g_i| ≤ SETTLED · atol
+SETTLED = 1e-2  # a jump ends once every awake coordinate has |g_i| ≤ SETTLED · atol
 JUMP_T_MAX = 1e12  # the longest jump, in t
 
 
