@@ -41,7 +41,9 @@ def run(depth: int, log_alpha: float) -> dict:
     start = time.perf_counter()
     res = simulate_flow(model, ts=ts, **kw)
     st = res.stats
-    gd_steps = ts[-1] / (0.1 / S.max()) / math.exp((depth - 2) * log_alpha)
+    gd_steps = (
+        ts[-1] / (0.1 / S.max()) * math.exp(min(-(depth - 2) * log_alpha, 700.0)) if log_alpha > -350 else math.inf
+    )
     return dict(
         depth=depth,
         log_alpha=log_alpha,

@@ -189,7 +189,7 @@ def test_flow_approaches_the_greedy_limit(unoptimised_xla):
     W0 = np.ones((3, 4))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", gradflow.AssumptionWarning)
-        cmp = gradflow.compare_limits(model, u0=W0, log_alphas=np.log([1e-2, 1e-3, 1e-4]))
+        cmp = gradflow.compare_limits(model, u0=W0, v0=None, log_alphas=np.log([1e-2, 1e-3, 1e-4]))
     d = cmp.beta_distance
     assert np.all(d[-1] < d[0]) and np.all(d[-1] < 1e-2), d
     assert np.all(cmp.beta_power > 0.5), cmp.beta_power
