@@ -313,7 +313,7 @@ def greedy_limit(
         raise TypeError(f"tolerances must be a GreedyTolerances; got {type(tolerances).__name__}.")
     if max_stages is not None:
         max_stages = check_int(max_stages, "max_stages", minimum=0)
-    if (u0 is None) != (v0 is None):
+    if (u0 is None) != (v0 is None) and not getattr(family, "single_init", False):  # a depth model takes u0 alone
         raise ValueError("give both u0 and v0, or neither.")
     model = _on_device(model)
     path = family.greedy(
