@@ -18,6 +18,7 @@ from ._depth import DepthComparison as DepthComparison
 from ._depth import DepthFlowResult as DepthFlowResult
 from ._depth import DepthGreedyPath as DepthGreedyPath
 from ._depth import DepthModel as DepthModel
+from ._depth import DepthSolver as DepthSolver
 from ._diagonal import Comparison as Comparison
 from ._diagonal import DiagonalModel as DiagonalModel
 from ._diagonal import DiagonalSolver as DiagonalSolver
@@ -57,6 +58,7 @@ __all__ = [
     "DepthFlowResult",
     "DepthGreedyPath",
     "DepthModel",
+    "DepthSolver",
     "DiagonalModel",
     "DiagonalSolver",
     "FactorizedFlowResult",

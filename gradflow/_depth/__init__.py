@@ -5,4 +5,5 @@ from ._compare import DepthComparison as DepthComparison
 from ._family import DEPTH as DEPTH
 from ._greedy import DepthGreedyPath as DepthGreedyPath
 from ._model import DepthModel as DepthModel
+from ._options import DepthSolver as DepthSolver
 from ._results import DepthFlowResult as DepthFlowResult

@@ -1,46 +1,64 @@
-"""Comparing flows of a depth-L diagonal network at finite α with its greedy limit (docs/depth.md, *Comparing the
-limits*).
+"""Comparing flows of a depth-L diagonal network at finite α with its greedy limit (docs/depth.md, *The greedy limit
+and the comparison*).
 
 Per run (one α) and stage window ``[T_k + δ, T_{k+1} − δ]``: the sup over the window of ``max_i |β_i(τ) − β^k_i|``
-(``beta``), of the clocks' ``max_i |c_i(τ) − (c^k_i − (τ − T_k)(L−2) s_i g_i)|`` with the flow's
-``c = (α/|β|^{1/L})^{L−2}`` (``b``), of ``|L(τ) − L(β^k)|`` (``loss``), and the stage times detected on the loss (as for
-the diagonal family). Two rates per quantity: ``*_rate``, the shared fit ``d ≈ C (log 1/α)^{−r}``, and
+(``weights``), of the sleeping clocks' ``max_i |c_i(τ) − (c^k_i − (τ − T_k)(L−2) s_i g_i)|`` with the flow's
+``c = (α/|β|^{1/L})^{L−2}`` (``b``), of ``|L(τ) − L(β^k)|`` (``loss``), and the stage times detected on the loss (as
+for the diagonal family). Two rates per quantity: ``*_rate``, the shared fit ``d ≈ C (log 1/α)^{−r}``, and
 ``*_power``, the fit ``d ≈ C α^{r}`` that depth calls for (plateaus last ``α^{−(L−2)}``: the theory's ``r`` is
 ``L − 2`` for the clocks and the stage times).
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+import dataclasses
+from typing import Any, ClassVar, NamedTuple
 
+import equinox as eqx
 import numpy as np
 
-from .._comparison import AbstractComparison, check_run_scales, compare_runs, detect, window_masks
+from .._kit._comparison import (
+    AbstractComparison,
+    check_run_scales,
+    compare_runs,
+    detect,
+    each_run,
+    window_masks,
+)
+from .._kit._deprecation import renamed
+from ._greedy import DepthGreedyPath
 from ._results import DepthFlowResult
 
 
 class DepthComparison(AbstractComparison):
     """Distances between flows at several α and the greedy limit of a depth-L diagonal network, per stage window.
 
-    As the diagonal family's [`Comparison`][gradflow.Comparison] (``b`` is the clocks' distance), with the power
-    rates ``beta_power``, ``b_power``, ``loss_power`` (``(K + 1,)``) and ``time_power`` (``(K,)``): the exponent
-    ``r`` of ``d ≈ C α^r``.
+    As the diagonal family's [`Comparison`][gradflow.Comparison] (``b_distance`` is the clocks' distance), with the
+    power rates ``weights_power``, ``b_power``, ``loss_power`` (``(K + 1,)``) and ``time_power`` (``(K,)``): the
+    exponent ``r`` of ``d ≈ C α^r``, fitted over every run. ``runs``, ``path`` and ``names``: the flows compared, the
+    greedy limit and the coordinates' names; ``comparison[1:]`` keeps some runs (every rate fitted again).
     """
 
-    beta_distance: np.ndarray
-    beta_rate: np.ndarray
-    beta_power: np.ndarray
+    weights_power: np.ndarray
     b_power: np.ndarray
     loss_power: np.ndarray
     time_power: np.ndarray
     gd: None = None
-    _quantities: ClassVar[tuple[str, ...]] = ("beta", "b", "loss", "time")
+    runs: Any = None
+    path: DepthGreedyPath | None = None
+    names: tuple[str, ...] | None = eqx.field(static=True, default=None)
+    _weights_name: ClassVar[str] = "beta"
+    beta_distance = renamed("weights_distance", "beta_distance", "DepthComparison")
+    beta_rate = renamed("weights_rate", "beta_rate", "DepthComparison")
+
+    def __getitem__(self, index) -> DepthComparison:
+        return with_powers(super().__getitem__(index))
 
     def _record(self, a, k, head, times):
         return dict(
             head,
             **times,
-            beta_distance=float(self.beta_distance[a, k]),
+            beta_distance=float(self.weights_distance[a, k]),
             b_distance=float(self.b_distance[a, k]),
             loss_distance=float(self.loss_distance[a, k]),
         )
@@ -63,62 +81,72 @@ def power_rates(log_alpha, distance) -> np.ndarray:
     return out
 
 
+def with_powers(comparison: DepthComparison) -> DepthComparison:
+    """``comparison`` with its power rates fitted to its distances."""
+    la = comparison.log_alpha
+    return dataclasses.replace(
+        comparison,
+        weights_power=power_rates(la, comparison.weights_distance),
+        b_power=power_rates(la, comparison.b_distance),
+        loss_power=power_rates(la, comparison.loss_distance),
+        time_power=power_rates(la, comparison.time_error),
+    )
+
+
+class _Run(NamedTuple):
+    """One run: ``log α``, times ``(m,)``, ``β`` and the clocks ``(m, p)``, loss ``(m,)``."""
+
+    log_alpha: float
+    ts: np.ndarray
+    beta: np.ndarray
+    clock: np.ndarray
+    loss: np.ndarray
+
+
+def _as_runs(runs, log_alphas) -> list[_Run]:
+    """Split flows (one batched result, a single run or a sequence of them) into :class:`_Run` per α."""
+    for res in runs if isinstance(runs, (list, tuple)) else [runs]:
+        if not isinstance(res, DepthFlowResult):
+            raise TypeError(f"every run must be a gradflow.DepthFlowResult; got {type(res).__name__}.")
+    split = []
+    for one in each_run(runs):
+        arrays = (np.asarray(x) for x in (one.ts, one.beta, one.clock, one.loss))
+        split.append(_Run(float(one.log_alpha), *arrays))
+    check_run_scales([r.log_alpha for r in split], log_alphas)
+    return [run._replace(log_alpha=float(la)) for run, la in zip(split, log_alphas)]
+
+
 def compare(model, path, runs, log_alphas, *, method="flow", delta=None, threshold=0.5) -> DepthComparison:
     """Compare flows of the depth ``model`` (one per ``log_alphas``) with its greedy ``path``."""
     if method != "flow":
         raise ValueError("a DepthModel's comparison takes exact flows only (method='flow').")
-    L = model.depth
-    split = []
-    for res in runs if isinstance(runs, (list, tuple)) else [runs]:
-        if not isinstance(res, DepthFlowResult):
-            raise TypeError(f"every run must be a gradflow.DepthFlowResult; got {type(res).__name__}.")
-        beta, loss = np.asarray(res.beta), np.asarray(res.loss)
-        las = np.atleast_1d(res.log_alpha)
-        if beta.ndim == 2:
-            beta, loss = beta[None], loss[None]
-        for a in range(beta.shape[0]):
-            split.append((float(las[a]), np.asarray(res.ts), beta[a], loss[a]))
-    check_run_scales([r[0] for r in split], log_alphas)
+    runs = _as_runs(runs, log_alphas)
     path_beta, path_loss = np.asarray(path.beta), np.asarray(path.loss)
     levels = path_loss[:-1] - threshold * (path_loss[:-1] - path_loss[1:])
 
-    class _Run:
-        def __init__(self, la, ts, beta, loss):
-            self.log_alpha, self.ts, self.beta, self.loss = la, ts, beta, loss
-
     def distances(run, starts, ends):
-        d = {q: np.full(starts.size, np.nan) for q in ("beta", "b", "loss")}
-        with np.errstate(divide="ignore", over="ignore"):
-            clock = np.exp((L - 2) * (run.log_alpha - np.log(np.abs(run.beta)) / L))
+        d = {q: np.full(starts.size, np.nan) for q in ("weights", "b", "loss")}
         for k, inside in window_masks(run.ts, starts, ends):
-            d["beta"][k] = np.max(np.abs(run.beta[inside] - path_beta[k]))
+            d["weights"][k] = np.max(np.abs(run.beta[inside] - path_beta[k]))
             sleeping = ~path.support[k]
             target = path.b_at(run.ts[inside])
-            d["b"][k] = np.max(np.abs(np.where(sleeping, clock[inside] - target, 0.0)))
+            d["b"][k] = np.max(np.abs(np.where(sleeping, run.clock[inside] - target, 0.0)))
             d["loss"][k] = np.max(np.abs(run.loss[inside] - path_loss[k]))
         return d, detect(run.ts, run.loss, levels)
 
-    objs = [_Run(la, ts, b, lo) for (_, ts, b, lo), la in zip(split, log_alphas)]
+    empty = np.zeros(0)
     partial = compare_runs(
         DepthComparison,
         path,
-        objs,
+        runs,
         distances,
         method=method,
         delta=delta,
         threshold=threshold,
-        beta_power=np.zeros(0),
-        b_power=np.zeros(0),
-        loss_power=np.zeros(0),
-        time_power=np.zeros(0),
+        weights_power=empty,
+        b_power=empty,
+        loss_power=empty,
+        time_power=empty,
+        names=tuple(model.names),
     )
-    la = partial.log_alpha
-    return DepthComparison(
-        **{
-            **{f: getattr(partial, f) for f in partial.__dataclass_fields__ if f != "_quantities"},
-            "beta_power": power_rates(la, partial.beta_distance),
-            "b_power": power_rates(la, partial.b_distance),
-            "loss_power": power_rates(la, partial.loss_distance),
-            "time_power": power_rates(la, partial.time_error),
-        }
-    )
+    return with_powers(partial)

@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import ClassVar
 
 import jax.numpy as jnp
 import numpy as np
 
-from .._family import ModelFamily
-from .._greedy import check_path_of
-from ._compare import compare
+from .._kit._family import ModelFamily, check_path_of
+from .._kit._plots import plot_loss, save_figure
+from .._kit._task import Builtin
+from ._checks import check_resolved
+from ._compare import DepthComparison, compare
 from ._flow import flow
 from ._greedy import DepthGreedyPath, _g, greedy
 from ._model import DepthModel, check_init
+from ._options import DepthSolver
+from ._plots import LABELS, plot_coordinates
+from ._report import comparison_report, greedy_summary, stage_time_rows
+from ._results import DepthFlowResult
 
 
 class DepthFamily(ModelFamily):
@@ -22,7 +30,16 @@ class DepthFamily(ModelFamily):
 
     name: ClassVar[str] = "depth"
     model_type: ClassVar[type] = DepthModel
-    flow_options: ClassVar[tuple[str, ...]] = ()
+    solver_type: ClassVar[type] = DepthSolver
+    tasks: ClassVar[Mapping[str, Builtin]] = MappingProxyType({})
+    size_options: ClassVar[Mapping[str, str]] = MappingProxyType({})
+    weights_column: ClassVar[str] = "beta"
+    worst_columns: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("weights", "β"),
+        ("b", "clocks c"),
+        ("loss", "loss"),
+        ("time", "stage time"),
+    )
     single_init: ClassVar[bool] = True  # the start is u0 alone: the layers' directions, shape (L, p)
 
     def check_init(self, model, u0, v0):
@@ -30,15 +47,19 @@ class DepthFamily(ModelFamily):
             raise ValueError("a DepthModel takes its layers' directions as u0, shape (L, p); v0 is not taken.")
         return check_init(model, u0), None
 
+    def flow(self, model, request, solver):
+        return flow(model, request)
+
+    def check_resolved(self, log_a, ts, *, rtol: float, atol: float, names=("alpha", "log_alpha")) -> None:
+        check_resolved(log_a, ts, rtol=rtol, atol=atol, names=names)
+
     def check_path(self, model, path):
         def shapes(path):
             return f"p = {np.shape(path.beta)[-1]} coordinates"
 
-        check_path_of(
-            model, path, DepthGreedyPath, ("times", "beta", "b", "loss"), shapes, f"p = {model.p} coordinates"
-        )
+        fields = ("times", "beta", "b", "loss", "b_at", "support")
+        check_path_of(model, path, DepthGreedyPath, fields, shapes, f"p = {model.p} coordinates")
 
-    flow = staticmethod(flow)
     greedy = staticmethod(greedy)
     compare = staticmethod(compare)
 
@@ -57,15 +78,28 @@ class DepthFamily(ModelFamily):
         return f"final loss {float(np.asarray(flow.loss)[..., -1].max()):.6g}"
 
     def flow_figures(self, flows, model, *, title: str, folder: Path) -> list[Path]:
-        raise NotImplementedError("the depth family has no figures yet (docs/depth.md, *What is left*).")
+        files = [save_figure(plot_loss(flows, title=f"Loss of {title}"), folder / "loss.png")]
+        figure = plot_coordinates(flows, model.names, title=f"β of {title}")
+        return files + [save_figure(figure, folder / "beta.png")]
 
     def greedy_summary(self, path, names) -> str:
-        lines = ["| k | T_k | activated | sign | loss |", "|---|---|---|---|---|"]
-        for k in range(path.num_stages + 1):
-            act = f"{names[path.coordinate[k - 1]]}" if k else "—"
-            sign = f"{path.sign[k - 1]:+.0f}" if k else "—"
-            lines.append(f"| {k} | {path.times[k]:.6g} | {act} | {sign} | {path.loss[k]:.6g} |")
-        return "\n".join(lines)
+        return greedy_summary(path, names)
+
+    def activated(self, path, names, k: int) -> str:
+        return names[int(path.activated[k - 1])]
+
+    def stage_rows(self, comparison):
+        return stage_time_rows(comparison)
+
+    result_types: ClassVar[tuple[type, ...]] = (DepthFlowResult, DepthGreedyPath, DepthComparison)
+    convergence_labels: ClassVar[dict[str, str]] = LABELS
+
+    def plot(self, quantity, runs, path, *, names, title):
+        names = list(names) if names is not None else [str(i) for i in range(np.shape(runs[0].beta)[-1])]
+        return plot_coordinates(runs, names, path=path, title=title, quantity=quantity)
+
+    def comparison_report(self, comparison):
+        return comparison_report(comparison)
 
 
 DEPTH = DepthFamily()

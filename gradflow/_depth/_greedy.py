@@ -20,8 +20,9 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.integrate import quad, solve_ivp
 
-from .._assumptions import AssumptionWarning
-from .._greedy import AbstractGreedyPath, GreedyTolerances
+from .._kit import _checkpoint
+from .._kit._assumptions import AssumptionWarning
+from .._kit._greedy import AbstractGreedyPath, GreedyTolerances
 from .._results import RESULTS
 from ._flow import reduce_start
 from ._model import DepthModel, check_init
@@ -39,7 +40,7 @@ class DepthGreedyPath(AbstractGreedyPath):
         s: ``(K+1, p)`` the sign each sleeping coordinate takes when its clock reaches 0.
         support: ``(K+1, p)`` bool.
         delta: ``(K, p)`` the time until active of every coordinate at each stage.
-        coordinate: ``(K,)`` the coordinate activated at ``T_{k+1}``; sign: ``(K,)`` the sign it takes.
+        activated: ``(K,)`` the coordinate activated at ``T_{k+1}``; sign: ``(K,)`` the sign it takes.
         loss: ``(K+1,)`` ``L(β^k)``; final_delta, delta_gap, runner_up, hessian_min_eig, stationarity,
             epsilon_discrepancy, perturbation_spread (NaN: not run), assumptions_ok, result, message, warnings: as
             for the diagonal family's [`GreedyPath`][gradflow.GreedyPath].
@@ -50,12 +51,17 @@ class DepthGreedyPath(AbstractGreedyPath):
     s: np.ndarray
     support: np.ndarray
     delta: np.ndarray
-    coordinate: np.ndarray
+    activated: np.ndarray
     sign: np.ndarray
     depth: int = eqx.field(static=True)
 
-    def beta_at(self, tau) -> np.ndarray:
-        """``β^k`` of the stage holding τ, shape ``τ.shape + (p,)``."""
+    @property
+    def weights(self) -> np.ndarray:
+        """``β^k``, ``(K+1, p)``: the weights of every stage, as ``DepthFlowResult.weights``."""
+        return self.beta
+
+    def weights_at(self, tau) -> np.ndarray:
+        """``β^k`` of the stage holding τ (piecewise constant), shape ``τ.shape + (p,)``."""
         return self.beta[self.stage_at(tau)]
 
     @property
@@ -175,9 +181,25 @@ def _polish(model, y, idx, sig, keep, steps: int = 8):
     return y
 
 
-def greedy(model: DepthModel, *, u0, v0, max_stages, tolerances, check_assumptions, seed, progress):
+def _probe(model: DepthModel):
+    """``g`` and the loss at a fixed generic ``β`` (``_checkpoint.fingerprint``)."""
+    beta = jnp.asarray(0.3 * np.random.default_rng(20260).standard_normal(model.p))
+    return _g(model, beta), _loss(model, beta)
+
+
+def _tie_warning(k: int, transition: dict, tolerances: GreedyTolerances) -> str | None:
+    """The warning of transition ``k`` if two coordinates tie for activation (Assumption 4.2), else None."""
+    gap, first = float(transition["gap"]), float(np.asarray(transition["delta"])[int(transition["i"])])
+    if gap < tolerances.tie * max(first, 1.0):
+        return f"stage {k}: two coordinates tie for activation (gap {gap:.3g}); Assumption 4.2 fails."
+    return None
+
+
+def greedy(model: DepthModel, *, u0, v0, max_stages, tolerances, check_assumptions, seed, progress, checkpoint=None):
     """The greedy limit of ``greedy_limit`` for a [`DepthModel`][gradflow.DepthModel] from ``u0`` (the layers'
-    directions, shape ``(L, p)``: the clocks start at ``(W0_i)^{−(L−2)}`` and so depend on them)."""
+    directions, shape ``(L, p)``: the clocks start at ``(W0_i)^{−(L−2)}`` and so depend on them). ``checkpoint``: a
+    file that keeps the finished stages (``gradflow._kit._checkpoint.Checkpoint``), resumed by a later call with the
+    same model, ``u0`` and tolerances."""
     L = model.depth
     if L == 2:
         raise ValueError(
@@ -198,8 +220,16 @@ def greedy(model: DepthModel, *, u0, v0, max_stages, tolerances, check_assumptio
     support = np.zeros(p, bool)
     T = 0.0
     G = max(float(np.max(np.abs(np.asarray(_g(model, jnp.zeros(p)))))), 1e-300)
-    stages = [dict(T=T, beta=beta, c=c.copy(), s=s.copy(), support=support)]
-    transitions, messages = [], []
+    first = dict(T=T, beta=beta, c=c.copy(), s=s.copy(), support=support)
+    stages, transitions = [first], []
+    if checkpoint is not None:
+        key = dict(model=_checkpoint.fingerprint(model, _probe), u0=W0, tolerances=tolerances)
+        checkpoint = _checkpoint.Checkpoint(checkpoint, key, np.random.default_rng(seed))
+        stages, transitions = checkpoint.start(first, max_stages, progress)
+        last = stages[-1]
+        T, beta, c, s = float(last["T"]), np.asarray(last["beta"]), np.asarray(last["c"]), np.asarray(last["s"])
+        support = np.asarray(last["support"], bool)
+    messages = [m for k, t in enumerate(transitions) if (m := _tie_warning(k, t, tolerances))]
     result, message = RESULTS.successful, ""
     while True:
         g = np.asarray(_g(model, jnp.asarray(beta)))
@@ -222,10 +252,6 @@ def greedy(model: DepthModel, *, u0, v0, max_stages, tolerances, check_assumptio
             result, message = RESULTS.max_stages, f"the greedy path stopped at max_stages={max_stages} activations."
             break
         gap = float(delta[order[1]] - delta[i]) if p > 1 and np.isfinite(delta[order[1]]) else np.inf
-        if gap < tolerances.tie * max(delta[i], 1.0):
-            messages.append(
-                f"stage {len(transitions)}: two coordinates tie for activation (gap {gap:.3g}); Assumption 4.2 fails."
-            )
         T += float(delta[i])
         c = np.where(support, c, c - (L - 2) * s * g * delta[i])
         sign = s[i] if sg[i] > 0 else -s[i]
@@ -249,8 +275,12 @@ def greedy(model: DepthModel, *, u0, v0, max_stages, tolerances, check_assumptio
                 stationarity=res,
             )
         )
+        if text := _tie_warning(len(transitions) - 1, transitions[-1], tolerances):
+            messages.append(text)
         beta, support = beta_new, support_new
         stages.append(dict(T=T, beta=beta, c=c.copy(), s=s.copy(), support=support))
+        if checkpoint is not None:
+            checkpoint.save(stages, transitions)
     for text in messages:
         warnings.warn(text, AssumptionWarning, stacklevel=3)
     K = len(transitions)
@@ -277,7 +307,7 @@ def greedy(model: DepthModel, *, u0, v0, max_stages, tolerances, check_assumptio
         s=np.stack([st["s"] for st in stages]),
         support=np.stack([st["support"] for st in stages]),
         delta=np.stack([t["delta"] for t in transitions]) if K else np.zeros((0, p)),
-        coordinate=np.array([t["i"] for t in transitions], int),
+        activated=np.array([t["i"] for t in transitions], int),
         sign=np.array([t["sign"] for t in transitions]),
         depth=L,
     )

@@ -13,8 +13,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import check_int
 from .._data import LossSpec, check_data, check_h, check_loss, check_output, mean_loss
+from .._kit._checks import check_int
 
 DEPTHS = (2, 3, 4, 5, 6)
 

@@ -69,7 +69,7 @@ def test_greedy_limit_gives_saxe_learning_times(depth):
     path = gradflow.greedy_limit(MODEL3 if depth == 3 else whitened(depth), u0=W0)
     order = np.argsort(a0 ** -(depth - 2) / S)
     np.testing.assert_allclose(path.times[1:], np.sort(a0 ** -(depth - 2) / ((depth - 2) * S)), rtol=1e-9)
-    np.testing.assert_array_equal(path.coordinate, order)
+    np.testing.assert_array_equal(path.activated, order)
     for k in range(1, 4):
         expected = np.where(np.isin(np.arange(3), order[:k]), S, 0.0)
         np.testing.assert_allclose(path.beta[k], expected, atol=1e-7)
@@ -81,7 +81,7 @@ def test_greedy_limit_clock_moves_linearly_and_depends_on_the_start():
     W0 = np.ones((3, 3))
     W0[0, 1] = -1.0  # β_1 < 0 from the start, g_1 = 2 wants it positive: it cannot change sign
     path = gradflow.greedy_limit(MODEL3, u0=W0)
-    np.testing.assert_array_equal(path.coordinate, [0, 2])
+    np.testing.assert_array_equal(path.activated, [0, 2])
     np.testing.assert_allclose(path.times[1:], [1 / 3, 1.0])
     assert path.b_at(2.0)[1] == pytest.approx(1.0 + 2.0 * 2.0)  # c = 1 + (L−2)|g| τ
     with pytest.raises(ValueError, match="DiagonalModel"):
@@ -150,7 +150,7 @@ def test_flow_matches_dop853_on_the_raw_layers_unbalanced(unoptimised_xla):
         rhs, (0, ts[-1] / alpha), (alpha * W0).ravel(), method="DOP853", rtol=1e-12, atol=1e-14, t_eval=ts / alpha
     )
     raw = sol.y.T.reshape(len(ts), depth, p)
-    np.testing.assert_allclose(flow.weights, raw, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(flow.layers, raw, rtol=1e-6, atol=1e-8)
 
 
 @pytest.mark.slow
@@ -190,6 +190,84 @@ def test_flow_approaches_the_greedy_limit(unoptimised_xla):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", gradflow.AssumptionWarning)
         cmp = gradflow.compare_limits(model, u0=W0, v0=None, log_alphas=np.log([1e-2, 1e-3, 1e-4]))
-    d = cmp.beta_distance
+    d = cmp.weights_distance
     assert np.all(d[-1] < d[0]) and np.all(d[-1] < 1e-2), d
-    assert np.all(cmp.beta_power > 0.5), cmp.beta_power
+    assert np.all(cmp.weights_power > 0.5), cmp.weights_power
+
+
+# --- the family's surface on a flow built on the greedy limit (no flow compiled) -------------------------------------
+
+W_BALANCED = np.ones((3, 3))
+
+
+def on_the_limit(path, log_alphas, ts):
+    """A batched ``DepthFlowResult`` of the balanced L = 3 whitened model that is exactly on the greedy limit: the
+    awake coordinates at ``β^k``, the sleeping ones at their clocks ``c = path.b_at(τ)`` (``|β| = (α/c)^3``)."""
+    from gradflow._depth._results import DepthFlowResult
+
+    stage = path.stage_at(ts)
+    awake = path.support[stage]
+    clock = np.where(awake, 1.0, path.b_at(ts))
+    log_a = np.stack(
+        [
+            np.where(awake, np.log(np.abs(np.where(awake, path.beta[stage], 1.0))) / 3, la - np.log(clock))
+            for la in log_alphas
+        ]
+    )
+    beta = np.exp(3 * log_a)
+    B, m = len(log_alphas), len(ts)
+    return DepthFlowResult(
+        ts=ts,
+        log_w=np.repeat(log_a[:, :, None, :], 3, axis=2),
+        sign=np.ones((B, m, 3, 3)),
+        loss=0.5 * np.sum((beta - S) ** 2, axis=-1),
+        log_alpha=np.asarray(log_alphas, dtype=np.float64),
+        stats=dict(num_steps=np.zeros(B, int), max_steps=None),
+        result=np.full(B, "successful"),
+        message=np.full(B, ""),
+    )
+
+
+def test_comparison_slicing_and_report_on_the_limit(tmp_path):
+    """On the limit the clocks' distance is 0 and the sleeping β ∝ α³ (weights_power = L = 3 where a coordinate
+    sleeps); runs and comparisons slice by α; the old names warn; the report and figures come from the family."""
+    path = gradflow.greedy_limit(MODEL3, u0=W_BALANCED)
+    ts = np.linspace(0.0, 1.5, 31)
+    flow = on_the_limit(path, [-4.0, -6.0], ts)
+    np.testing.assert_array_equal(flow[1].beta, flow.beta[1])
+    np.testing.assert_array_equal(flow[1:].ts, ts)
+    np.testing.assert_allclose(flow[0].clock[:, 2], np.where(ts < 1.0, path.b_at(ts)[:, 2], flow[0].clock[:, 2]))
+    cmp = gradflow.compare_limits(MODEL3, u0=W_BALANCED, v0=None, path=path, flows=flow)
+    assert isinstance(cmp, gradflow.DepthComparison) and cmp.names == MODEL3.names
+    assert np.nanmax(cmp.b_distance) < 1e-12
+    np.testing.assert_allclose(cmp.weights_power[:3], 3.0, rtol=1e-9)
+    with pytest.warns(DeprecationWarning, match="DepthComparison.beta_distance"):
+        np.testing.assert_array_equal(cmp.beta_distance, cmp.weights_distance)
+    one = cmp[1:]
+    assert one.log_alpha.tolist() == [-6.0] and one.result == "single_scale" and np.all(np.isnan(one.weights_power))
+    assert one.runs[0].log_alpha == -6.0 and one.path is path
+    family = gradflow._registry.family_of(MODEL3)
+    assert family.activated(path, MODEL3.names, 1) == MODEL3.names[0]
+    assert len(family.stage_rows(cmp)[1]) == 3
+    text = gradflow.report(cmp, tmp_path).read_text()
+    assert "Power rates" in text and "| weights | 3 | 3 | 3 |" in text
+    assert {f.name for f in (tmp_path / "figures").iterdir()} == {"loss.png", "weights.png", "b.png", "convergence.png"}
+
+
+def test_greedy_checkpoint_resumes_and_refuses_another_start(tmp_path):
+    full = gradflow.greedy_limit(MODEL3, u0=W_BALANCED)
+    file = tmp_path / "path.npz"
+    first = gradflow.greedy_limit(MODEL3, u0=W_BALANCED, max_stages=1, checkpoint=file)
+    assert first.num_stages == 1
+    resumed = gradflow.greedy_limit(MODEL3, u0=W_BALANCED, checkpoint=file)
+    np.testing.assert_array_equal(resumed.times, full.times)
+    np.testing.assert_array_equal(resumed.beta, full.beta)
+    with pytest.raises(ValueError, match="another greedy path"):
+        gradflow.greedy_limit(MODEL3, u0=2 * W_BALANCED, checkpoint=file)
+
+
+def test_flow_refuses_scales_float64_cannot_resolve():
+    with pytest.raises(ValueError, match=r"log α ≥ .* at these tolerances"):
+        gradflow.simulate_flow(MODEL3, u0=W_BALANCED, ts=[0.0, 1.0], log_alpha=-1e12)
+    with pytest.raises(TypeError, match="DepthSolver"):
+        gradflow.simulate_flow(MODEL3, u0=W_BALANCED, ts=[0.0, 1.0], alpha=1e-2, solver=gradflow.DiagonalSolver())
