@@ -200,6 +200,20 @@ def test_flow_approaches_the_greedy_limit(unoptimised_xla):
 W_BALANCED = np.ones((3, 3))
 
 
+@pytest.fixture(scope="module")
+def balanced_path():
+    """The greedy limit of ``MODEL3`` from the balanced start (stages at 1/3, 1/2, 1)."""
+    return gradflow.greedy_limit(MODEL3, u0=W_BALANCED)
+
+
+@pytest.fixture(scope="module")
+def on_limit_comparison(balanced_path):
+    """The comparison of two flows built on the limit (log α = −4, −6) with it."""
+    flow = on_the_limit(balanced_path, [-4.0, -6.0], np.linspace(0.0, 1.5, 31))
+    with pytest.warns(UserWarning, match="are the grid's"):  # the jumps are steps between recorded times
+        return gradflow.compare_limits(MODEL3, u0=W_BALANCED, v0=None, path=balanced_path, flows=flow)
+
+
 def on_the_limit(path, log_alphas, ts):
     """A batched ``DepthFlowResult`` of the balanced L = 3 whitened model that is exactly on the greedy limit: the
     awake coordinates at ``β^k``, the sleeping ones at their clocks ``c = path.b_at(τ)`` (``|β| = (α/c)^3``)."""
@@ -228,16 +242,15 @@ def on_the_limit(path, log_alphas, ts):
     )
 
 
-def test_comparison_slicing_and_report_on_the_limit(tmp_path):
+def test_comparison_and_slicing_on_the_limit(balanced_path, on_limit_comparison):
     """On the limit the clocks' distance is 0 and the sleeping β ∝ α³ (weights_power = L = 3 where a coordinate
-    sleeps); runs and comparisons slice by α; the old names warn; the report and figures come from the family."""
-    path = gradflow.greedy_limit(MODEL3, u0=W_BALANCED)
-    ts = np.linspace(0.0, 1.5, 31)
-    flow = on_the_limit(path, [-4.0, -6.0], ts)
+    sleeps); runs and comparisons slice by α; the old names warn."""
+    path, cmp = balanced_path, on_limit_comparison
+    flow, ts = cmp.runs, cmp.runs.ts
     np.testing.assert_array_equal(flow[1].beta, flow.beta[1])
     np.testing.assert_array_equal(flow[1:].ts, ts)
-    np.testing.assert_allclose(flow[0].clock[:, 2], np.where(ts < 1.0, path.b_at(ts)[:, 2], flow[0].clock[:, 2]))
-    cmp = gradflow.compare_limits(MODEL3, u0=W_BALANCED, v0=None, path=path, flows=flow)
+    sleeping = ts < 1.0
+    np.testing.assert_allclose(flow[0].clock[sleeping, 2], path.b_at(ts[sleeping])[:, 2], rtol=1e-12)
     assert isinstance(cmp, gradflow.DepthComparison) and cmp.names == MODEL3.names
     assert np.nanmax(cmp.b_distance) < 1e-12
     np.testing.assert_allclose(cmp.weights_power[:3], 3.0, rtol=1e-9)
@@ -249,13 +262,18 @@ def test_comparison_slicing_and_report_on_the_limit(tmp_path):
     family = gradflow._registry.family_of(MODEL3)
     assert family.activated(path, MODEL3.names, 1) == MODEL3.names[0]
     assert len(family.stage_rows(cmp)[1]) == 3
-    text = gradflow.report(cmp, tmp_path).read_text()
+
+
+@pytest.mark.slow
+def test_report_and_figures_on_the_limit(on_limit_comparison, tmp_path):
+    """gradflow.report writes the family's tables (with the power rates) and figures from the comparison alone."""
+    text = gradflow.report(on_limit_comparison, tmp_path).read_text()
     assert "Power rates" in text and "| weights | 3 | 3 | 3 |" in text
     assert {f.name for f in (tmp_path / "figures").iterdir()} == {"loss.png", "weights.png", "b.png", "convergence.png"}
 
 
-def test_greedy_checkpoint_resumes_and_refuses_another_start(tmp_path):
-    full = gradflow.greedy_limit(MODEL3, u0=W_BALANCED)
+def test_greedy_checkpoint_resumes_and_refuses_another_start(balanced_path, tmp_path):
+    full = balanced_path
     file = tmp_path / "path.npz"
     first = gradflow.greedy_limit(MODEL3, u0=W_BALANCED, max_stages=1, checkpoint=file)
     assert first.num_stages == 1
