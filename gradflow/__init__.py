@@ -14,6 +14,11 @@ from ._demo import DemoConfig as DemoConfig
 from ._demo import RankDemoConfig as RankDemoConfig
 from ._demo import run_demo as run_demo
 from ._demo import run_rank_demo as run_rank_demo
+from ._depth import DepthComparison as DepthComparison
+from ._depth import DepthFlowResult as DepthFlowResult
+from ._depth import DepthGreedyPath as DepthGreedyPath
+from ._depth import DepthModel as DepthModel
+from ._depth import DepthSolver as DepthSolver
 from ._diagonal import Comparison as Comparison
 from ._diagonal import DiagonalModel as DiagonalModel
 from ._diagonal import DiagonalSolver as DiagonalSolver
@@ -49,6 +54,11 @@ __all__ = [
     "AssumptionWarning",
     "Comparison",
     "DemoConfig",
+    "DepthComparison",
+    "DepthFlowResult",
+    "DepthGreedyPath",
+    "DepthModel",
+    "DepthSolver",
     "DiagonalModel",
     "DiagonalSolver",
     "FactorizedFlowResult",

@@ -77,11 +77,12 @@ def test_dispatch_follows_the_models_type(linear, square):
         pass
 
     with pytest.raises(
-        TypeError, match="model must be a gradflow.DiagonalModel or a gradflow.FactorizedModel; got Other"
+        TypeError,
+        match="model must be a gradflow.DiagonalModel or a gradflow.FactorizedModel or a gradflow.DepthModel; got Other",
     ):
         _registry.family_of(Other())
-    with pytest.raises(ValueError, match="unknown model family 'depth'; choose one of"):
-        _registry.family_named("depth")
+    with pytest.raises(ValueError, match="unknown model family 'recurrent'; choose one of"):
+        _registry.family_named("recurrent")
 
 
 def test_solver_options_are_the_familys_object(linear):

@@ -3,11 +3,20 @@ numerical oracles.
 
 ``python -c "import theory; print(theory.verify_all())"`` re-derives everything (one ✓/✗ line each).
 Sign convention as in docs/math.md (*The loss and the sign convention*): g = −∇_β L, du/dt = v ⊙ g,
-dv/dt = u ⊙ g, τ = t / log(1/α).
+dv/dt = u ⊙ g, τ = t / log(1/α)
+(depth L ≥ 3: τ = t α^{L−2}, docs/depth.md).
 """
 
 from ._conservation import derive_conservation_law as derive_conservation_law
 from ._conservation import derive_sum_difference_dynamics as derive_sum_difference_dynamics
+from ._depth import derive_balanced_law as derive_balanced_law
+from ._depth import derive_depth_clock as derive_depth_clock
+from ._depth import derive_depth_conservation as derive_depth_conservation
+from ._depth import derive_saxe_depth as derive_saxe_depth
+from ._depth import derive_woodworth_tied as derive_woodworth_tied
+from ._depth import saxe_time as saxe_time
+from ._depth import woodworth_h as woodworth_h
+from ._depth import woodworth_tied_beta as woodworth_tied_beta
 from ._diagonal_linear import derive_diagonal_linear_closed_form as derive_diagonal_linear_closed_form
 from ._diagonal_linear import derive_diagonal_linear_staircase as derive_diagonal_linear_staircase
 from ._diagonal_linear import diagonal_linear_beta as diagonal_linear_beta
@@ -43,18 +52,23 @@ __all__ = [
     "GreedyStages",
     "VerificationReport",
     "check_claims",
+    "derive_balanced_law",
     "derive_conservation_law",
+    "derive_depth_clock",
+    "derive_depth_conservation",
     "derive_diagonal_linear_closed_form",
     "derive_diagonal_linear_staircase",
     "derive_factorized_conservation",
     "derive_matrix_factorization_stages",
     "derive_plateau_dynamics",
     "derive_saddle_escape",
+    "derive_saxe_depth",
     "derive_saxe_mode",
     "derive_sleeping_bookkeeping",
     "derive_sleeping_orientation",
     "derive_sum_difference_dynamics",
     "derive_time_until_active",
+    "derive_woodworth_tied",
     "diagonal_linear_beta",
     "diagonal_linear_beta_expression",
     "diagonal_linear_beta_rescaled",
@@ -64,6 +78,9 @@ __all__ = [
     "matrix_factorization_stages",
     "saxe_mode",
     "saxe_mode_expression",
+    "saxe_time",
     "time_until_active",
     "verify_all",
+    "woodworth_h",
+    "woodworth_tied_beta",
 ]

@@ -3,6 +3,13 @@
 from __future__ import annotations
 
 from ._conservation import derive_conservation_law, derive_sum_difference_dynamics
+from ._depth import (
+    derive_balanced_law,
+    derive_depth_clock,
+    derive_depth_conservation,
+    derive_saxe_depth,
+    derive_woodworth_tied,
+)
 from ._diagonal_linear import derive_diagonal_linear_closed_form, derive_diagonal_linear_staircase
 from ._glrl import (
     derive_factorized_conservation,
@@ -28,6 +35,11 @@ DERIVATIONS = (
     derive_sleeping_bookkeeping,
     derive_sleeping_orientation,
     derive_matrix_factorization_stages,
+    derive_depth_conservation,
+    derive_balanced_law,
+    derive_depth_clock,
+    derive_saxe_depth,
+    derive_woodworth_tied,
 )
 
 
