@@ -219,7 +219,7 @@ def test_sweep_equals_points_run_one_by_one(reference):
                 task.model, u0=task.u0, v0=task.v0, max_stages=2, check_assumptions=False, seed=point.task.seed
             )
         path = paths[point.task]
-        ts = default_times(path.times, num=config.num_times, log_alphas=[point.log_alpha])  # as compare_limits
+        ts = default_times(path.times, num=config.num_times, log_alphas=config.log_alphas)  # as the sweep
         flow = _one_flow(task, ts, point.log_alpha)
         comparison = gradflow.compare_limits(
             task.model, log_alpha=[point.log_alpha], u0=task.u0, v0=task.v0, path=path, ts=ts, flows=flow
