@@ -40,6 +40,7 @@ def test_warnings_point_at_the_callers_line_diagonal(linear):
         assert {w.filename for w in record} == {__file__}, [(w.filename, w.lineno) for w in record]
 
 
+@pytest.mark.slow  # the mechanism's fast test is the diagonal one; this compiles the full-weight flow and greedy
 def test_warnings_point_at_the_callers_line_factorized(square):
     with pytest.warns(AssumptionWarning, match="not unique") as record:
         path = gradflow.greedy_limit(square.model, u0=square.u0, v0=square.v0, max_stages=1, check_assumptions=False)
@@ -50,11 +51,16 @@ def test_warnings_point_at_the_callers_line_factorized(square):
     assert path.result == "max_stages"
 
 
+@pytest.mark.slow  # compiles a flow of each family; the fast twins: test_dispatch_follows_the_models_type and below
 def test_the_family_comes_from_the_models_type(linear, square):
     flow = gradflow.simulate_flow(linear.model, u0=linear.u0, v0=linear.v0, ts=[0.0, 0.5], alpha=1e-2)
     assert isinstance(flow, gradflow.FlowResult)
     flow = gradflow.simulate_flow(square.model, u0=square.u0, v0=square.v0, ts=[0.0, 0.5], alpha=1e-2)
     assert isinstance(flow, gradflow.FactorizedFlowResult)
+
+
+def test_a_model_of_no_family_and_another_familys_options_are_refused(linear):
+    """Refused before anything is compiled."""
     with pytest.raises(TypeError, match="model must be a gradflow.DiagonalModel or a gradflow.FactorizedModel"):
         gradflow.greedy_limit(object())
     with pytest.raises(ValueError, match="solver applies to factorized models only; a DiagonalModel"):
@@ -89,7 +95,7 @@ def test_solver_options_are_the_familys_object(linear):
     """The solver options travel in the family's object; the old keywords give the same flow with a
     DeprecationWarning at the caller's line, and a wrong object is a TypeError."""
     kw = dict(u0=linear.u0, v0=linear.v0, ts=[0.0, 0.5], alpha=1e-2)
-    # jacobian_rank = p = 3, the default: the program test_the_family_comes_from_the_models_type compiled
+    # jacobian_rank = p = 3, the default: one program for both calls
     flow = gradflow.simulate_flow(linear.model, **kw, solver=gradflow.DiagonalSolver(jacobian_rank=3))
     with pytest.warns(DeprecationWarning, match=r"solver=gradflow.DiagonalSolver\(jacobian_rank=3\)") as record:
         old = gradflow.simulate_flow(linear.model, **kw, jacobian_rank=3)

@@ -457,6 +457,7 @@ def _window_times(path: GreedyPath, *, margin: float, b_margin: float, per_windo
 # A small attention head against the exact flow.
 
 
+@pytest.mark.slow  # fast twin: test_correlated_design_matches_flow_at_small_alpha
 def test_attention_head_matches_flow():
     task = models.diagonal_attention(n=200, tokens=4, dim=3, teacher_nonzero=(2, 2), seed=1)
     path = _quiet(task.model, u0=task.u0, v0=task.v0)

@@ -102,6 +102,7 @@ def test_conservation_hypothesis(seed, log_alpha):
         np.testing.assert_allclose(np.linalg.eigvalsh(C), want * np.exp(2 * log_alpha), atol=tol)
 
 
+@pytest.mark.slow  # fast twins: tests/solver (the segment loop), test_keyboard_interrupt_ends_the_segment_loop
 def test_segments_are_the_solve():
     """The leaps carry their whole state between segments: advanced seven explicit steps or leaps at a time from
     Python (a budget of 0 does nothing), the solve is the one run in ``run_segments``'s segments."""

@@ -143,6 +143,7 @@ def _check_every_window(task, num_times, *, shrinking):
     return path
 
 
+@pytest.mark.slow  # fast twin: the shrinking cases of test_the_rule_follows_the_exact_linear_flow
 def test_sensing_2x2_turns_back_and_is_learned_late():
     """2×2 matrix sensing whose second stage grows the other orientation: the last sleeping direction shrinks
     back to the scale of the start, turns and is learned at ``T_1 + (2 − e)/σ``, not ``T_1 + e/σ``."""

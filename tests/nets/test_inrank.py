@@ -191,6 +191,7 @@ def test_tiny_run_end_to_end(tmp_path):
     assert "not comparable" in table and "inrank-efficient" in table
 
 
+@pytest.mark.slow  # fast twins: tests/nets/test_train.py (resume), test_reparametrisation_to_fixed_rank
 def test_resume_reproduces_uninterrupted_run(tmp_path, monkeypatch):
     """A run killed in the InRank phase, resumed, stopped after the switch to fixed rank and resumed again ends
     exactly as the uninterrupted run: parameters, ranks, metrics and logs."""

@@ -452,25 +452,32 @@ def _env(**extra) -> dict:
     return env
 
 
-def test_four_devices_match_one_device(reference, tmp_path):
-    """``batching = "vmap"`` (the accelerators' default): the flows sharded over 4 CPU devices give the rows of the
-    same sweep on 1 device (the greedy paths are reused from the reference sweep), and the same flows as the CPU's
-    default, each solved alone, to the solvers' accuracy.
-
-    The linear tasks only (one compilation), in two calls of 6 runs each padded to 8 (``batch_size = 2``,
-    which does not change the points).
-    """
+def _vmap_sweep(reference, tmp_path):
+    """The linear tasks of the reference sweep with ``batching = "vmap"`` (the accelerators' default) in two calls
+    of 6 runs each padded to 8 (``batch_size = 2``, which does not change the points), the greedy paths reused."""
     result, out = reference
     for folder in ("one", "out"):
         shutil.copytree(out / "greedy", tmp_path / folder / "greedy")
     config = SweepConfig.from_toml(_config(tmp_path, _LINEAR))
     config = dataclasses.replace(config, batch_size=2, batching="vmap")
-    one = gradflow.sweep(config, out=tmp_path / "one", progress=False, figures=False)
-    separate = [r for r in result.rows if r["model"] == "diagonal_linear"]
+    return config, gradflow.sweep(config, out=tmp_path / "one", progress=False, figures=False)
+
+
+def test_vmapped_batches_match_the_separate_solves(reference, tmp_path):
+    """Batched flows (one device) give the rows of the CPU's default, each flow solved alone, to the solvers'
+    accuracy."""
+    _, one = _vmap_sweep(reference, tmp_path)
+    separate = [r for r in reference[0].rows if r["model"] == "diagonal_linear"]
     assert [r["point"] for r in one.rows] == [r["point"] for r in separate]
     for a, b in zip(one.rows, separate):  # Kvaerno5 throughout against Dopri8 inside the jumps: 1e-8 per step
         x, y = a["beta_distance"], b["beta_distance"]
         assert (math.isnan(x) and math.isnan(y)) or abs(x - y) <= 1e-6, (a, b)
+
+
+@pytest.mark.slow  # a second process compiles the batched flows again; the fast twin is the test above
+def test_four_devices_match_one_device(reference, tmp_path):
+    """The batched flows sharded over 4 CPU devices give the rows of the same sweep on 1 device."""
+    config, one = _vmap_sweep(reference, tmp_path)
     code = (
         "import jax, gradflow, pickle, sys\n"
         "from gradflow._diagonal import _family\n"
