@@ -42,6 +42,9 @@ from ._record import check_claims as check_claims
 from ._two_layer import derive_saxe_mode as derive_saxe_mode
 from ._two_layer import saxe_mode as saxe_mode
 from ._two_layer import saxe_mode_expression as saxe_mode_expression
+from ._unbalanced import crossing_clock as crossing_clock
+from ._unbalanced import derive_unbalanced_clock as derive_unbalanced_clock
+from ._unbalanced import unbalanced_clock as unbalanced_clock
 from ._verify import DERIVATIONS as DERIVATIONS
 from ._verify import verify_all as verify_all
 
@@ -52,6 +55,7 @@ __all__ = [
     "GreedyStages",
     "VerificationReport",
     "check_claims",
+    "crossing_clock",
     "derive_balanced_law",
     "derive_conservation_law",
     "derive_depth_clock",
@@ -68,6 +72,7 @@ __all__ = [
     "derive_sleeping_orientation",
     "derive_sum_difference_dynamics",
     "derive_time_until_active",
+    "derive_unbalanced_clock",
     "derive_woodworth_tied",
     "diagonal_linear_beta",
     "diagonal_linear_beta_expression",
@@ -80,6 +85,7 @@ __all__ = [
     "saxe_mode_expression",
     "saxe_time",
     "time_until_active",
+    "unbalanced_clock",
     "verify_all",
     "woodworth_h",
     "woodworth_tied_beta",

@@ -21,6 +21,7 @@ from ._glrl import (
 from ._greedy import derive_plateau_dynamics, derive_time_until_active
 from ._record import VerificationReport
 from ._two_layer import derive_saxe_mode
+from ._unbalanced import derive_unbalanced_clock
 
 DERIVATIONS = (
     derive_conservation_law,
@@ -40,6 +41,7 @@ DERIVATIONS = (
     derive_depth_clock,
     derive_saxe_depth,
     derive_woodworth_tied,
+    derive_unbalanced_clock,
 )
 
 
