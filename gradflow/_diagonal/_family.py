@@ -77,7 +77,7 @@ class DiagonalFamily(ModelFamily):
             "heads": "heads per layer (diagonal_transformer)",
         }
     )
-    pipeline: ClassVar[str | None] = "gradflow._demo._diagonal:PIPELINE"
+    pipeline: ClassVar[str | None] = "gradflow._diagonal._pipeline:PIPELINE"
     weights_column: ClassVar[str] = "beta"
     worst_columns: ClassVar[tuple[tuple[str, str], ...]] = (
         ("weights", "β"),

@@ -89,7 +89,7 @@ class FactorizedFamily(ModelFamily):
             "teacher_vo": "of the teacher's W_VO (attention_full), as --teacher-kq",
         }
     )
-    pipeline: ClassVar[str | None] = "gradflow._demo._full_weights:PIPELINE"
+    pipeline: ClassVar[str | None] = "gradflow._factorized._pipeline:PIPELINE"
     weights_column: ClassVar[str] = "W"
     worst_columns: ClassVar[tuple[tuple[str, str], ...]] = (
         ("weights", "W"),

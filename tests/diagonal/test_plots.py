@@ -7,9 +7,8 @@ import numpy as np
 import pytest
 from matplotlib.image import imread
 
-from gradflow._demo._report import plot_perturbation
 from gradflow._diagonal._compare import _compare_runs, _Run
-from gradflow._diagonal._experiments import Perturbation
+from gradflow._diagonal._experiments import Perturbation, plot_perturbation
 from gradflow._diagonal._plots import LABELS, coordinate_groups, plot_coordinates, significant
 from gradflow._kit._plots import plot_convergence, plot_loss, save_figure
 from gradflow._kit._report import format_alpha
