@@ -157,9 +157,6 @@ class FactorizedFamily(ModelFamily):
     def greedy_summary(self, path, names) -> str:
         return rank_greedy_summary(path, names)
 
-    def activated(self, path, names, k: int) -> str:
-        return names[int(path.activated[k - 1])]
-
     def stage_rows(self, comparison):
         return rank_jump_rows(comparison)
 
