@@ -19,6 +19,22 @@ from .._kit._comparison import default_delta
 from .._kit._report import format_alpha
 
 
+@dataclasses.dataclass(frozen=True)
+class PipelineResult:
+    """What a pipeline produced: its configuration and task, the greedy ``path``, the ``flows`` and their
+    ``comparison``, the written ``files``, the step ``log`` (``(step, how it was obtained, file)``) and the
+    ``seconds`` it took."""
+
+    config: Any
+    task: Any
+    path: Any
+    flows: list
+    comparison: Any
+    files: list[Path]
+    log: list[tuple[str, str, Path]]
+    seconds: float
+
+
 def flow_name(log_alpha: float) -> str:
     """The name of the flow at ``log α`` among a demo's results."""
     return f"flow_alpha={format_alpha(log_alpha)}"

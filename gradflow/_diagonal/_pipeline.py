@@ -27,7 +27,7 @@ from .._api import simulate_flow
 from .._config import map_per_core
 from .._demo._pipelines import Pipeline
 from .._demo._report import run_facts, windows_text
-from .._demo._steps import DemoSteps, compare_runs, flow_name
+from .._demo._steps import DemoSteps, PipelineResult, compare_runs, flow_name
 from .._kit._checks import check_scales
 from .._kit._comparison import default_times
 from .._kit._plots import plot_convergence, plot_loss, save_figure
@@ -144,18 +144,12 @@ the first three greedy stages, without the greedy path's (costly) Hessian and ph
 
 
 @dataclasses.dataclass(frozen=True)
-class DemoResult:
-    """What :func:`run_demo` produced: the results, the written files and the step log."""
+class DemoResult(PipelineResult):
+    """What :func:`run_demo` produced (``gradflow._demo._steps.PipelineResult``), with the perturbation runs."""
 
     config: DemoConfig
-    task: Task
-    path: Any
-    flows: list
     comparison: Comparison
     perturbations: dict[str, Perturbation]
-    files: list[Path]
-    log: list[tuple[str, str, Path]]
-    seconds: float
 
 
 def run_demo(
@@ -199,7 +193,8 @@ def run_demo(
     if config.perturb:
         perturbations = _perturbations(config, model, flows, ts, flow_key, step)
     files, seconds = step.finish(lambda: _write_outputs(config, step, task, path, flows, comparison, perturbations))
-    return DemoResult(config, task, path, flows, comparison, perturbations, files, list(step.store.log), seconds)
+    log = list(step.store.log)
+    return DemoResult(config, task, path, flows, comparison, files, log, seconds, perturbations=perturbations)
 
 
 def _perturbations(config, model, flows, ts, flow_key, step) -> dict[str, Perturbation]:

@@ -28,7 +28,7 @@ from .._api import run_gd, simulate_flow
 from .._config import PerCore
 from .._demo._pipelines import Pipeline
 from .._demo._report import run_facts, windows_text
-from .._demo._steps import DemoSteps, compare_runs, flow_name
+from .._demo._steps import DemoSteps, PipelineResult, compare_runs, flow_name
 from .._kit._checks import check_scales
 from .._kit._comparison import default_times
 from .._kit._plots import plot_convergence, save_figure
@@ -131,18 +131,13 @@ at d = 50 multiply its phase-(B) work (docs/benchmarks.md, "Greedy low-rank limi
 
 
 @dataclasses.dataclass(frozen=True)
-class RankDemoResult:
-    """What :func:`run_rank_demo` produced: the results, the written files and the step log."""
+class RankDemoResult(PipelineResult):
+    """What :func:`run_rank_demo` produced (``gradflow._demo._steps.PipelineResult``), with the gradient-descent
+    runs."""
 
     config: RankDemoConfig
-    task: Task
-    path: Any
-    flows: list
-    gd: list
     comparison: RankComparison
-    files: list[Path]
-    log: list[tuple[str, str, Path]]
-    seconds: float
+    gd: list
 
 
 def run_rank_demo(
@@ -199,7 +194,7 @@ def run_rank_demo(
         gd_cmp = compare_runs(config, task, path, gd, config.gd_log_alphas, delta=delta, ts=ts)
         comparison = dataclasses.replace(comparison, gd=dataclasses.replace(gd_cmp, method="gd"))
     files, seconds = step.finish(lambda: _write_outputs(config, step, task, path, flows, gd, comparison))
-    return RankDemoResult(config, task, path, flows, gd, comparison, files, list(step.store.log), seconds)
+    return RankDemoResult(config, task, path, flows, comparison, files, list(step.store.log), seconds, gd=gd)
 
 
 def _write_outputs(config, step, task, path, flows, gd, comparison) -> list[Path]:
