@@ -1,16 +1,11 @@
-"""The shared input checks: integers, scales, times, vectors and the degenerate-initialisation rule."""
-
-import math
-import warnings
+"""The shared input checks (gradflow/_kit/_checks.py): integers, scales, times, vectors, the range of log α a flow's
+state resolves, a model of coordinates (the degenerate-initialisation rule: tests/diagonal/test_checks.py)."""
 
 import numpy as np
 import pytest
 
-from gradflow import AssumptionWarning
-from gradflow._diagonal._checks import check_init
 from gradflow._kit._checks import (
     EPS,
-    NEAR_DEGENERATE,
     RESOLUTION,
     check_coordinate_model,
     check_int,
@@ -18,7 +13,6 @@ from gradflow._kit._checks import (
     check_scales,
     check_times,
     check_vector,
-    init_checked,
 )
 
 
@@ -71,27 +65,6 @@ def test_check_times_and_vector():
     assert check_vector([1, 2], 2, "u0").dtype == np.float64
     with pytest.raises(ValueError, match=r"u0 contains NaN or inf at index \[1\]"):
         check_vector([1, np.nan], 2, "u0")
-
-
-def test_exact_degeneracy_is_an_error_naming_coordinates_and_fix():
-    u0, v0 = np.array([1.0, 0.5, 0.0, 2.0]), np.array([0.2, -0.5, 0.0, 1.0])
-    with pytest.raises(ValueError, match=r"at coordinates \[1, 2\] \(a, b\).*Assumption 4.2.*u0\[i\] \*= 1.1"):
-        check_init(u0, v0, 4, names=("x", "a", "b", "y"))
-
-
-def test_near_degeneracy_warns_with_the_log_alpha_it_needs():
-    """Below the threshold the warning fires and names log(1/gap) of the smallest gap; above it, nothing."""
-    v0 = np.array([1.0, 2.0, -1.0])
-    u0 = np.array([0.3, 2.0 * (1 - 0.5 * NEAR_DEGENERATE), 1.0 + 1e-9])
-    with pytest.warns(AssumptionWarning, match=r"coordinates \[1, 2\].*log\(1/gap\) = 20\.7") as record:
-        check_init(u0, v0, 3)
-    assert len(record) == 1 and record[0].filename == __file__  # at the first line outside gradflow
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        check_init(np.array([0.3, 2.0 * (1 - 2 * NEAR_DEGENERATE), 2.0]), v0, 3)
-        with init_checked():  # a caller that checked once silences the repeats
-            check_init(u0, v0, 3)
-    assert math.log(1 / NEAR_DEGENERATE) == pytest.approx(13.8, abs=0.05)
 
 
 def test_the_log_range_is_the_state_float64_resolves():
