@@ -11,9 +11,9 @@ from gradflow._demo._report import run_facts, windows_text
 def test_a_runs_facts_and_windows():
     task = SimpleNamespace(config=dict(n=64, seed=0))
     comparison = SimpleNamespace(
-        log_alpha=np.array([math.log(0.01), -1e4]), window_end=np.array([1.0, 2.0, 3.75]), delta=0.0625
+        log_alpha=np.array([math.log(0.01), math.log(1e-32)]), window_end=np.array([1.0, 2.0, 3.75]), delta=0.0625
     )
-    assert run_facts(task, comparison) == ("n=64, seed=0", "0.01, 1.14e-4343", 3.75)
+    assert run_facts(task, comparison) == ("n=64, seed=0", "0.01, 1e-32", 3.75)
     assert run_facts(task, comparison).horizon == 3.75
     assert windows_text(comparison) == (
         "Windows are [T_k + δ, T_{k+1} − δ] with δ = 0.0625 (the last window ends at τ = 3.75). "

@@ -46,9 +46,9 @@ def test_numbers_and_tables():
 
 def test_stage_time_rows():
     comparison = SimpleNamespace(
-        log_alpha=np.array([-1e4]), stage_times=np.array([0.0, 1.5]), detected_times=np.array([[1.49]])
+        log_alpha=np.array([math.log(1e-16)]), stage_times=np.array([0.0, 1.5]), detected_times=np.array([[1.49]])
     )
-    assert stage_time_rows(comparison) == (["k", "greedy T_k", "α = 1.14e-4343"], [[1, 1.5, 1.49]])
+    assert stage_time_rows(comparison) == (["k", "greedy T_k", "α = 1e-16"], [[1, 1.5, 1.49]])
 
 
 @dataclasses.dataclass(frozen=True)
