@@ -10,7 +10,7 @@ from ._depth import DEPTH
 from ._diagonal import DIAGONAL
 from ._factorized import FACTORIZED
 from ._kit._family import ModelFamily
-from ._kit._task import Builtin
+from ._kit._task import Builtin, task_named
 
 FAMILIES: tuple[ModelFamily, ...] = (DIAGONAL, FACTORIZED, DEPTH)
 
@@ -44,10 +44,7 @@ def family_named(name: str) -> ModelFamily:
 
 def builtin(name: str, family: str | None = None) -> Builtin:
     """The built-in task ``name`` (of the family called ``family``, if given), with an error naming the choices."""
-    table = TASKS if family is None else family_named(family).tasks
-    if name not in table:
-        raise ValueError(f"unknown model {name!r}; choose one of {sorted(table)}.")
-    return table[name]
+    return task_named(TASKS if family is None else family_named(family).tasks, name)
 
 
 def family_of_result(result) -> ModelFamily:

@@ -134,3 +134,34 @@ def test_modules_and_functions_stay_small():
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 length = node.end_lineno - node.lineno + 1
                 assert length <= 150, f"{name}.{node.name}: {length} lines"
+
+
+_LAID_OUT = ("_kit", "_demo", "")
+"""The packages whose tests are laid out like the tree (``""``: gradflow's own top-level modules)."""
+
+_TESTED_ELSEWHERE = {
+    "gradflow/_data.py": "the models' data and loss checks, through the models (tests/diagonal/test_model.py)",
+    "gradflow/_kit/_greedy.py": "the stage loop, through each family's greedy limit (tests/*/test_greedy.py)",
+    "gradflow/_outputs.py": "save, load and report, on each family's results (tests/*/test_compare.py)",
+    "gradflow/_registry.py": "with the public table of tasks it makes (tests/models/test_registry.py)",
+    "gradflow/_results.py": "how the entry points end, through them (tests/test_api.py, tests/test_bad_inputs.py)",
+}
+"""Modules with logic whose tests are those of the modules that use them, and where."""
+
+
+def test_every_module_with_logic_has_its_test_module():
+    """``gradflow/_pkg/_name.py`` is tested in ``tests/pkg/test_name.py`` (``gradflow/_name.py`` in
+    ``tests/test_name.py``) where it defines a function or a class, but for the short list above."""
+    tests = PACKAGE.parent / "tests"
+    missing = []
+    for package in _LAID_OUT:
+        for path in sorted((PACKAGE / package).glob("_*.py")):
+            if path.name == "__init__.py" or path.name == "__main__.py":
+                continue
+            defines = any(isinstance(n, (ast.FunctionDef, ast.ClassDef)) for n in ast.parse(path.read_text()).body)
+            test = tests / package.lstrip("_") / f"test{path.stem}.py"
+            if defines and not test.exists() and str(path.relative_to(PACKAGE.parent)) not in _TESTED_ELSEWHERE:
+                missing.append(f"{path.relative_to(PACKAGE.parent)} -> {test.relative_to(PACKAGE.parent)}")
+    assert not missing, missing
+    for name in _TESTED_ELSEWHERE:
+        assert (PACKAGE.parent / name).exists(), name

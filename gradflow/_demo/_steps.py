@@ -19,6 +19,22 @@ from .._kit._comparison import default_delta
 from .._kit._report import format_alpha
 
 
+@dataclasses.dataclass(frozen=True)
+class PipelineResult:
+    """What a pipeline produced: its configuration and task, the greedy ``path``, the ``flows`` and their
+    ``comparison``, the written ``files``, the step ``log`` (``(step, how it was obtained, file)``) and the
+    ``seconds`` it took."""
+
+    config: Any
+    task: Any
+    path: Any
+    flows: list
+    comparison: Any
+    files: list[Path]
+    log: list[tuple[str, str, Path]]
+    seconds: float
+
+
 def flow_name(log_alpha: float) -> str:
     """The name of the flow at ``log α`` among a demo's results."""
     return f"flow_alpha={format_alpha(log_alpha)}"
@@ -26,14 +42,15 @@ def flow_name(log_alpha: float) -> str:
 
 class DemoSteps:
     """A demo's steps into the folder ``out``: each computed or reused through ``store`` (``out/results``), timed
-    into ``timings`` (seconds and how it was obtained) and counted on a progress bar. Safe to call from several
-    threads."""
+    into ``timings`` (seconds and how it was obtained) and counted on a progress bar that ``command`` (the command
+    line that runs them, ``"gradflow demo"``) names. Safe to call from several threads."""
 
-    def __init__(self, out: Path, total: int, desc: str, *, force: bool, progress: bool):
+    def __init__(self, out: Path, total: int, command: str, *, force: bool, progress: bool):
         self.start = time.perf_counter()
         self.out = out
+        self.command = command
         self.store = ResultStore(out / "results", force=force)
-        self.bar = tqdm(total=total, desc=desc, unit="step", disable=not progress, leave=True)
+        self.bar = tqdm(total=total, desc=command, unit="step", disable=not progress, leave=True)
         self.timings: dict[str, tuple[float, str]] = {}
 
     def __call__(self, name: str, key, compute):
@@ -62,17 +79,18 @@ class DemoSteps:
     def write(self, config, comparison, figures: list[Path], *, json, draw, report) -> list[Path]:
         """Write the tables (``comparison.csv`` and ``.json``: ``json()``), the ``figures`` (``draw()``) and
         ``report.md`` (``report(figures relative to out, configuration hash)``) into ``out``, unless they were
-        made from the same configuration and results; returns the files."""
+        made from the same configuration and results by the same command; returns the files."""
         out = self.out
         targets = [out / "comparison.csv", out / "comparison.json", out / "report.md", *figures]
         key = dict(config=dataclasses.asdict(config), results=sorted(p.name for _, _, p in self.store.log))
-        if self.store.fresh("outputs", key, targets):
+        made = dict(key, command=self.command)  # the report's title names the command
+        if self.store.fresh("outputs", made, targets):
             return targets
         write_csv(out / "comparison.csv", comparison.to_records())
         write_json(out / "comparison.json", json())
         draw()
         (out / "report.md").write_text(report([f.relative_to(out) for f in figures], config_hash(key)))
-        self.store.mark("outputs", key, targets)
+        self.store.mark("outputs", made, targets)
         return targets
 
     def finish(self, write: Callable[[], list[Path]]) -> tuple[list[Path], float]:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import numpy as np
-
-from .._kit._checks import EPS, check_long_times, check_tolerances, max_state
+from .._kit._checks import check_log_range
 
 
 def check_resolved(log_a, ts, *, rtol: float, atol: float, names=("alpha", "log_alpha")) -> None:
@@ -16,16 +14,4 @@ def check_resolved(log_a, ts, *, rtol: float, atol: float, names=("alpha", "log_
     are of order one at every α. The times are checked as at ``L = 2``, where ``τ = t / log(1/α)``
     (``ts[-1] · log(1/α) ≤ T_MAX``). ``names`` are the arguments' names in the messages.
     """
-    check_tolerances(rtol, atol)
-    log_a = np.atleast_1d(np.asarray(log_a, dtype=np.float64))
-    lowest = -max_state(rtol, atol)
-    below = log_a < lowest
-    if np.any(below):
-        la = float(log_a[below][0])
-        raise ValueError(
-            f"{names[1]} = {la:.6g} is below what float64 resolves at atol = {atol:g}, rtol = {rtol:g}: the depth "
-            f"flow's state log a reaches |log α| = {-la:.3g}, which float64 resolves to {EPS * -la:.2g} "
-            f"(eps·|log a|), more than a tenth of atol + rtol. gradflow takes log α ≥ {lowest:.3g} at these "
-            "tolerances (the range grows with atol + rtol) (docs/floating-point.md, Scales far below float64)."
-        )
-    check_long_times(log_a, ts)
+    check_log_range(log_a, ts, rtol=rtol, atol=atol, names=names, reach=1.0, state="log a", flow="the depth flow")

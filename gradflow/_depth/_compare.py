@@ -25,7 +25,6 @@ from .._kit._comparison import (
     each_run,
     window_masks,
 )
-from .._kit._deprecation import renamed
 from ._greedy import DepthGreedyPath
 from ._results import DepthFlowResult
 
@@ -48,23 +47,9 @@ class DepthComparison(AbstractComparison):
     path: DepthGreedyPath | None = None
     names: tuple[str, ...] | None = eqx.field(static=True, default=None)
     _weights_name: ClassVar[str] = "beta"
-    beta_distance = renamed("weights_distance", "beta_distance", "DepthComparison")
-    beta_rate = renamed("weights_rate", "beta_rate", "DepthComparison")
 
     def __getitem__(self, index) -> DepthComparison:
         return with_powers(super().__getitem__(index))
-
-    def _record(self, a, k, head, times):
-        return dict(
-            head,
-            **times,
-            beta_distance=float(self.weights_distance[a, k]),
-            b_distance=float(self.b_distance[a, k]),
-            loss_distance=float(self.loss_distance[a, k]),
-        )
-
-    def _rate_records(self, quantity, stage, rate):
-        return [dict(method=self.method, quantity=quantity, stage=stage, exponent=float(rate))]
 
 
 def power_rates(log_alpha, distance) -> np.ndarray:

@@ -10,7 +10,7 @@ from typing import ClassVar
 import jax.numpy as jnp
 import numpy as np
 
-from .._kit._family import ModelFamily, check_path_of
+from .._kit._family import ModelFamily, check_coordinate_path
 from .._kit._plots import plot_loss, save_figure
 from .._kit._task import Builtin
 from ._checks import check_resolved
@@ -20,7 +20,7 @@ from ._greedy import DepthGreedyPath, _g, greedy
 from ._model import DepthModel, check_init
 from ._options import DepthSolver
 from ._plots import LABELS, plot_coordinates
-from ._report import comparison_report, greedy_summary, stage_time_rows
+from ._report import comparison_report, greedy_summary
 from ._results import DepthFlowResult
 
 
@@ -53,11 +53,7 @@ class DepthFamily(ModelFamily):
         check_resolved(log_a, ts, rtol=rtol, atol=atol, names=names)
 
     def check_path(self, model, path):
-        def shapes(path):
-            return f"p = {np.shape(path.beta)[-1]} coordinates"
-
-        fields = ("times", "beta", "b", "loss", "b_at", "support")
-        check_path_of(model, path, DepthGreedyPath, fields, shapes, f"p = {model.p} coordinates")
+        check_coordinate_path(model, path, DepthGreedyPath, ("times", "beta", "b", "loss", "b_at", "support"))
 
     greedy = staticmethod(greedy)
     compare = staticmethod(compare)
@@ -83,12 +79,6 @@ class DepthFamily(ModelFamily):
 
     def greedy_summary(self, path, names) -> str:
         return greedy_summary(path, names)
-
-    def activated(self, path, names, k: int) -> str:
-        return names[int(path.activated[k - 1])]
-
-    def stage_rows(self, comparison):
-        return stage_time_rows(comparison)
 
     result_types: ClassVar[tuple[type, ...]] = (DepthFlowResult, DepthGreedyPath, DepthComparison)
     convergence_labels: ClassVar[dict[str, str]] = LABELS

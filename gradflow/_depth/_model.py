@@ -10,11 +10,10 @@ from collections.abc import Callable, Sequence
 
 import equinox as eqx
 import jax
-import jax.numpy as jnp
 import numpy as np
 
-from .._data import LossSpec, check_data, check_h, check_loss, check_output, mean_loss
-from .._kit._checks import check_int
+from .._data import LossSpec, mean_loss
+from .._kit._checks import check_coordinate_model
 
 DEPTHS = (2, 3, 4, 5, 6)
 
@@ -54,27 +53,10 @@ class DepthModel(eqx.Module):
         loss: LossSpec = "square",
         names: Sequence[str] | None = None,
     ):
-        if not callable(h):
-            raise TypeError(f"h must be a function h(x, beta); got {type(h).__name__}.")
-        p = check_int(p, "p")
         if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or int(depth) not in DEPTHS:
             raise ValueError(f"depth must be one of {DEPTHS}; got {depth!r}.")
-        check_loss(loss)
-        X, Y = check_data(X, Y, loss)
-        self.h, self.X, self.Y = h, X, Y
-        self.p, self.depth, self.loss = int(p), int(depth), loss
-        names = tuple(f"β[{i}]" for i in range(self.p)) if names is None else tuple(str(s) for s in names)
-        if len(names) != self.p:
-            raise ValueError(f"names must have one label per coordinate (p={self.p}); got {len(names)}.")
-        self.names = names
-        out = check_h(
-            h,
-            self.X[0],
-            jnp.zeros(self.p),
-            what="h(x, beta)",
-            hint=f"Check that h takes a single sample (not the batch) and a beta of shape ({self.p},) (p = {self.p}).",
-        )
-        check_output(out, self.Y, self.loss, "h(x, beta)")
+        self.X, self.Y, self.p, self.names = check_coordinate_model(h, X, Y, p=p, loss=loss, names=names)
+        self.h, self.depth, self.loss = h, int(depth), loss
 
     @property
     def n(self) -> int:

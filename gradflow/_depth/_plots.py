@@ -7,8 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .._kit._plots import log_alpha_of, new_figure, run_colours, stairs
-from .._kit._report import format_alpha
+from .._kit._plots import by_alpha, draw_greedy, label_axes, new_figure, stairs
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -30,26 +29,22 @@ def plot_coordinates(runs, names, *, path=None, title: str, quantity: str = "wei
     fig = new_figure(figsize=(7, 4.2))
     ax = fig.add_subplot()
     field = "beta" if quantity == "weights" else "clock"
-    for run, colour in zip(runs, run_colours(runs)):
+    for run, colour in by_alpha(ax, runs):
         ax.plot(run.ts, np.asarray(getattr(run, field)), color=colour, lw=1.2)
-        ax.plot([], [], color=colour, lw=1.4, label=f"α = {format_alpha(log_alpha_of(run))}")
     if path is not None:
         horizon = max(float(run.ts[-1]) for run in runs)
         if quantity == "weights":
             x, k = stairs(path, horizon)
-            ax.step(x, np.asarray(path.beta)[k], where="post", color="black", ls="--", lw=1.0)
+            draw_greedy(ax, x, np.asarray(path.beta)[k], steps=True)
         else:
             x = np.linspace(0.0, horizon, 400)
-            ax.plot(x, np.where(path.b_at(x) > 0, path.b_at(x), np.nan), color="black", ls="--", lw=1.0)
-        ax.plot([], [], color="black", ls="--", label="greedy limit")
+            draw_greedy(ax, x, np.where(path.b_at(x) > 0, path.b_at(x), np.nan), steps=False)
     end = np.asarray(getattr(runs[-1], field))[-1]
     for i, name in enumerate(names):
         if np.isfinite(end[i]) and (quantity == "weights" or end[i] > 0):
             ax.annotate(name, (runs[-1].ts[-1], end[i]), xytext=(4, 0), textcoords="offset points", fontsize=7)
     if quantity != "weights":
         ax.set_yscale("log")
-    ax.set_xlabel(TAU)
-    ax.set_ylabel("β_i = w_1,i ⋯ w_L,i" if quantity == "weights" else "clock c_i = (α/|β_i|^{1/L})^{L−2}")
-    ax.set_title(title)
-    ax.legend(fontsize=8, loc="best")
+    ylabel = "β_i = w_1,i ⋯ w_L,i" if quantity == "weights" else "clock c_i = (α/|β_i|^{1/L})^{L−2}"
+    label_axes(ax, ylabel=ylabel, title=title, xlabel=TAU)
     return fig

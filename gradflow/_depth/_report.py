@@ -7,7 +7,14 @@ from typing import Any
 
 import numpy as np
 
-from .._kit._report import distance_tables, flags, format_alpha, json_summary, markdown_table, path_summary
+from .._kit._report import (
+    distance_tables,
+    flags,
+    json_summary,
+    markdown_table,
+    path_summary,
+    stage_time_rows,
+)
 
 _CHECKS = ("4.2", "4.3")
 _LABELS = {
@@ -47,16 +54,6 @@ def greedy_rows(path, names) -> tuple[list[str], list[list[Any]]]:
 def greedy_summary(path, names) -> str:
     """The greedy path as a Markdown table, with its end reason and warnings."""
     return path_summary(path, *greedy_rows(path, names))
-
-
-def stage_time_rows(comparison) -> tuple[list[str], list[list[Any]]]:
-    """Greedy ``T_k`` against the stage times detected on every run."""
-    header = ["k", "greedy T_k"] + [f"α = {format_alpha(la)}" for la in comparison.log_alpha]
-    rows = [
-        [k, float(comparison.stage_times[k])] + list(comparison.detected_times[:, k - 1])
-        for k in range(1, comparison.stage_times.size)
-    ]
-    return header, rows
 
 
 def comparison_report(comparison) -> tuple[str, dict]:

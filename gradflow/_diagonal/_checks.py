@@ -9,14 +9,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from .._kit._checks import (
-    EPS,
     NEAR_DEGENERATE,
-    check_long_times,
-    check_tolerances,
+    check_log_range,
     check_vector,
     degenerate_error,
     describe_coordinates,
-    max_state,
     warn_near_degenerate,
 )
 
@@ -56,17 +53,4 @@ def check_resolved(log_a, ts, *, rtol: float, atol: float, names=("alpha", "log_
     ``log α ≥ −max_state(rtol, atol) / 2`` (:func:`max_state`), and ``ts[-1] · log(1/α) ≤ T_MAX``.
     ``names`` are the arguments' names in the messages (the scales given as ``alpha`` or ``log_alpha``).
     """
-    check_tolerances(rtol, atol)
-    log_a = np.atleast_1d(np.asarray(log_a, dtype=np.float64))
-    lowest = -max_state(rtol, atol) / 2.0
-    below = log_a < lowest
-    if np.any(below):
-        la = float(log_a[below][0])
-        raise ValueError(
-            f"{names[1]} = {la:.6g} is below what float64 resolves at atol = {atol:g}, rtol = {rtol:g}: the flow's "
-            f"state log w reaches 2·|log α| = {2.0 * -la:.3g}, which float64 resolves to "
-            f"{EPS * 2.0 * -la:.2g} (eps·|log w|), more than a tenth of atol + rtol. gradflow takes log α ≥ "
-            f"{lowest:.3g} at these tolerances (the range grows with atol + rtol) (docs/floating-point.md, Scales far "
-            "below float64)."
-        )
-    check_long_times(log_a, ts)
+    check_log_range(log_a, ts, rtol=rtol, atol=atol, names=names, reach=2.0, state="log w", flow="the flow")

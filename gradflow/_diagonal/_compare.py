@@ -69,18 +69,6 @@ class Comparison(AbstractComparison):
     beta_distance = renamed("weights_distance", "beta_distance", "Comparison")
     beta_rate = renamed("weights_rate", "beta_rate", "Comparison")
 
-    def _record(self, a, k, head, times):
-        return dict(
-            head,
-            **times,
-            beta_distance=float(self.weights_distance[a, k]),
-            b_distance=float(self.b_distance[a, k]),
-            loss_distance=float(self.loss_distance[a, k]),
-        )
-
-    def _rate_records(self, quantity, stage, rate):
-        return [dict(method=self.method, quantity=quantity, stage=stage, exponent=float(rate))]
-
 
 class _Run(NamedTuple):
     """One run: ``log α``, times ``(m,)``, ``β`` and ``b`` ``(m, p)``, loss ``(m,)``."""

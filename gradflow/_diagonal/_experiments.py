@@ -1,15 +1,20 @@
 """The perturb-and-continue checks around a diagonal flow: the paper's appendix A check of Assumptions 4.3 and 4.4
-on trajectories (Figures 9 and 10)."""
+on trajectories (Figures 9 and 10), their table and their figure."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import equinox as eqx
 import numpy as np
 
 from .._api import simulate_flow
+from .._kit._plots import colour_map, new_figure
+from .._kit._report import format_alpha
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 class Perturbation(eqx.Module):
@@ -152,3 +157,38 @@ def perturb_and_continue(
         initial_deviation=dev[:, 0],
         final_deviation=dev[np.arange(P), n_last],
     )
+
+
+def perturbation_rows(perturbations: dict[str, Perturbation], names) -> tuple[list[str], list[list[Any]]]:
+    """One row per perturbed run: its experiment, start time, noise, perturbed coordinates and deviations."""
+    header = ["experiment", "τ_s", "noise std", "perturbed coordinates", "max |Δβ| at τ_s", "max |Δβ| at the end"]
+    rows = []
+    for kind, pert in perturbations.items():
+        for j, t in enumerate(pert.start_times):
+            coords = [names[i] for i in np.flatnonzero(pert.perturbed[j])]
+            shown = ", ".join(coords[:6]) + (f" (+{len(coords) - 6})" if len(coords) > 6 else "")
+            rows.append([kind, float(t), pert.std, shown or "none", pert.initial_deviation[j], pert.final_deviation[j]])
+    return header, rows
+
+
+def plot_perturbation(pert: Perturbation, flow, names, groups: dict[str, np.ndarray], *, title: str) -> Figure:
+    """Perturbed (solid) against unperturbed (dashed) trajectories, one colour per coordinate (Figures 9–10)."""
+    fig = new_figure(figsize=(7, 3.6 * len(groups)))
+    shown = np.any(pert.perturbed, axis=0)
+    cmap = colour_map("tab10")
+    for g, (part, idx) in enumerate(groups.items()):
+        ax = fig.add_subplot(len(groups), 1, g + 1)
+        idx = np.asarray(idx)[shown[np.asarray(idx)]]
+        for c, i in enumerate(idx):
+            colour = cmap(c % 10)
+            ax.plot(flow.ts, np.asarray(flow.beta)[:, i], color=colour, ls="--", lw=1.0)
+            for j in range(pert.ts.shape[0]):
+                ax.plot(pert.ts[j], pert.beta[j, :, i], color=colour, lw=1.4, label=names[i] if j == 0 else None)
+        for t in pert.start_times:
+            ax.axvline(t, color="grey", lw=0.5, alpha=0.6)
+        ax.set_ylabel(f"β ({part})" if part != "all" else "β")
+        ax.set_title(title if g == 0 else None)
+        if idx.size:
+            ax.legend(fontsize=7, ncol=min(4, idx.size), loc="best")
+    ax.set_xlabel(f"rescaled time τ (α = {format_alpha(pert.log_alpha)}; perturbed: solid, unperturbed: dashed)")
+    return fig

@@ -10,7 +10,7 @@ from typing import ClassVar
 import numpy as np
 
 from .._kit._checks import check_losses
-from .._kit._family import ModelFamily, check_path_of
+from .._kit._family import ModelFamily, check_coordinate_path
 from .._kit._plots import plot_loss, save_figure
 from .._kit._task import BOOLEAN, NON_NEGATIVE, POSITIVE, SPARSITY, SPARSITY_PAIR, Builtin
 from ._attention import diagonal_attention
@@ -24,7 +24,7 @@ from ._model import DiagonalModel, evaluate_g, evaluate_loss
 from ._options import DiagonalSolver
 from ._path import GreedyPath
 from ._plots import LABELS, coordinate_groups, plot_coordinates, significant
-from ._report import comparison_json, comparison_summary, greedy_summary, stage_time_rows
+from ._report import comparison_json, comparison_summary, greedy_summary
 from ._results import FlowResult, GDResult
 from ._transformer import diagonal_transformer
 
@@ -77,7 +77,7 @@ class DiagonalFamily(ModelFamily):
             "heads": "heads per layer (diagonal_transformer)",
         }
     )
-    pipeline: ClassVar[str | None] = "gradflow._demo._diagonal:PIPELINE"
+    pipeline: ClassVar[str | None] = "gradflow._diagonal._pipeline:PIPELINE"
     weights_column: ClassVar[str] = "beta"
     worst_columns: ClassVar[tuple[tuple[str, str], ...]] = (
         ("weights", "β"),
@@ -93,11 +93,7 @@ class DiagonalFamily(ModelFamily):
         check_resolved(log_a, ts, rtol=rtol, atol=atol, names=names)
 
     def check_path(self, model, path):
-        def shapes(path):
-            return f"p = {np.shape(path.beta)[-1]} coordinates"
-
-        fields = ("times", "beta", "b", "loss", "b_at")
-        check_path_of(model, path, GreedyPath, fields, shapes, f"p = {model.p} coordinates")
+        check_coordinate_path(model, path, GreedyPath, ("times", "beta", "b", "loss", "b_at"))
         check_losses(path.loss, evaluate_loss(model, np.asarray(path.beta)), "path (at its stages)")
 
     flow = staticmethod(flow)
@@ -123,12 +119,6 @@ class DiagonalFamily(ModelFamily):
 
     def greedy_summary(self, path, names) -> str:
         return greedy_summary(path, names)
-
-    def activated(self, path, names, k: int) -> str:
-        return names[int(path.activated[k - 1])]
-
-    def stage_rows(self, comparison):
-        return stage_time_rows(comparison)
 
     shards_models: ClassVar[bool] = True
 

@@ -16,8 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._config import float64
-from .._data import LossSpec, check_data, check_h, check_loss, check_output, mean_loss
-from .._kit._checks import check_int, check_vector
+from .._data import LossSpec, mean_loss
+from .._kit._checks import check_coordinate_model, check_vector
 
 
 class DiagonalModel(eqx.Module):
@@ -55,30 +55,8 @@ class DiagonalModel(eqx.Module):
         loss: LossSpec = "square",
         names: Sequence[str] | None = None,
     ):
-        if not callable(h):
-            raise TypeError(f"h must be a function h(x, beta); got {type(h).__name__}.")
-        p = check_int(p, "p")
-        check_loss(loss)
-        X, Y = check_data(X, Y, loss)
-        self.h = h
-        self.X = X
-        self.Y = Y
-        self.p = int(p)
-        self.loss = loss
-        if names is None:
-            names = tuple(f"β[{i}]" for i in range(self.p))
-        names = tuple(str(s) for s in names)
-        if len(names) != self.p:
-            raise ValueError(f"names must have one label per coordinate (p={self.p}); got {len(names)}.")
-        self.names = names
-        out = check_h(
-            h,
-            self.X[0],
-            jnp.zeros(self.p),
-            what="h(x, beta)",
-            hint=f"Check that h takes a single sample (not the batch) and a beta of shape ({self.p},) (p = {self.p}).",
-        )
-        check_output(out, self.Y, self.loss, "h(x, beta)")
+        self.X, self.Y, self.p, self.names = check_coordinate_model(h, X, Y, p=p, loss=loss, names=names)
+        self.h, self.loss = h, loss
 
     @property
     def n(self) -> int:

@@ -9,8 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .._kit._plots import TAU, log_alpha_of, new_figure, run_colours, stairs
-from .._kit._report import format_alpha
+from .._kit._plots import by_alpha, draw_greedy, label_axes, new_figure, stairs
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -49,7 +48,7 @@ def plot_coordinates(flows, names, idx, *, path=None, title: str, label_mask=Non
     ax = fig.add_subplot()
     idx = np.asarray(idx, dtype=int)
     label_mask = np.ones(len(names), dtype=bool) if label_mask is None else np.asarray(label_mask)
-    for flow, colour in zip(flows, run_colours(flows)):
+    for flow, colour in by_alpha(ax, flows):
         values = np.asarray(getattr(flow, quantity))[:, idx]
         for j, i in enumerate(idx):
             ax.plot(
@@ -59,30 +58,24 @@ def plot_coordinates(flows, names, idx, *, path=None, title: str, label_mask=Non
                 lw=1.3 if label_mask[i] else 0.5,
                 alpha=1.0 if label_mask[i] else 0.5,
             )
-        ax.plot([], [], color=colour, lw=1.4, label=f"α = {format_alpha(log_alpha_of(flow))}")
     horizon = max(float(f.ts[-1]) for f in flows)
     if path is None:
         x, end = np.asarray(flows[-1].ts), np.asarray(getattr(flows[-1], quantity))[-1, idx]
     elif quantity == "beta":
         x, k = stairs(path, horizon)
         greedy = np.asarray(path.beta)[k][:, idx]
-        ax.step(x, greedy, where="post", color="black", ls="--", lw=1.0)
+        draw_greedy(ax, x, greedy, steps=True)
         end = greedy[-1]
     else:
         times = np.asarray(path.times)
         x = np.union1d(np.linspace(0.0, horizon, 400), times[times <= horizon])
         greedy = path.b_at(x)[:, idx]
-        ax.plot(x, greedy, color="black", ls="--", lw=1.0)
+        draw_greedy(ax, x, greedy, steps=False)
         end = greedy[-1]
-    if path is not None:
-        ax.plot([], [], color="black", ls="--", label="greedy limit")
     for j, i in enumerate(idx):
         if label_mask[i]:
             ax.annotate(names[i], (x[-1], end[j]), xytext=(4, 0), textcoords="offset points", fontsize=7, va="center")
-    ax.set_xlabel(TAU)
-    ax.set_ylabel("β_i = u_i v_i" if quantity == "beta" else "b_i = log w_i / log α")
-    ax.set_title(title)
-    ax.legend(fontsize=8, loc="best")
+    label_axes(ax, ylabel="β_i = u_i v_i" if quantity == "beta" else "b_i = log w_i / log α", title=title)
     return fig
 
 

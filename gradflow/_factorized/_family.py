@@ -89,7 +89,7 @@ class FactorizedFamily(ModelFamily):
             "teacher_vo": "of the teacher's W_VO (attention_full), as --teacher-kq",
         }
     )
-    pipeline: ClassVar[str | None] = "gradflow._demo._full_weights:PIPELINE"
+    pipeline: ClassVar[str | None] = "gradflow._factorized._pipeline:PIPELINE"
     weights_column: ClassVar[str] = "W"
     worst_columns: ClassVar[tuple[tuple[str, str], ...]] = (
         ("weights", "W"),
@@ -156,9 +156,6 @@ class FactorizedFamily(ModelFamily):
 
     def greedy_summary(self, path, names) -> str:
         return rank_greedy_summary(path, names)
-
-    def activated(self, path, names, k: int) -> str:
-        return names[int(path.activated[k - 1])]
 
     def stage_rows(self, comparison):
         return rank_jump_rows(comparison)

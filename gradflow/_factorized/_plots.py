@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .._kit._plots import TAU, log_alpha_of, new_figure, run_colours, stairs
-from .._kit._report import format_alpha
+from .._kit._plots import TAU, by_alpha, log_alpha_of, new_figure, run_colours, stairs
 from ._compare import stable_rank
 from ._path import predicted_log_scales
 from ._results import log_scales
@@ -40,8 +39,7 @@ def _horizon(runs) -> float:
 
 
 def _legend(ax, flows, gd) -> None:
-    for flow, colour in zip(flows, run_colours(flows)):
-        ax.plot([], [], color=colour, lw=1.4, label=f"α = {format_alpha(log_alpha_of(flow))}")
+    by_alpha(ax, flows)
     if gd:
         ax.plot([], [], color="grey", ls=":", lw=1.6, label="float64 GD")
     ax.plot([], [], color="black", ls="--", lw=1.2, label="greedy low-rank limit")

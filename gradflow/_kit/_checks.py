@@ -21,8 +21,10 @@ import math
 import warnings
 from collections.abc import Iterator, Sequence
 
+import jax.numpy as jnp
 import numpy as np
 
+from .._data import check_data, check_h, check_loss, check_output
 from ._assumptions import AssumptionWarning, warn
 
 NEAR_DEGENERATE = 1e-6
@@ -63,6 +65,28 @@ def max_state(rtol: float, atol: float) -> float:
     """The largest ``|y|`` of a state in log coordinates that float64 resolves at ``rtol, atol`` (see
     :data:`RESOLUTION`): ``(atol + rtol) / (RESOLUTION · eps)``, ``4.5e6`` at ``atol = 1e-8``."""
     return (atol + rtol) / (RESOLUTION * EPS)
+
+
+def check_log_range(log_a, ts, *, rtol: float, atol: float, names, reach: float, state: str, flow: str) -> None:
+    """Refuse, with the supported range in the message, the scales ``log α`` whose flow float64 cannot resolve at the
+    tolerances, and output times ``ts`` (or None) it cannot step to (:func:`check_long_times`): the flow's state in
+    log coordinates, ``state`` (``"log w"``), reaches ``reach · |log α|``, so gradflow takes
+    ``log α ≥ −max_state(rtol, atol) / reach`` (:func:`max_state`). ``flow`` names the flow in the message (``"the
+    flow"``), ``names`` the arguments (the scales given as ``alpha`` or ``log_alpha``)."""
+    check_tolerances(rtol, atol)
+    log_a = np.atleast_1d(np.asarray(log_a, dtype=np.float64))
+    lowest = -max_state(rtol, atol) / reach
+    below = log_a < lowest
+    if np.any(below):
+        la = float(log_a[below][0])
+        size = "|log α|" if reach == 1 else f"{reach:g}·|log α|"
+        raise ValueError(
+            f"{names[1]} = {la:.6g} is below what float64 resolves at atol = {atol:g}, rtol = {rtol:g}: {flow}'s "
+            f"state {state} reaches {size} = {reach * -la:.3g}, which float64 resolves to {EPS * reach * -la:.2g} "
+            f"(eps·|{state}|), more than a tenth of atol + rtol. gradflow takes log α ≥ {lowest:.3g} at these "
+            "tolerances (the range grows with atol + rtol) (docs/floating-point.md, Scales far below float64)."
+        )
+    check_long_times(log_a, ts)
 
 
 MAX_TOLERANCE = 1e-2  # a step's error in log w of 1% of a weight: beyond, the flow is not resolved at all
@@ -189,6 +213,30 @@ def check_times(ts) -> np.ndarray:
             f"ts must be strictly increasing; got ts[{k}] = {float(arr[k])!r} >= ts[{k + 1}] = {float(arr[k + 1])!r}."
         )
     return arr
+
+
+def check_coordinate_model(h, X, Y, *, p, loss, names) -> tuple[np.ndarray, np.ndarray, int, tuple[str, ...]]:
+    """The checks of a model ``h(x; β)`` of ``p`` coordinates ``β`` on the sample ``(X, Y)``: ``h`` a function,
+    ``p`` a positive integer, the ``loss`` and the data (``gradflow._data``), one name per coordinate (None:
+    ``β[i]``), and ``h`` at the first sample and ``β = 0``, whose output must fit ``Y``. Returns ``(X, Y, p, names)``
+    as the model keeps them (``X``, ``Y`` float64 NumPy)."""
+    if not callable(h):
+        raise TypeError(f"h must be a function h(x, beta); got {type(h).__name__}.")
+    p = check_int(p, "p")
+    check_loss(loss)
+    X, Y = check_data(X, Y, loss)
+    names = tuple(f"β[{i}]" for i in range(p)) if names is None else tuple(str(s) for s in names)
+    if len(names) != p:
+        raise ValueError(f"names must have one label per coordinate (p={p}); got {len(names)}.")
+    out = check_h(
+        h,
+        X[0],
+        jnp.zeros(p),
+        what="h(x, beta)",
+        hint=f"Check that h takes a single sample (not the batch) and a beta of shape ({p},) (p = {p}).",
+    )
+    check_output(out, Y, loss, "h(x, beta)")
+    return X, Y, p, names
 
 
 def describe_coordinates(idx, names: Sequence[str] | None) -> str:

@@ -12,7 +12,6 @@ where the recorded times are finer than it: the default times (:func:`default_ti
 the times around it is reported (:func:`warn_unresolved`).
 """
 
-import abc
 import dataclasses
 import math
 from typing import Any, ClassVar
@@ -168,9 +167,12 @@ class AbstractComparison(eqx.Module):
                 records.append(self._record(a, k, head, times))
         return records + (self.gd.to_records() if self.gd is not None else [])
 
-    @abc.abstractmethod
     def _record(self, a: int, k: int, head: dict[str, Any], times: dict[str, Any]) -> dict[str, Any]:
-        """The record of run ``a`` in window ``k``, from its leading columns and its stage-time columns."""
+        """The record of run ``a`` in window ``k``, from its leading columns and its stage-time columns: its
+        distances, one per window (``beta_distance``, ``b_distance``, ``loss_distance``); a family whose distances
+        have more axes (one per weight matrix) writes its own."""
+        distances = {f"{self.table_name(q)}_distance": float(self._distance(q)[a, k]) for q in self._quantities[:-1]}
+        return dict(head, **times, **distances)
 
     def rate_records(self, fit_range=None) -> list[dict[str, Any]]:
         """The fitted exponents: one record per (method, quantity, stage) and, where the rates have one per weight
@@ -197,9 +199,10 @@ class AbstractComparison(eqx.Module):
                 out += [dict(r, **bounds) for r in comp._rate_records(name, "worst", worst[q])]
         return out
 
-    @abc.abstractmethod
     def _rate_records(self, quantity: str, stage: str, rate) -> list[dict[str, Any]]:
-        """The records of the fitted exponent(s) ``rate`` of ``quantity`` in ``stage``."""
+        """The records of the fitted exponent(s) ``rate`` of ``quantity`` in ``stage``: one, where the rates are one
+        per window (a family with one per weight matrix writes its own)."""
+        return [dict(method=self.method, quantity=quantity, stage=stage, exponent=float(rate))]
 
     def to_table(self) -> str:
         """The records as CSV text."""

@@ -18,7 +18,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import numpy as np
+
 from ._greedy import AbstractGreedyPath
+from ._report import stage_time_rows
 from ._task import Builtin
 
 if TYPE_CHECKING:
@@ -138,13 +141,15 @@ class ModelFamily(abc.ABC):
     def greedy_summary(self, path, names: Sequence[str]) -> str:
         """The greedy path as a Markdown table, with its end and its warnings."""
 
-    @abc.abstractmethod
     def activated(self, path, names: Sequence[str], k: int) -> str:
-        """What stage ``k ≥ 1`` of the greedy ``path`` activated, by name (a coordinate, a weight matrix)."""
+        """What stage ``k ≥ 1`` of the greedy ``path`` activated, by name (a coordinate, a weight matrix): the
+        ``names`` entry its ``activated`` field gives."""
+        return names[int(path.activated[k - 1])]
 
-    @abc.abstractmethod
     def stage_rows(self, comparison) -> tuple[list[str], list[list[Any]]]:
-        """The table (header, rows) of the greedy stage times against those detected on every run."""
+        """The table (header, rows) of the greedy stage times against those detected on every run: one column per
+        run (a family that detects its stages otherwise, e.g. rank jumps per weight matrix, writes its own)."""
+        return stage_time_rows(comparison)
 
     shards_models: ClassVar[bool] = False
     """Whether :meth:`solve_sharded` solves the flows of many models together (else a sweep solves them alone)."""
@@ -193,3 +198,13 @@ def check_path_of(model, path, cls: type, fields: Sequence[str], shapes: Callabl
             f"path is the greedy limit of a model with {shapes(path)}, but this {type(model).__name__} has "
             f"{model_shapes}: {own}."
         )
+
+
+def check_coordinate_path(model, path, cls: type, fields: Sequence[str]) -> None:
+    """:func:`check_path_of` for a model of ``p`` coordinates ``β``: ``path`` is a ``cls`` (or has the ``fields``)
+    whose ``beta`` has ``p`` columns."""
+
+    def shapes(path):
+        return f"p = {np.shape(path.beta)[-1]} coordinates"
+
+    check_path_of(model, path, cls, fields, shapes, f"p = {model.p} coordinates")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -70,6 +70,33 @@ def stairs(path, horizon: float) -> tuple[np.ndarray, np.ndarray]:
     times = np.asarray(path.times, dtype=np.float64)
     x = np.append(times[times <= horizon], horizon)
     return x, np.append(np.arange(x.size - 1), x.size - 2)
+
+
+def by_alpha(ax, runs) -> list[tuple[Any, Any]]:
+    """``(run, colour)`` for every run, coloured by α (:func:`run_colours`), each with its legend entry ``α = …`` on
+    ``ax``."""
+    pairs = list(zip(runs, run_colours(runs)))
+    for run, colour in pairs:
+        ax.plot([], [], color=colour, lw=1.4, label=f"α = {format_alpha(log_alpha_of(run))}")
+    return pairs
+
+
+def draw_greedy(ax, x, y, *, steps: bool) -> None:
+    """The greedy limit's ``y`` against ``x`` on ``ax``, dashed black (a staircase, constant after each ``x``, where
+    ``steps``), with its legend entry."""
+    if steps:
+        ax.step(x, y, where="post", color="black", ls="--", lw=1.0)
+    else:
+        ax.plot(x, y, color="black", ls="--", lw=1.0)
+    ax.plot([], [], color="black", ls="--", label="greedy limit")
+
+
+def label_axes(ax, *, ylabel: str, title: str, xlabel: str = TAU) -> None:
+    """The axes' labels, title and legend."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=8, loc="best")
 
 
 def plot_loss(flows, path=None, *, title: str = "Loss") -> Figure:

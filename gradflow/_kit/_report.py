@@ -65,6 +65,16 @@ def path_summary(path, header: list[str], rows: list[list[Any]]) -> str:
     return text
 
 
+def stage_time_rows(comparison: AbstractComparison) -> tuple[list[str], list[list[Any]]]:
+    """Greedy ``T_k`` against the stage times detected on every run."""
+    header = ["k", "greedy T_k"] + [f"α = {format_alpha(la)}" for la in comparison.log_alpha]
+    rows = [
+        [k, float(comparison.stage_times[k])] + list(comparison.detected_times[:, k - 1])
+        for k in range(1, comparison.stage_times.size)
+    ]
+    return header, rows
+
+
 def distance_rows(comparison: AbstractComparison, quantity: str) -> tuple[list[str], list[list[Any]]]:
     """Sup distance per window (columns; the largest over the weight matrices, if any) and α (rows), with the fitted
     exponent per window."""

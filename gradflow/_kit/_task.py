@@ -82,6 +82,13 @@ class Builtin:
     sweep: Mapping[str, SweepOption] = dataclasses.field(default_factory=dict)
 
 
+def task_named(tasks: Mapping[str, Builtin], name: str) -> Builtin:
+    """``tasks[name]``, or a ``ValueError`` naming the choices."""
+    if name not in tasks:
+        raise ValueError(f"unknown model {name!r}; choose one of {sorted(tasks)}.")
+    return tasks[name]
+
+
 DENSE = "dense"  # the TOML spelling of a dense teacher (the builders' None)
 
 

@@ -244,7 +244,7 @@ def on_the_limit(path, log_alphas, ts):
 
 def test_comparison_and_slicing_on_the_limit(balanced_path, on_limit_comparison):
     """On the limit the clocks' distance is 0 and the sleeping β ∝ α³ (weights_power = L = 3 where a coordinate
-    sleeps); runs and comparisons slice by α; the old names warn."""
+    sleeps); runs and comparisons slice by α."""
     path, cmp = balanced_path, on_limit_comparison
     flow, ts = cmp.runs, cmp.runs.ts
     np.testing.assert_array_equal(flow[1].beta, flow.beta[1])
@@ -254,8 +254,7 @@ def test_comparison_and_slicing_on_the_limit(balanced_path, on_limit_comparison)
     assert isinstance(cmp, gradflow.DepthComparison) and cmp.names == MODEL3.names
     assert np.nanmax(cmp.b_distance) < 1e-12
     np.testing.assert_allclose(cmp.weights_power[:3], 3.0, rtol=1e-9)
-    with pytest.warns(DeprecationWarning, match="DepthComparison.beta_distance"):
-        np.testing.assert_array_equal(cmp.beta_distance, cmp.weights_distance)
+    assert not hasattr(cmp, "beta_distance") and not hasattr(cmp, "beta_rate")  # never released: no old names
     one = cmp[1:]
     assert one.log_alpha.tolist() == [-6.0] and one.result == "single_scale" and np.all(np.isnan(one.weights_power))
     assert one.runs[0].log_alpha == -6.0 and one.path is path

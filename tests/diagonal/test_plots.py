@@ -5,14 +5,11 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from matplotlib.image import imread
 
-from gradflow._demo._report import plot_perturbation
 from gradflow._diagonal._compare import _compare_runs, _Run
-from gradflow._diagonal._experiments import Perturbation
+from gradflow._diagonal._experiments import Perturbation, plot_perturbation
 from gradflow._diagonal._plots import LABELS, coordinate_groups, plot_coordinates, significant
-from gradflow._kit._plots import plot_convergence, plot_loss, save_figure
-from gradflow._kit._report import format_alpha
+from gradflow._kit._plots import plot_convergence
 
 NAMES = ("KQ[0]", "KQ[1]", "VO[0]", "VO[1]")
 
@@ -44,13 +41,6 @@ def flows():
     return [_flow(math.log(a), ts) for a in (1e-2, 1e-8)]
 
 
-def test_format_alpha():
-    assert format_alpha(math.log(0.1)) == "0.1"
-    assert format_alpha(math.log(1e-32)) == "1e-32"
-    assert format_alpha(-10000.0) == "1.14e-4343"
-    assert format_alpha(math.log(2.5e-300)) == "2.5e-300"
-
-
 def test_coordinate_groups():
     groups = coordinate_groups(NAMES)
     assert list(groups) == ["KQ", "VO"] and groups["VO"].tolist() == [2, 3]
@@ -77,27 +67,6 @@ def _perturbation(flow):
         initial_deviation=np.array([0.01]),
         final_deviation=np.array([0.01]),
     )
-
-
-def test_save_figure_writes_a_readable_image_atomically(tmp_path, flows):
-    fig = plot_loss(flows, _path())
-    path = save_figure(fig, tmp_path / "sub" / "loss.png")
-    image = imread(path)
-    assert image.ndim == 3 and image.shape[0] > 100 and image.shape[1] > 100
-    assert np.ptp(image[..., :3]) > 0.5  # something is drawn on the white background
-    assert [p.name for p in path.parent.iterdir()] == ["loss.png"]  # no temporary file left behind
-
-
-def test_loss_plot_draws_each_run_and_the_greedy_staircase(flows):
-    path = _path()
-    ax = plot_loss(flows, path).axes[0]
-    lines = ax.get_lines()
-    for line, flow in zip(lines, flows):
-        np.testing.assert_array_equal(line.get_ydata(), flow.loss)
-    stair = lines[len(flows)]
-    np.testing.assert_array_equal(stair.get_xdata(), [0.0, 1.0, 2.0, 2.5])  # T_k up to the last time
-    np.testing.assert_array_equal(stair.get_ydata(), [1.0, 0.5, 0.1, 0.1])
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["α = 0.01", "α = 1e-8", "greedy limit"]
 
 
 def test_coordinate_plot_draws_the_chosen_coordinates_and_the_limit(flows):

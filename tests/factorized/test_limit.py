@@ -11,7 +11,7 @@ import pytest
 import gradflow
 import theory
 from gradflow import AssumptionWarning, models
-from gradflow._demo._full_weights import FIGURE2_TASK
+from gradflow._factorized._pipeline import FIGURE2_TASK
 from gradflow._factorized._sleeping import fold, move, saddle_orientation, signed_rates
 from gradflow._kit._comparison import default_times
 

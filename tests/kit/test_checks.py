@@ -1,20 +1,18 @@
-"""The shared input checks: integers, scales, times, vectors and the degenerate-initialisation rule."""
-
-import math
-import warnings
+"""The shared input checks (gradflow/_kit/_checks.py): integers, scales, times, vectors, the range of log α a flow's
+state resolves, a model of coordinates (the degenerate-initialisation rule: tests/diagonal/test_checks.py)."""
 
 import numpy as np
 import pytest
 
-from gradflow import AssumptionWarning
-from gradflow._diagonal._checks import check_init
 from gradflow._kit._checks import (
-    NEAR_DEGENERATE,
+    EPS,
+    RESOLUTION,
+    check_coordinate_model,
     check_int,
+    check_log_range,
     check_scales,
     check_times,
     check_vector,
-    init_checked,
 )
 
 
@@ -69,22 +67,35 @@ def test_check_times_and_vector():
         check_vector([1, np.nan], 2, "u0")
 
 
-def test_exact_degeneracy_is_an_error_naming_coordinates_and_fix():
-    u0, v0 = np.array([1.0, 0.5, 0.0, 2.0]), np.array([0.2, -0.5, 0.0, 1.0])
-    with pytest.raises(ValueError, match=r"at coordinates \[1, 2\] \(a, b\).*Assumption 4.2.*u0\[i\] \*= 1.1"):
-        check_init(u0, v0, 4, names=("x", "a", "b", "y"))
+def test_the_log_range_is_the_state_float64_resolves():
+    """A state reaching ``reach · |log α|`` is resolved to a tenth of ``atol + rtol`` down to ``log α = −(atol +
+    rtol) / (RESOLUTION · eps · reach)``: −2.25e6 for diagonal weights (reach 2) at atol = 1e-8."""
+    lowest = -1e-8 / (RESOLUTION * EPS * 2.0)
+    assert lowest == pytest.approx(-2.2518e6, rel=1e-4)
+    options = dict(rtol=0.0, atol=1e-8, names=("alpha", "log_alpha"), state="log w", flow="the flow")
+    check_log_range([-10.0, lowest], None, reach=2.0, **options)
+    match = r"^log_alpha = -2\.3e\+06 is below .*: the flow's state log w reaches 2·\|log α\| = 4\.6e\+06, .*\(eps·\|log w\|\)"
+    with pytest.raises(ValueError, match=match):
+        check_log_range([-10.0, -2.3e6], None, reach=2.0, **options)
+    check_log_range(-2.3e6, None, reach=1.0, **options)  # a state reaching |log α| goes twice as far
+    with pytest.raises(ValueError, match=r"reaches \|log α\| = 5e\+06"):
+        check_log_range(-5e6, None, reach=1.0, **options)
+    with pytest.raises(ValueError, match="ts"):
+        check_log_range(-10.0, np.array([0.0, 1e13]), reach=2.0, **options)  # t = τ log(1/α) beyond T_MAX
 
 
-def test_near_degeneracy_warns_with_the_log_alpha_it_needs():
-    """Below the threshold the warning fires and names log(1/gap) of the smallest gap; above it, nothing."""
-    v0 = np.array([1.0, 2.0, -1.0])
-    u0 = np.array([0.3, 2.0 * (1 - 0.5 * NEAR_DEGENERATE), 1.0 + 1e-9])
-    with pytest.warns(AssumptionWarning, match=r"coordinates \[1, 2\].*log\(1/gap\) = 20\.7") as record:
-        check_init(u0, v0, 3)
-    assert len(record) == 1 and record[0].filename == __file__  # at the first line outside gradflow
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        check_init(np.array([0.3, 2.0 * (1 - 2 * NEAR_DEGENERATE), 2.0]), v0, 3)
-        with init_checked():  # a caller that checked once silences the repeats
-            check_init(u0, v0, 3)
-    assert math.log(1 / NEAR_DEGENERATE) == pytest.approx(13.8, abs=0.05)
+def test_a_coordinate_model_is_checked_and_kept_as_float64():
+    def h(x, beta):
+        return x @ beta
+
+    X, Y, p, names = check_coordinate_model(h, [[1, 2]], [3], p=2, loss="square", names=None)
+    assert X.dtype == Y.dtype == np.float64 and p == 2 and type(p) is int and names == ("β[0]", "β[1]")
+    assert check_coordinate_model(h, [[1, 2]], [3], p=2, loss="square", names=("a", 5))[3] == ("a", "5")
+    with pytest.raises(TypeError, match="^h must be a function h"):
+        check_coordinate_model(None, [[1, 2]], [3], p=2, loss="square", names=None)
+    with pytest.raises(ValueError, match=r"^names must have one label per coordinate \(p=2\); got 1"):
+        check_coordinate_model(h, [[1, 2]], [3], p=2, loss="square", names=("a",))
+    with pytest.raises(ValueError, match="p must be a positive integer"):
+        check_coordinate_model(h, [[1, 2]], [3], p=0, loss="square", names=None)
+    with pytest.raises(ValueError, match=r"\(p = 3\)"):  # h at β = 0 of shape (p,) fails: the hint names p
+        check_coordinate_model(h, [[1, 2]], [3], p=3, loss="square", names=None)

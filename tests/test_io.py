@@ -1,4 +1,5 @@
-"""The demo on its reduced configuration: every file, and a re-run that recomputes nothing."""
+"""Results on disk (gradflow/_io.py): saved and loaded with their classes, reused by configuration, refused in one
+line when damaged or written by another version, and as readable as the user's umask allows."""
 
 import dataclasses
 import json
@@ -8,9 +9,7 @@ import stat
 import numpy as np
 import pytest
 
-from gradflow._demo import PAPER_LOG_ALPHAS, QUICK, DemoConfig, run_demo
-from gradflow._io import _HEADER, ResultStore, config_hash, load_result, save_result
-from gradflow._kit._report import format_alpha
+from gradflow._io import _HEADER, DamagedFile, ResultStore, config_hash, load_result, save_result, write_durably
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,8 +92,6 @@ def _foreign(path):
 def test_a_damaged_result_file_is_refused_in_one_line_and_recomputed_by_the_store(tmp_path, damage, reason):
     """A truncated ``results/flow_*.npz`` gave ``zipfile.BadZipFile`` and a traceback (issue 26): every damaged or
     foreign file is now a ``DamagedFile`` (a ``ValueError``, one line, naming it), which a store recomputes."""
-    from gradflow._io import DamagedFile
-
     store = ResultStore(tmp_path)
     path = store.path("flow", {"a": 1})
     save_result(path, _Inner(np.arange(100.0), "old"))
@@ -111,8 +108,6 @@ def test_a_damaged_result_file_is_refused_in_one_line_and_recomputed_by_the_stor
 def test_result_files_are_as_readable_as_the_umask_allows(tmp_path, umask, mode):
     """Results and records were written 0600 whatever the umask (a private temporary file renamed): now as ``open``
     would create them."""
-    from gradflow._io import write_durably
-
     before = os.umask(umask)
     try:
         written = [save_result(tmp_path / "r.npz", _Inner(np.zeros(2), "x")), tmp_path / "gradflow.json"]
@@ -120,48 +115,3 @@ def test_result_files_are_as_readable_as_the_umask_allows(tmp_path, umask, mode)
     finally:
         os.umask(before)
     assert [stat.S_IMODE(p.stat().st_mode) for p in written] == [mode, mode]
-
-
-def test_config_validation():
-    with pytest.raises(ValueError, match="unknown model"):
-        DemoConfig(model="mlp")
-    with pytest.raises(ValueError, match="alpha"):
-        DemoConfig(log_alphas=(1.0,))
-    with pytest.raises(ValueError, match="figure_log_alphas shares no scale"):
-        DemoConfig(log_alphas=(-3.0,))
-    assert DemoConfig(log_alphas=(-3.0,), figure_log_alphas=None).drawn() == [0]
-    default = DemoConfig()
-    assert len(default.log_alphas) == 11 and min(default.log_alphas) == -1e4
-    assert [default.log_alphas[a] for a in default.drawn()] == list(PAPER_LOG_ALPHAS)
-
-
-def test_quick_demo_writes_everything_and_reuses_it(tmp_path):
-    result = run_demo(QUICK, out=tmp_path, progress=False)
-    expected = ["report.md", "comparison.csv", "comparison.json", "log.txt"] + [
-        f"figures/{name}.png"
-        for name in ("loss", "beta_KQ", "beta_VO", "log_weights", "convergence", "perturb_plateau", "perturb_stage")
-    ]
-    for name in expected:
-        assert (tmp_path / name).stat().st_size > 0, name
-    results = sorted((tmp_path / "results").glob("*.npz"))
-    assert len(results) == 1 + len(QUICK.log_alphas) + 2
-    assert {w for _, w, _ in result.log} == {"computed"}
-    # Figure 9's check: perturbed at random plateau times, the flow returns to the unperturbed one
-    plateau = result.perturbations["plateau"]
-    assert np.all(plateau.final_deviation < plateau.initial_deviation)
-    report = (tmp_path / "report.md").read_text()
-    assert "Greedy limit" in report and "Hessian min eig" in report and "fitted r" in report
-    # the report's numbers are the computed ones, and checks that QUICK skips are not claimed as passed
-    for T in result.path.times[1:]:
-        assert f"| {T:.4g} |" in report
-    assert not QUICK.check_assumptions and "4.3 not run" in report and "4.3 ✓" not in report
-    # log α = −1e4 is compared and fitted, not drawn per α; the grid resolves its stage times near T_k
-    assert f"α = {format_alpha(-1e4)} |" in report and "α ∈ {0.01, 1e-8, 1e-16}" in report and "figures draw" in report
-    T = result.path.times[1:]
-    assert np.all(np.abs(result.comparison.detected_times[-1] - T) < 2e-3 * T)
-    mtimes = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*") if p.is_file() and p.name != "log.txt"}
-
-    again = run_demo(QUICK, out=tmp_path, progress=False)
-    assert {w for _, w, _ in again.log} == {"reused"}
-    assert {p: p.stat().st_mtime_ns for p in mtimes} == mtimes
-    np.testing.assert_array_equal(again.comparison.b_distance, result.comparison.b_distance)

@@ -1,4 +1,5 @@
-"""The main job: flows at several α, the greedy limit, their comparison, figures and a report.
+"""The diagonal family's pipeline (``gradflow demo``, and ``gradflow compare`` of its models): flows at several α, the
+greedy limit, their comparison, figures and a report.
 
 :func:`run_demo` runs a :class:`DemoConfig` into an output folder::
 
@@ -15,25 +16,35 @@ already there (``force=True`` recomputes everything).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .. import models
 from .._api import simulate_flow
 from .._config import map_per_core
-from .._diagonal import Comparison
-from .._diagonal._experiments import Perturbation, perturb_and_continue, plateau_starts, stage_starts
-from .._diagonal._plots import LABELS, coordinate_groups, plot_coordinates, significant
-from .._diagonal._report import comparison_json
+from .._demo._pipelines import Pipeline
+from .._demo._report import run_facts, windows_text
+from .._demo._steps import DemoSteps, PipelineResult, compare_runs, flow_name
 from .._kit._checks import check_scales
 from .._kit._comparison import default_times
 from .._kit._plots import plot_convergence, plot_loss, save_figure
-from ._pipelines import Pipeline
-from ._report import demo_report, plot_perturbation
-from ._steps import DemoSteps, compare_runs, flow_name
+from .._kit._report import figures_and_runtime, format_alpha, markdown_table, worst_exponents
+from .._kit._task import Task, task_named
+from ._compare import Comparison
+from ._experiments import (
+    Perturbation,
+    perturb_and_continue,
+    perturbation_rows,
+    plateau_starts,
+    plot_perturbation,
+    stage_starts,
+)
+from ._family import TASKS
+from ._plots import LABELS, coordinate_groups, plot_coordinates, significant
+from ._report import comparison_json, comparison_summary, greedy_summary
 
 PAPER_ALPHAS = (0.1, 0.01, 1e-4, 1e-8, 1e-16, 1e-32)
 PAPER_LOG_ALPHAS = tuple(math.log(a) for a in PAPER_ALPHAS)
@@ -97,7 +108,7 @@ class DemoConfig:
     threshold: float = 0.5
 
     def __post_init__(self):
-        models.builtin(self.model, family="diagonal")
+        task_named(TASKS, self.model)
         check_scales(None, self.log_alphas, names=("alpha", "log_alphas"))
         if self.figure_log_alphas is not None and not self.drawn():
             raise ValueError(
@@ -114,9 +125,9 @@ class DemoConfig:
         shown = np.asarray(self.figure_log_alphas, dtype=np.float64)
         return [a for a, la in enumerate(self.log_alphas) if np.any(np.isclose(la, shown, rtol=1e-12, atol=0.0))]
 
-    def task(self) -> models.Task:
+    def task(self) -> Task:
         """Build the task."""
-        return models.builtin(self.model, family="diagonal").build(**dict(self.model_options))
+        return task_named(TASKS, self.model).build(**dict(self.model_options))
 
 
 QUICK = DemoConfig(
@@ -133,27 +144,27 @@ the first three greedy stages, without the greedy path's (costly) Hessian and ph
 
 
 @dataclasses.dataclass(frozen=True)
-class DemoResult:
-    """What :func:`run_demo` produced: the results, the written files and the step log."""
+class DemoResult(PipelineResult):
+    """What :func:`run_demo` produced (``gradflow._demo._steps.PipelineResult``), with the perturbation runs."""
 
     config: DemoConfig
-    task: models.Task
-    path: Any
-    flows: list
     comparison: Comparison
     perturbations: dict[str, Perturbation]
-    files: list[Path]
-    log: list[tuple[str, str, Path]]
-    seconds: float
 
 
 def run_demo(
-    config: DemoConfig = DemoConfig(), *, out: str | Path = "demo_output", force: bool = False, progress: bool = True
+    config: DemoConfig = DemoConfig(),
+    *,
+    out: str | Path = "demo_output",
+    force: bool = False,
+    progress: bool = True,
+    command: str = "gradflow demo",
 ) -> DemoResult:
-    """Run ``config`` into the folder ``out`` (see the module docstring), reusing finished parts."""
+    """Run ``config`` into the folder ``out`` (see the module docstring), reusing finished parts; ``command`` names
+    the run on the progress bar and in the report's title."""
     out = Path(out)
     steps = 1 + len(config.log_alphas) + 2 * config.perturb + 1
-    step = DemoSteps(out, steps, "gradflow demo", force=force, progress=progress)
+    step = DemoSteps(out, steps, command, force=force, progress=progress)
     task = config.task()
     model, u0, v0 = task.model, task.u0, task.v0
     base = dict(model=config.model, options=config.model_options)
@@ -182,7 +193,8 @@ def run_demo(
     if config.perturb:
         perturbations = _perturbations(config, model, flows, ts, flow_key, step)
     files, seconds = step.finish(lambda: _write_outputs(config, step, task, path, flows, comparison, perturbations))
-    return DemoResult(config, task, path, flows, comparison, perturbations, files, list(step.store.log), seconds)
+    log = list(step.store.log)
+    return DemoResult(config, task, path, flows, comparison, files, log, seconds, perturbations=perturbations)
 
 
 def _perturbations(config, model, flows, ts, flow_key, step) -> dict[str, Perturbation]:
@@ -270,6 +282,7 @@ def _write_outputs(config, step, task, path, flows, comparison, perturbations) -
 
     def report(figures, key):
         return demo_report(
+            command=step.command,
             config=config,
             task=task,
             path=path,
@@ -284,6 +297,57 @@ def _write_outputs(config, step, task, path, flows, comparison, perturbations) -
 
     json = lambda: comparison_json(comparison, path, names)  # noqa: E731
     return step.write(config, comparison, figures, json=json, draw=draw, report=report)
+
+
+def demo_report(
+    *, command: str, config, task, path, comparison, perturbations, drawn, perturbed, timings, figures, key: str
+) -> str:
+    """The demo's Markdown report."""
+    names = task.model.names
+    K = np.asarray(path.times).size - 1
+    options, alphas, horizon = run_facts(task, comparison)
+    text = f"# {command}: {task.name}\n\n"
+    text += (
+        f"Model `{task.name}` ({options}); p = {task.model.p} coordinates, n = {task.model.n} samples. "
+        f"Flows at α ∈ {{{alphas}}} up to rescaled time τ = {horizon:.4g}, tolerances rtol = {config.rtol:g}, "
+        f"atol = {config.atol:g}; greedy limit with {K} stages. Configuration hash `{key}`.\n\n"
+    )
+    text += "## Greedy limit (Algorithm 1) and the assumption checks\n\n" + greedy_summary(path, names)
+    if not config.check_assumptions:
+        text += (
+            "\nThe Hessian (4.3) and perturbed phase-(B) (4.4) checks were not run (`check_assumptions=False`); "
+            "their flags read ✓ by convention.\n"
+        )
+    text += (
+        "\n## Comparison with the flows\n\n"
+        + windows_text(comparison)
+        + "A stage time is detected on a flow at the first τ where "
+        f"its loss has covered {comparison.threshold:g} of the drop between consecutive greedy plateaus "
+        "L(θ^{k−1}) → L(θ^k). Rates: least-squares fit of log d = c − r log log(1/α), i.e. "
+        "d ≈ C·log(1/α)^(−r); the theory suggests r ≈ 1 for b and the stage times.\n\n"
+    )
+    span = -np.asarray(comparison.log_alpha, dtype=np.float64)
+    text += (
+        f"The fits span log(1/α) from {span.min():.4g} to {span.max():.4g} "
+        f"({math.log10(span.max() / span.min()):.2g} decades). " + worst_exponents(comparison) + "\n\n"
+    )
+    text += comparison_summary(comparison)
+    if perturbations:
+        a = format_alpha(perturbed)
+        text += (
+            f"\n## Perturb-and-continue checks (paper appendix A) at α = {a}\n\nAt each start time τ_s every "
+            f"weight u_i, v_i of magnitude above {config.negligible:g} gets N(0, std²) noise and the flow "
+            "continues; the table gives the largest deviation max_i |β_i − β_i(unperturbed)| right after the "
+            "perturbation and at the end of the continued run. Random times (Figure 9, Assumption 4.3) and "
+            "stage starts, where some weight first exceeds the threshold (Figure 10, Assumption 4.4).\n\n"
+        )
+        text += markdown_table(*perturbation_rows(perturbations, names))
+    text += (
+        "\n## Figures\n\nThe per-α figures draw the flows at α ∈ {"
+        + ", ".join(format_alpha(la) for la in drawn)
+        + "}; the convergence figure and the tables above use every α.\n\n"
+    )
+    return text + figures_and_runtime(figures, timings, config)
 
 
 def _configure(model, model_options, log_alphas, tau_max, num_times, max_stages, perturb, rtol, atol) -> DemoConfig:
@@ -301,5 +365,5 @@ def _configure(model, model_options, log_alphas, tau_max, num_times, max_stages,
     )
 
 
-PIPELINE = Pipeline(_configure, run_demo)
+PIPELINE = Pipeline(_configure, functools.partial(run_demo, command="gradflow compare"))
 """What ``gradflow compare`` runs for a model with diagonal weights (``DIAGONAL.pipeline``)."""

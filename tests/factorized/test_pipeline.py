@@ -1,4 +1,5 @@
-"""The full-weights demo (``gradflow demo --full-weights``) and the factorised tasks on the command line."""
+"""The factorised family's pipeline (gradflow/_factorized/_pipeline.py, ``gradflow demo --full-weights``) and the
+factorised tasks on the command line."""
 
 import json
 import math
@@ -7,8 +8,8 @@ import numpy as np
 import pytest
 
 from gradflow._cli import _commands, main
-from gradflow._demo import FIGURE2_ALPHAS, PAPER_FULL, QUICK_FULL, RankDemoConfig
 from gradflow._factorized import figure2_order
+from gradflow._factorized._pipeline import FIGURE2_ALPHAS, PAPER_FULL, QUICK_FULL, RankDemoConfig
 from gradflow._io import load_result
 
 
@@ -91,6 +92,7 @@ def test_quick_full_weights_demo_writes_everything_and_reuses_it(tmp_path, capsy
     err = np.abs(detected - path.times[1:, None])
     assert np.all(np.diff(err, axis=1) < 0) and np.all(err[:, -1] < 0.02 * path.times[1:])
     report = (out / "report.md").read_text()
+    assert report.startswith("# gradflow demo --full-weights: attention_full\n")
     for T in path.times[1:]:
         assert f"| {T:.4g} |" in report
     assert "What is exact and what is conjectured" in report and "| log₁₀ ε σ_1 (GD) |" in report

@@ -1,0 +1,55 @@
+"""What every family's figures share (gradflow/_kit/_plots.py): a written figure reads back as an image, runs coloured
+by α with their legend, the greedy limit dashed, the loss figure of any family's runs."""
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+from matplotlib.image import imread
+
+from gradflow._kit._plots import by_alpha, draw_greedy, label_axes, new_figure, plot_loss, save_figure
+
+
+def _path():
+    """A stand-in for a two-stage greedy path: its stage times and losses."""
+    return SimpleNamespace(times=np.array([0.0, 1.0, 2.0]), loss=np.array([1.0, 0.5, 0.1]))
+
+
+def _flows():
+    ts = np.linspace(0, 2.5, 50)
+    return [SimpleNamespace(ts=ts, loss=np.exp(-a * ts), log_alpha=np.asarray(math.log(a))) for a in (1e-2, 1e-8)]
+
+
+def test_save_figure_writes_a_readable_image_atomically(tmp_path):
+    fig = plot_loss(_flows(), _path())
+    path = save_figure(fig, tmp_path / "sub" / "loss.png")
+    image = imread(path)
+    assert image.ndim == 3 and image.shape[0] > 100 and image.shape[1] > 100
+    assert np.ptp(image[..., :3]) > 0.5  # something is drawn on the white background
+    assert [p.name for p in path.parent.iterdir()] == ["loss.png"]  # no temporary file left behind
+
+
+def test_loss_plot_draws_each_run_and_the_greedy_staircase():
+    flows, path = _flows(), _path()
+    ax = plot_loss(flows, path).axes[0]
+    lines = ax.get_lines()
+    for line, flow in zip(lines, flows):
+        np.testing.assert_array_equal(line.get_ydata(), flow.loss)
+    stair = lines[len(flows)]
+    np.testing.assert_array_equal(stair.get_xdata(), [0.0, 1.0, 2.0, 2.5])  # T_k up to the last time
+    np.testing.assert_array_equal(stair.get_ydata(), [1.0, 0.5, 0.1, 0.1])
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["α = 0.01", "α = 1e-8", "greedy limit"]
+
+
+def test_runs_by_alpha_and_the_greedy_limit():
+    ax = new_figure().add_subplot()
+    flows = _flows()[::-1]
+    assert all(run is flow for (run, _), flow in zip(by_alpha(ax, flows), flows, strict=True))
+    colours = [colour for _, colour in by_alpha(new_figure().add_subplot(), flows)]
+    assert colours[0] != colours[1] and sum(colours[1][:3]) > sum(colours[0][:3])  # darker for the smaller α
+    draw_greedy(ax, [0.0, 1.0, 2.0], [1.0, 0.5, 0.5], steps=True)
+    label_axes(ax, ylabel="loss", title="t")
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["α = 1e-8", "α = 0.01", "greedy limit"]
+    stair = [line for line in ax.get_lines() if len(line.get_xdata())][0]
+    assert stair.get_drawstyle() == "steps-post" and stair.get_linestyle() == "--"
+    assert ax.get_xlabel().startswith("rescaled time τ") and ax.get_title() == "t"
