@@ -259,3 +259,28 @@ def test_full_weight_results_speak_the_vocabulary(setup, comparison):
     np.testing.assert_array_equal(state.log_singular_values[0], flow.log_singular_values[0][:, -1])
     figure = gradflow.plot.b(comparison)
     assert len(figure.axes[0].lines) >= len(ALPHAS) * 4
+
+
+def test_report_and_figures_of_a_full_weight_comparison(setup, tmp_path):
+    """``gradflow.report`` on full weights (the fast test of what the full-weights demo writes), with the greedy
+    low-rank limit computed: the rank-jump times 1/σ_r in the report, its figures, and the table with a row per run
+    and stage."""
+    path = gradflow.greedy_limit(setup.model, u0=setup.u0, v0=setup.v0, check_assumptions=False)
+    np.testing.assert_allclose(path.times[1:], 1.0 / SIGMA[:3], rtol=1e-9)
+    flows = []
+    for la in LOG_ALPHAS:  # the closed form as the flow's result type
+        f = closed_form_flow(setup, la)
+        stats = dict(num_steps=np.asarray(0), max_steps=None, solver="closed form")
+        fields = dict(ts=f.ts, W=f.W, log_singular_values=f.log_singular_values, loss=f.loss, log_alpha=f.log_alpha)
+        flows.append(
+            FactorizedFlowResult(**fields, stats=stats, result=np.asarray("successful"), message=np.asarray(""))
+        )
+    comparison = compare_limits(setup.model, alpha=ALPHAS, u0=setup.u0, v0=setup.v0, path=path, flows=flows)
+    text = gradflow.report(comparison, tmp_path / "report", title="closed form").read_text()
+    assert text.startswith("# gradflow comparison: closed form\n")
+    for T in 1.0 / SIGMA[:3]:
+        assert f"| {T:.4g} |" in text, T
+    figures = {p.name for p in (tmp_path / "report" / "figures").iterdir()}
+    assert figures and all((tmp_path / "report" / "figures" / f).stat().st_size > 0 for f in figures)
+    csv = (tmp_path / "report" / "comparison.csv").read_text().splitlines()
+    assert len(csv) == len(comparison.to_records()) + 1

@@ -68,6 +68,8 @@ def test_cli_errors_for_factorised_models(capsys):
     assert "--measurements does not apply to diagonal_linear" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # fast twins: the wiring above, the diagonal quick demo (the steps reused), and
+# tests/factorized/test_compare.py::test_report_and_figures_of_a_full_weight_comparison (what it writes)
 def test_quick_full_weights_demo_writes_everything_and_reuses_it(tmp_path, capsys):
     """``gradflow demo --full-weights`` on its reduced configuration (about 10 s): every file, the report's numbers,
     rank jumps converging to the greedy T_k, and a re-run that recomputes nothing."""
