@@ -9,22 +9,25 @@ from typing import ClassVar
 
 import numpy as np
 
-from .._kit._family import ModelFamily
+from .._kit._family import ModelFamily, check_path_of
 from .._kit._plots import plot_loss, save_figure
 from .._kit._task import Builtin
 from ._checks import check_resolved
+from ._compare import DeepLinearComparison, compare
 from ._flow import flow
+from ._greedy import DeepLinearGreedyPath, greedy
 from ._model import DeepLinearModel, check_layers
 from ._options import DeepLinearSolver
 from ._plots import LABELS, plot_singular_values
+from ._report import comparison_report, greedy_summary, stage_time_rows
 from ._results import DeepLinearFlowResult
 
 _NOT_YET = "docs/deep-linear.md, What is left"
 
 
 class DeepLinearFamily(ModelFamily):
-    """Deep linear networks: a [`DeepLinearModel`][gradflow.DeepLinearModel] and its exact flow (the layers in
-    units of α, in rescaled time, by an L-stable method)."""
+    """Deep linear networks: a [`DeepLinearModel`][gradflow.DeepLinearModel], its exact flow (the layers in units of
+    α, in rescaled time, by an L-stable method), its greedy low-rank limit and their comparison."""
 
     name: ClassVar[str] = "deep_linear"
     model_type: ClassVar[type] = DeepLinearModel
@@ -72,29 +75,31 @@ class DeepLinearFamily(ModelFamily):
         figure = plot_singular_values(flows, title=f"Singular values of W, {title}")
         return files + [save_figure(figure, folder / "singular_values.png")]
 
-    result_types: ClassVar[tuple[type, ...]] = (DeepLinearFlowResult,)
+    result_types: ClassVar[tuple[type, ...]] = (DeepLinearFlowResult, DeepLinearGreedyPath, DeepLinearComparison)
     convergence_labels: ClassVar[dict[str, str]] = LABELS
 
-    def greedy(self, model, **options):
-        raise NotImplementedError(f"greedy_limit does not take DeepLinearModels yet ({_NOT_YET}).")
+    greedy = staticmethod(greedy)
 
     def check_path(self, model, path):
-        raise NotImplementedError(f"compare_limits does not take DeepLinearModels yet ({_NOT_YET}).")
+        def shapes(path):
+            return f"W of shape {tuple(np.shape(path.W)[-2:])}"
 
-    def compare(self, model, path, runs, log_alphas, **options):
-        raise NotImplementedError(f"compare_limits does not take DeepLinearModels yet ({_NOT_YET}).")
+        fields = ("times", "W", "b", "loss", "b_at", "conjectured")
+        check_path_of(model, path, DeepLinearGreedyPath, fields, shapes, f"W of shape {tuple(model.shape)}")
+
+    compare = staticmethod(compare)
 
     def greedy_summary(self, path, names) -> str:
-        raise NotImplementedError(f"greedy_limit does not take DeepLinearModels yet ({_NOT_YET}).")
+        return greedy_summary(path, names)
 
     def activated(self, path, names, k: int) -> str:
-        raise NotImplementedError(f"greedy_limit does not take DeepLinearModels yet ({_NOT_YET}).")
+        return f"rank {k}"
 
     def stage_rows(self, comparison):
-        raise NotImplementedError(f"compare_limits does not take DeepLinearModels yet ({_NOT_YET}).")
+        return stage_time_rows(comparison)
 
     def comparison_report(self, comparison):
-        raise NotImplementedError(f"compare_limits does not take DeepLinearModels yet ({_NOT_YET}).")
+        return comparison_report(comparison)
 
     def plot(self, quantity, runs, path, *, names, title):
         return plot_singular_values(runs, path=path, title=title, quantity=quantity)
