@@ -138,16 +138,23 @@ def first_escape(G0: np.ndarray, W0, depth: int) -> tuple[float, np.ndarray, np.
     return tau, u, v
 
 
-def balanced_layers(W: np.ndarray, rank: int, depth: int, extra=None):
-    """Balanced layers of width ``r`` of ``W``'s top ``rank`` singular triples plus ``extra = (u, σ, v)``:
-    ``W_1 = Σ^{1/L} Vᵀ``, ``W_l = Σ^{1/L}``, ``W_L = U Σ^{1/L}`` (``W_{l+1}ᵀW_{l+1} = W_l W_lᵀ``)."""
+def balanced_layers(W: np.ndarray, rank: int, shapes, extra=None):
+    """Balanced layers of the given ``shapes`` holding ``W``'s top ``rank`` singular triples plus ``extra = (u, σ, v)``
+    in their first ``r`` hidden coordinates: ``W_1 = Σ^{1/L} Vᵀ``, ``W_l = Σ^{1/L}``, ``W_L = U Σ^{1/L}``
+    (``W_{l+1}ᵀW_{l+1} = W_l W_lᵀ``), zero elsewhere (zero rows and columns stay zero under the flow: one
+    compilation serves every stage)."""
     U, s, Vt = np.linalg.svd(W)
     U, s, V = U[:, :rank], s[:rank], Vt[:rank].T
     if extra is not None:
         u, sigma, v = extra
         U, s, V = np.column_stack([U, u]), np.append(s, sigma), np.column_stack([V, v])
-    root = s ** (1.0 / depth)
-    return [root[:, None] * V.T] + [np.diag(root) for _ in range(depth - 2)] + [U * root]
+    root, r = s ** (1.0 / len(shapes)), s.size
+    blocks = [root[:, None] * V.T] + [np.diag(root) for _ in range(len(shapes) - 2)] + [U * root]
+    layers = [np.zeros(shape) for shape in shapes]
+    layers[0][:r], layers[-1][:, :r] = blocks[0], blocks[-1]
+    for layer, block in zip(layers[1:-1], blocks[1:-1]):
+        layer[:r, :r] = block
+    return layers
 
 
 @eqx.filter_jit
@@ -178,7 +185,7 @@ def phase_b(model: DeepLinearModel, layers, scale: float, tol: GreedyTolerances,
     size = max(1.0, float(np.abs(y).max()))
     while steps < tol.max_steps:
         sol = solve_ivp(
-            rhs, (t, t + horizon), y, method="Radau", jac=jac, rtol=tol.ode_rtol * 1e-4, atol=tol.ode_atol * size
+            rhs, (t, t + horizon), y, method="Radau", jac=jac, rtol=tol.ode_rtol, atol=tol.ode_atol * size
         )
         y, t, steps = sol.y[:, -1], t + horizon, steps + len(sol.t) - 1
         stationarity = float(np.abs(rhs(t, y)).max()) / scale
@@ -267,7 +274,7 @@ def greedy(
             ends = []
             for eps in tol.epsilons[-2:]:
                 e = eps ** (1.0 / (L - 2))  # per-layer scale: the new mode escapes after t ≈ 1/((L−2) ε σ)
-                layers = balanced_layers(W, k, L, (u, e**L, v))
+                layers = balanced_layers(W, k, model.layer_shapes, (u, e**L, v))
                 horizon = 1.0 / ((L - 2) * eps * float(u @ G @ v))
                 layers, stationarity, ok = phase_b(model, layers, scale, tol, horizon)
                 if not ok:

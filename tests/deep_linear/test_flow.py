@@ -5,8 +5,10 @@ factorised family at depth 2 (slow: each compiles a flow)."""
 
 import warnings
 
+import equinox as eqx
 import numpy as np
 import pytest
+from deep_linear_common import A0, S, aligned, whitened
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -16,22 +18,6 @@ import gradflow
 import theory
 from gradflow._deep_linear._checks import lowest_log_alpha
 from gradflow._deep_linear._model import layer_velocities, product
-
-S = np.array([3.0, 2.0, 1.0])
-A0 = np.array([1.0, 0.8, 1.2])  # the aligned balanced start's per-mode layer scales
-
-
-def whitened(depth, s=S):
-    """``L(W) = ½ ‖W − diag(s)‖²`` (Saxe's whitened regression: ``x_j = √n e_j``, ``y_j = √n s_j e_j``)."""
-    n = len(s)
-    X, Y = np.sqrt(n) * np.eye(n), np.sqrt(n) * np.diag(s)
-    return gradflow.DeepLinearModel(lambda x, W: W @ x, X, Y, shape=(n, n), depth=depth)
-
-
-def aligned(depth, a0=A0):
-    """The balanced start aligned with ``M = diag(s)``: every layer ``diag(a0)``, so mode ``r`` starts at
-    ``σ_r(0) = (α a0_r)^L``."""
-    return tuple(np.diag(a0) for _ in range(depth))
 
 
 def rescaled(t, alpha, depth):
@@ -154,13 +140,14 @@ def raw_layer_flow(model, W0, alpha, t):
     """DOP853 on the raw layers ``dW_l/dt = W_{>l}ᵀ G W_{<l}ᵀ`` from ``W_l(0) = α W0_l``, in the unscaled time."""
     shapes = model.layer_shapes
     sizes = [a * b for a, b in shapes]
+    gradient = eqx.filter_jit(lambda model, W: model.G(W))
 
     def unpack(y):
         return [y[o : o + k].reshape(s) for o, k, s in zip(np.cumsum([0, *sizes[:-1]]), sizes, shapes)]
 
     def rhs(_, y):
         layers = unpack(y)
-        G = np.asarray(model.G(product(layers)))
+        G = np.asarray(gradient(model, product(layers)))
         return np.concatenate([v.ravel() for v in layer_velocities(layers, G)])
 
     y0 = np.concatenate([alpha * w.ravel() for w in W0])
