@@ -184,9 +184,7 @@ def phase_b(model: DeepLinearModel, layers, scale: float, tol: GreedyTolerances,
 
     size = max(1.0, float(np.abs(y).max()))
     while steps < tol.max_steps:
-        sol = solve_ivp(
-            rhs, (t, t + horizon), y, method="Radau", jac=jac, rtol=tol.ode_rtol, atol=tol.ode_atol * size
-        )
+        sol = solve_ivp(rhs, (t, t + horizon), y, method="Radau", jac=jac, rtol=tol.ode_rtol, atol=tol.ode_atol * size)
         y, t, steps = sol.y[:, -1], t + horizon, steps + len(sol.t) - 1
         stationarity = float(np.abs(rhs(t, y)).max()) / scale
         if not sol.success or not np.all(np.isfinite(y)):
