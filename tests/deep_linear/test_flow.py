@@ -6,6 +6,7 @@ factorised family at depth 2 (slow: each compiles a flow)."""
 import warnings
 
 import equinox as eqx
+import jax
 import numpy as np
 import pytest
 from deep_linear_common import A0, S, aligned, whitened
@@ -151,7 +152,8 @@ def raw_layer_flow(model, W0, alpha, t):
         return np.concatenate([v.ravel() for v in layer_velocities(layers, G)])
 
     y0 = np.concatenate([alpha * w.ravel() for w in W0])
-    sol = solve_ivp(rhs, (0.0, t[-1]), y0, method="DOP853", rtol=1e-12, atol=1e-14, t_eval=t)
+    with jax.enable_x64(True):  # G in float64, as gradflow computes it
+        sol = solve_ivp(rhs, (0.0, t[-1]), y0, method="DOP853", rtol=1e-12, atol=1e-14, t_eval=t)
     assert sol.success
     return np.stack([product(unpack(y)) for y in sol.y.T])
 
