@@ -107,10 +107,11 @@ def test_refused_range_at_the_default_tolerances():
 
 def test_flow_crosses_at_saxes_times():
     """One compiled flow (L = 3, two scales in a batch): the half-way times within 1e-6 of Saxe's closed form, the
-    balance conserved, ``b`` from 1 to 0, and the batched result sliced by α."""
+    balance conserved, ``b`` from 1 to 0, the batched result sliced by α, and ``max_steps``."""
     depth, alphas = 3, np.array([1e-2, 3e-3])
     ts = half_way_times(depth, alphas[0])
-    flow = gradflow.simulate_flow(whitened(depth), u0=aligned(depth), ts=ts, alpha=alphas)
+    model = whitened(depth)
+    flow = gradflow.simulate_flow(model, u0=aligned(depth), ts=ts, alpha=alphas)
     assert flow.W.shape == (2, len(ts), 3, 3) and flow.b.shape == (2, len(ts), 3)
     np.testing.assert_array_less(np.abs(crossing_errors(flow[0], ts, depth, alphas[0])), 1e-6)
     one = flow[1]
@@ -124,6 +125,11 @@ def test_flow_crosses_at_saxes_times():
     np.testing.assert_allclose(one.b[0], 1.0 + np.log(A0[np.argsort(-A0)]) / np.log(3e-3), rtol=1e-12)
     np.testing.assert_allclose(one.b[-1], np.log(S) / (depth * np.log(3e-3)), atol=1e-6)
     assert one.stats["num_steps"] < 1000, one.stats
+    short = gradflow.simulate_flow(model, u0=aligned(depth), ts=ts, alpha=alphas[0], max_steps=20, throw=False)
+    assert short.result == "max_steps_reached" and "max_steps=20" in str(short.message)
+    assert np.isnan(short.loss[-1]) and short.stats["num_steps"] == 20
+    with pytest.raises(RuntimeError, match="max_steps=20"):
+        gradflow.simulate_flow(model, u0=aligned(depth), ts=ts, alpha=alphas[0], max_steps=20)
 
 
 @pytest.mark.slow
