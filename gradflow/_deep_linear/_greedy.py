@@ -84,12 +84,6 @@ def _gradient(model, W):
     return model.G(W)
 
 
-def _velocities(model, layers):
-    """The layers' flow ``dW_l/dt`` and ``G`` at the layers."""
-    G = np.asarray(_gradient(model, product(layers)))
-    return layer_velocities(layers, G), G
-
-
 def _pack(layers):
     return np.concatenate([w.ravel() for w in layers])
 
@@ -230,7 +224,7 @@ def greedy(
     times, Ws, conj, gsv, loss, stat = [0.0], [W], [False], [], [], [0.0]
     deltas, gaps, eps_disc, warnings_ = [], [], [], []
     consumed = []  # (G_j, T_{j+1} − T_j) of the stages before
-    result, message, final = RESULTS.successful.value, "", np.array([np.inf])
+    result, message = RESULTS.successful.value, ""
     try:
         for k in range(rank + 1):
             gsv.append(np.linalg.svd(G, compute_uv=False))
@@ -328,7 +322,7 @@ def greedy(
         times=np.asarray(times),
         b=b,
         loss=np.asarray(loss),
-        final_delta=final,
+        final_delta=np.array([np.inf]),  # the next Δ is not computed
         delta_gap=np.asarray(gaps),
         runner_up=np.full(K, -1),
         hessian_min_eig=nan,
