@@ -10,6 +10,12 @@ from ._api import compare_limits as compare_limits
 from ._api import greedy_limit as greedy_limit
 from ._api import simulate_flow as simulate_flow
 from ._api import simulate_gd as simulate_gd
+from ._deep_linear import DeepLinearComparison as DeepLinearComparison
+from ._deep_linear import DeepLinearFlowResult as DeepLinearFlowResult
+from ._deep_linear import DeepLinearFlowState as DeepLinearFlowState
+from ._deep_linear import DeepLinearGreedyPath as DeepLinearGreedyPath
+from ._deep_linear import DeepLinearModel as DeepLinearModel
+from ._deep_linear import DeepLinearSolver as DeepLinearSolver
 from ._demo import DemoConfig as DemoConfig
 from ._demo import RankDemoConfig as RankDemoConfig
 from ._demo import run_demo as run_demo
@@ -53,6 +59,12 @@ from ._sweep import sweep as sweep
 __all__ = [
     "AssumptionWarning",
     "Comparison",
+    "DeepLinearComparison",
+    "DeepLinearFlowResult",
+    "DeepLinearFlowState",
+    "DeepLinearGreedyPath",
+    "DeepLinearModel",
+    "DeepLinearSolver",
     "DemoConfig",
     "DepthComparison",
     "DepthFlowResult",

@@ -6,13 +6,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
+from ._deep_linear import DEEP_LINEAR
 from ._depth import DEPTH
 from ._diagonal import DIAGONAL
 from ._factorized import FACTORIZED
 from ._kit._family import ModelFamily
 from ._kit._task import Builtin, task_named
 
-FAMILIES: tuple[ModelFamily, ...] = (DIAGONAL, FACTORIZED, DEPTH)
+FAMILIES: tuple[ModelFamily, ...] = (DIAGONAL, FACTORIZED, DEPTH, DEEP_LINEAR)
 
 _BY_TYPE: Mapping[type, ModelFamily] = MappingProxyType({f.model_type: f for f in FAMILIES})
 _BY_NAME: Mapping[str, ModelFamily] = MappingProxyType({f.name: f for f in FAMILIES})

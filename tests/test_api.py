@@ -84,7 +84,7 @@ def test_dispatch_follows_the_models_type(linear, square):
 
     with pytest.raises(
         TypeError,
-        match="model must be a gradflow.DiagonalModel or a gradflow.FactorizedModel or a gradflow.DepthModel; got Other",
+        match="model must be a gradflow.DiagonalModel or a gradflow.FactorizedModel or a gradflow.DepthModel or a gradflow.DeepLinearModel; got Other",
     ):
         _registry.family_of(Other())
     with pytest.raises(ValueError, match="unknown model family 'recurrent'; choose one of"):

@@ -4,11 +4,14 @@ numerical oracles.
 ``python -c "import theory; print(theory.verify_all())"`` re-derives everything (one ✓/✗ line each).
 Sign convention as in docs/math.md (*The loss and the sign convention*): g = −∇_β L, du/dt = v ⊙ g,
 dv/dt = u ⊙ g, τ = t / log(1/α)
-(depth L ≥ 3: τ = t α^{L−2}, docs/depth.md).
+(depth L ≥ 3: τ = t α^{L−2}, docs/depth.md; deep linear networks W = W_L ⋯ W_1, docs/deep-linear.md).
 """
 
 from ._conservation import derive_conservation_law as derive_conservation_law
 from ._conservation import derive_sum_difference_dynamics as derive_sum_difference_dynamics
+from ._deep_linear import derive_aligned_modes as derive_aligned_modes
+from ._deep_linear import derive_blow_up_variables as derive_blow_up_variables
+from ._deep_linear import derive_deep_linear_conservation as derive_deep_linear_conservation
 from ._depth import derive_balanced_law as derive_balanced_law
 from ._depth import derive_depth_clock as derive_depth_clock
 from ._depth import derive_depth_conservation as derive_depth_conservation
@@ -56,9 +59,12 @@ __all__ = [
     "VerificationReport",
     "check_claims",
     "crossing_clock",
+    "derive_aligned_modes",
     "derive_balanced_law",
+    "derive_blow_up_variables",
     "derive_conservation_law",
     "derive_depth_clock",
+    "derive_deep_linear_conservation",
     "derive_depth_conservation",
     "derive_diagonal_linear_closed_form",
     "derive_diagonal_linear_staircase",

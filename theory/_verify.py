@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ._conservation import derive_conservation_law, derive_sum_difference_dynamics
+from ._deep_linear import derive_aligned_modes, derive_blow_up_variables, derive_deep_linear_conservation
 from ._depth import (
     derive_balanced_law,
     derive_depth_clock,
@@ -42,6 +43,9 @@ DERIVATIONS = (
     derive_saxe_depth,
     derive_woodworth_tied,
     derive_unbalanced_clock,
+    derive_deep_linear_conservation,
+    derive_aligned_modes,
+    derive_blow_up_variables,
 )
 
 

@@ -1,0 +1,60 @@
+"""The scales float64 resolves in a deep linear network's flow (docs/deep-linear.md, *Supported range*)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .._kit._checks import EPS, RESOLUTION, T_MAX, check_tolerances
+
+STIFFNESS = 40.0
+"""The learned modes relax at rate ``O(α^{−(L−2)})`` in ``τ`` (``L ≥ 3``), and the stages of an implicit step carry
+that many ulps of rounding: the flow is solved while ``α^{L−2} ≥ STIFFNESS · eps / (atol + rtol)`` (``8.9e-7`` at
+``atol = 1e-8``). Measured on Saxe's whitened 3×3 task (singular values 3, 2, 1, docs/deep-linear.md): solved at
+``α^{L−2} = 1e-6`` (L = 4, α = 1e-3; L = 5, α = 1e-2), stalled in a settled mode at ``8.1e-7`` (L = 6, α = 0.03)."""
+
+
+def lowest_log_alpha(depth: int | None, tau_end: float, rtol: float, atol: float) -> float:
+    """The smallest ``log α`` whose flow float64 resolves at the tolerances up to ``τ_end``, the largest of:
+
+    - the sleeping layers' scale: the state is the layers in units of α, ``Ŵ_l = W_l/α``, of order 1 while asleep and
+      ``|W_l|/α`` once learned, in the same matrices; float64 resolves a sleeping entry next to a learned one to
+      ``eps/α``, at most ``(atol + rtol)/RESOLUTION``;
+    - the stiffness of the learned modes (``L ≥ 3``, :data:`STIFFNESS`);
+    - the jumps: ``O(α^{L−2})`` wide in ``τ = t α^{L−2}`` (``L ≥ 3``), resolved in steps of about 0.1 in ``t``, which
+      must exceed 100 ulps of ``τ`` (``gradflow._kit._checks.T_MAX``): ``τ_end α^{−(L−2)} ≤ T_MAX``.
+
+    At ``L = 2`` (``τ = t/log(1/α)``) the jumps are ``O(1/log(1/α))`` wide and only the first bound applies; it is
+    also the bound for every depth (``depth=None``), which the entry points check before they know the model.
+    """
+    tol = atol + rtol
+    log_scale = math.log(RESOLUTION * EPS / tol)
+    if depth is None or depth == 2:
+        return log_scale
+    log_stiff = math.log(STIFFNESS * EPS / tol) / (depth - 2)
+    log_jump = math.log(max(tau_end, 1.0) / T_MAX) / (depth - 2)
+    return max(log_scale, log_stiff, log_jump)
+
+
+def check_resolved(depth: int | None, log_a, ts, *, rtol: float, atol: float, names=("alpha", "log_alpha")) -> None:
+    """Refuse, with the supported range in the message, the scales ``log α`` below :func:`lowest_log_alpha` at the
+    tolerances and the output times ``ts`` (or None: ``τ_end = 1``), for the model's ``depth`` (None: the bound of
+    every depth; the flow checks its depth's before it solves anything). The any-α integrator for full matrices (the
+    analogue of the depth-diagonal clocks) is not built yet: this is the range of the direct integration."""
+    check_tolerances(rtol, atol)
+    log_a = np.atleast_1d(np.asarray(log_a, dtype=np.float64))
+    tau_end = 1.0 if ts is None else float(np.max(ts))
+    lowest = lowest_log_alpha(depth, tau_end, rtol, atol)
+    below = log_a < lowest
+    if np.any(below):
+        la = float(log_a[below][0])
+        raise ValueError(
+            f"{names[1]} = {la:.6g} (α = {math.exp(la):.3g}) is below what float64 resolves for a deep linear network of "
+            f"depth L = {depth or 2} at atol = {atol:g}, rtol = {rtol:g}, up to τ = {tau_end:.6g}: gradflow integrates the "
+            "layers in units of α, where a sleeping entry (of order 1) sits next to learned ones (of order 1/α) that "
+            "relax at rate α^−(L−2). It takes log α ≥ "
+            f"{lowest:.4g} (α ≥ {math.exp(lowest):.3g}) here (a looser atol widens the range); the integrator for "
+            "smaller α (the analogue of the depth-diagonal clocks) is not built yet (docs/deep-linear.md, Supported "
+            "range)."
+        )

@@ -1,0 +1,170 @@
+"""The exact gradient flow of a deep linear network from ``W_l(0) = α W0_l`` (docs/deep-linear.md, *The exact flow*).
+
+With the layers in units of α, ``Ŵ_l = W_l / α`` (of order 1 while asleep), the end-to-end matrix is
+``W = α^L Ŵ_L ⋯ Ŵ_1`` and the flow ``dW_l/dt = W_{>l}ᵀ G W_{<l}ᵀ`` reads
+
+    dŴ_l/dτ = κ Ŵ_{>l}ᵀ G(W) Ŵ_{<l}ᵀ,   κ = 1 in τ = t α^{L−2} (L ≥ 3),   κ = log(1/α) in τ = t / log(1/α) (L = 2),
+
+whose plateaus last a time of order 1 in τ. Learned modes relax at rate ``O(α^{−(L−2)})`` in τ (stiff), so it is
+solved by Kvaerno5 (L-stable) in segments (``gradflow._solver``), stepping onto every output time, in the range of
+α that ``_checks.lowest_log_alpha`` states.
+"""
+
+from __future__ import annotations
+
+import diffrax as dfx
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optimistix as optx
+
+from .._kit._family import FlowRequest
+from .._solver import Solve, solve_in_segments, solve_runs, solve_status, vmap_batches
+from ._checks import check_resolved
+from ._model import DeepLinearModel, check_layers, layer_velocities, product
+from ._results import DeepLinearFlowResult
+
+_ROOT_TOL = 0.1
+_PID = dict(pcoeff=0.3, icoeff=0.3)  # the PI coefficients diffrax advises for implicit solvers
+_ADVICE = "Try a looser atol, or a larger max_steps."
+
+
+class Args(eqx.Module):
+    model: DeepLinearModel
+    log_alpha: jax.Array
+
+    @property
+    def kappa(self):
+        """``dτ`` per ``dt`` over ``α^{L−2}``: 1 for ``L ≥ 3``, ``log(1/α)`` for ``L = 2``."""
+        return -self.log_alpha if self.model.depth == 2 else jnp.ones_like(self.log_alpha)
+
+
+def end_to_end(layers, log_alpha, depth: int):
+    """``W = α^L Ŵ_L ⋯ Ŵ_1`` of the layers in units of α."""
+    return jnp.exp(depth * log_alpha) * product(layers)
+
+
+def vector_field(tau, layers, args: Args):
+    """``dŴ_l/dτ = κ Ŵ_{>l}ᵀ G(W) Ŵ_{<l}ᵀ``."""
+    G = args.model.G(end_to_end(layers, args.log_alpha, args.model.depth))
+    return tuple(args.kappa * v for v in layer_velocities(layers, G))
+
+
+def _solve_of(model, log_alpha, ts, rtol, atol) -> Solve:
+    # Newton's method, not a chord: the Jacobian changes fast along a jump. Its tolerance is a tenth of the step's
+    # relative to the learned entries, O(1/α): a stiff stage's residual carries |hλ| ulps of them (λ = O(α^{−(L−2)})),
+    # so a tolerance on the sleeping entries' scale would not be met; Newton's last iterate is accurate to its square.
+    tol = _ROOT_TOL * (atol + rtol) * jnp.exp(-log_alpha)
+    root_finder = optx.Newton(rtol=tol, atol=tol, norm=optx.rms_norm)
+    pid = dfx.PIDController(rtol=atol + rtol, atol=atol, **_PID)  # atol: the relative accuracy of the entries
+    return Solve(vector_field, dfx.Kvaerno5(root_finder=root_finder), Args(model=model, log_alpha=log_alpha), ts, pid)
+
+
+@eqx.filter_jit
+def _start(model, y0, log_alpha, ts, rtol, atol, *, batched):
+    def one(la):
+        return _solve_of(model, la, ts, rtol, atol).start(y0)
+
+    return jax.vmap(one)(log_alpha) if batched else one(log_alpha)
+
+
+@eqx.filter_jit
+def _advance(model, seg, budget, log_alpha, ts, rtol, atol, *, batched):
+    def one(seg, budget, la):
+        return _solve_of(model, la, ts, rtol, atol).advance(seg, budget)
+
+    return jax.vmap(one)(seg, budget, log_alpha) if batched else one(seg, budget, log_alpha)
+
+
+@eqx.filter_jit
+def _outputs(model, ys, log_alpha, *, batched):
+    """The layers ``W_l = α Ŵ_l``, ``W``, the logs of ``W``'s singular values and the loss at the recorded ``ys``."""
+
+    def at(layers, la):
+        P = product(layers)
+        W = jnp.exp(model.depth * la) * P
+        log_sv = model.depth * la + jnp.log(jnp.linalg.svd(P, compute_uv=False)[: model.rank])
+        return tuple(jnp.exp(la) * w for w in layers), W, log_sv, model.loss_of_weights(W)
+
+    def one(ys, la):
+        return jax.vmap(lambda layers: at(layers, la))(ys)
+
+    return jax.vmap(one)(ys, log_alpha) if batched else one(ys, log_alpha)
+
+
+def _run(model, y0, log_alpha, ts, rtol, atol, *, batched, max_steps, progress):
+    """The flow of one run or a ``vmap``-ed batch, solved in segments: the outputs and whether Ctrl-C stopped each."""
+    seg, result, stopped = solve_in_segments(
+        lambda seg, budget: _advance(model, seg, budget, log_alpha, ts, rtol, atol, batched=batched),
+        _start(model, y0, log_alpha, ts, rtol, atol, batched=batched),
+        ts[-1],
+        max_steps=max_steps,
+        progress=progress,
+    )
+    return (_outputs(model, seg.ys, log_alpha, batched=batched), result, seg.stats), stopped
+
+
+def flow(model: DeepLinearModel, request: FlowRequest) -> DeepLinearFlowResult:
+    """``simulate_flow`` for a deep linear network once the checks every family shares are done: the exact flow from
+    ``W_l(0) = α u0[l−1]`` (the module's equation), one run or a batch of scales."""
+    if request.start is not None:
+        raise ValueError("a DeepLinearModel's flow starts from u0 (the layers' directions); start is not taken.")
+    if request.v0 is not None:
+        raise ValueError(
+            "a DeepLinearModel takes its layers' directions as u0, a tuple of L matrices; v0 is not taken."
+        )
+    if request.u0 is None:
+        raise ValueError("give the layers' initial directions u0, a tuple of L matrices (W_l(0) = α u0[l−1]).")
+    y0 = tuple(jnp.asarray(w) for w in check_layers(model, request.u0))
+    ts, log_a, rtol, atol, max_steps = request.ts, request.log_a, request.rtol, request.atol, request.max_steps
+    check_resolved(model.depth, log_a, ts, rtol=rtol, atol=atol)
+    la, times = jnp.asarray(log_a), jnp.asarray(ts)
+
+    def run(j, progress):
+        batched = request.batched and j is None
+        return _run(
+            model,
+            y0,
+            la if j is None else la[j],
+            times,
+            rtol,
+            atol,
+            batched=batched,
+            max_steps=max_steps,
+            progress=progress,
+        )
+
+    separately = not vmap_batches(request.batching)
+    # the solver's time is τ itself: the progress bar's scale, log(1/α) for the other families, is 1 here
+    unit = -np.ones(np.shape(np.atleast_1d(log_a)))
+    out, stopped = solve_runs(
+        run, unit, ts[-1], batched=request.batched, separately=separately, progress=request.progress
+    )
+    (layers, W, log_sv, loss), solver_result, stats = jax.tree_util.tree_map(np.asarray, out)
+    result, message = solve_status(
+        solver_result,
+        np.isfinite(loss),
+        ts,
+        log_a,
+        max_steps,
+        stopped,
+        what="simulate_flow (deep linear network)",
+        advice=_ADVICE,
+    )
+    return DeepLinearFlowResult(
+        ts=ts,
+        layers=layers,
+        W=W,
+        log_singular_values=log_sv,
+        loss=np.where(np.isfinite(loss), loss, np.nan),
+        log_alpha=np.array(log_a),
+        stats=dict(
+            num_steps=stats[..., 0],
+            num_accepted_steps=stats[..., 1],
+            num_rejected_steps=stats[..., 2],
+            max_steps=max_steps,
+        ),
+        result=result,
+        message=message,
+    )

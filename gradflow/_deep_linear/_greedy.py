@@ -1,0 +1,341 @@
+"""The greedy low-rank limit of a deep linear network (L ≥ 3) as α → 0 (docs/deep-linear.md, *The greedy limit*):
+Li, Luo & Lyu's greedy low-rank learning (ICLR 2021; InRank §3) in the rescaled time ``τ = t α^{L−2}``.
+
+Stage ``k`` holds a rank-``k`` stationary point ``W^k`` of the balanced layers (``W^0 = 0``). Stage ``k + 1`` adds a
+singular pair ``(u, v)`` of ``G_k = −∇L(W^k)`` to balanced factors of ``W^k`` at a small per-layer scale and runs
+the layers' flow (phase (B)) to the rank-``(k+1)`` stationary point ``W^{k+1}``. The stage times:
+
+- ``T_1`` exactly (Jacot et al. 2021): while ``W = O(α^L)`` the layers in units of α obey the α-free
+  ``dŴ_l/dτ = Ŵ_{>l}ᵀ G_0 Ŵ_{<l}ᵀ`` from ``Ŵ = W0``, which blows up at ``T_1`` along a balanced rank-one direction
+  ``u vᵀ`` (a singular pair of ``G_0``, not necessarily the top one). Written ``Ŵ = e^ρ Θ``, ``‖Θ‖ = 1``, in the time
+  ``ds = e^{(L−2)ρ} dτ`` it is the bounded flow ``dΘ/ds = F(Θ) − ⟨Θ, F(Θ)⟩Θ``, ``dρ/ds = ⟨Θ, F(Θ)⟩`` and
+  ``T_1 = ∫_0^∞ e^{−(L−2)ρ} ds``.
+- later stages by the per-mode clocks: a singular pair ``(u_i, v_i)`` of ``G_k`` has the clock
+  ``c_i = |u_iᵀ P0 v_i|^{−(L−2)/L} − (L−2) Σ_{j<k} (u_iᵀ G_j v_i)(T_{j+1} − T_j)`` (``P0 = W0_L ⋯ W0_1``), which
+  reaches 0 after ``Δ_i = c_i / ((L−2) σ_i(G_k))``; the smallest ``Δ`` activates. Exact for balanced starts aligned
+  with a whitened task (Saxe: ``T = c_r / ((L−2) s_r)``); otherwise a conjecture, flagged in ``conjectured``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import equinox as eqx
+import jax
+import numpy as np
+from scipy.integrate import solve_ivp
+
+from .._config import check_interrupt
+from .._kit._assumptions import warn
+from .._kit._greedy import AbstractGreedyPath, GreedyTolerances
+from .._results import RESULTS
+from ._model import DeepLinearModel, check_layers, layer_velocities, product
+
+_ESCAPED = 36.0  # (L−2)ρ at which the blow-up's integral is cut: the tail e^{−36}/((L−2)λ) is added in closed form
+
+
+class DeepLinearGreedyPath(AbstractGreedyPath):
+    """The greedy low-rank limit of a deep linear network: stages ``k = 0..K`` (stage ``k`` holds ``W^k``, of rank
+    ``k``, on ``[T_k, T_{k+1})`` in ``τ = t α^{L−2}``).
+
+    Attributes:
+        times: ``(K+1,)`` ``T_0 = 0 < T_1 ≤ … ≤ T_K``.
+        W: ``(K+1, m, n)`` the stationary points ``W^k`` (``W^0 = 0``).
+        b: ``(K+1, rank)`` the limit of ``log σ / (L log α)`` on each plateau: 0 for the ``k`` learned singular
+            values, 1 for the sleeping ones (it does not move within a plateau for ``L ≥ 3``).
+        conjectured: ``(K+1,)`` whether ``T_k`` is a conjecture (the clock rule for ``k ≥ 2``; ``T_1`` is exact).
+        gradient_singular_values: ``(K+1, min(m, n))`` the singular values of ``G_k = −∇L(W^k)``.
+        delta: ``(K,)`` ``T_{k+1} − T_k``; delta_gap: ``(K,)`` the relative gap to the runner-up's time (the next
+            pair's Δ, or for stage 1 the relative gap ``(σ_1 − σ_2)/σ_1`` of ``G_0``).
+        loss: ``(K+1,)`` ``L(W^k)``; stationarity: ``(K+1,)`` ``max |W_{>l}ᵀ G W_{<l}ᵀ|`` at the layers of ``W^k``
+            over ``σ_1(G_0)``; epsilon_discrepancy: ``(K,)`` ``‖W^{k+1}(ε_1) − W^{k+1}(ε_2)‖ / ‖W^{k+1}‖`` of phase (B)
+            from the two smallest ε of the tolerances; final_delta, runner_up, hessian_min_eig, perturbation_spread
+            (NaN: not run), assumptions_ok, result, message, warnings: as for the other families' paths.
+    """
+
+    W: np.ndarray
+    conjectured: np.ndarray
+    gradient_singular_values: np.ndarray
+    delta: np.ndarray
+    depth: int = eqx.field(static=True)
+
+    @property
+    def weights(self) -> np.ndarray:
+        """``W^k``, ``(K+1, m, n)``, as ``DeepLinearFlowResult.weights``."""
+        return self.W
+
+    def weights_at(self, tau) -> np.ndarray:
+        """``W^k`` of the stage holding τ (piecewise constant), shape ``τ.shape + (m, n)``."""
+        return self.W[self.stage_at(tau)]
+
+    def singular_values_at(self, tau) -> np.ndarray:
+        """The ``rank`` largest singular values of ``W^k`` of the stage holding τ, shape ``τ.shape + (rank,)``."""
+        sv = np.linalg.svd(self.W, compute_uv=False)[:, : np.shape(self.b)[-1]]
+        return sv[self.stage_at(tau)]
+
+    @property
+    def speeds(self) -> np.ndarray:
+        """0: the limit of ``b`` is constant on every plateau at ``L ≥ 3``."""
+        return np.zeros_like(self.b)
+
+
+@eqx.filter_jit
+def _gradient(model, W):
+    return model.G(W)
+
+
+def _pack(layers):
+    return np.concatenate([w.ravel() for w in layers])
+
+
+def _unpack(y, shapes):
+    sizes = [a * b for a, b in shapes]
+    offsets = np.cumsum([0, *sizes[:-1]])
+    return [y[o : o + k].reshape(s) for o, k, s in zip(offsets, sizes, shapes)]
+
+
+def first_escape(G0: np.ndarray, W0, depth: int) -> tuple[float, np.ndarray, np.ndarray]:
+    """``(T_1, u, v)``: the blow-up time of ``dŴ_l/dτ = Ŵ_{>l}ᵀ G_0 Ŵ_{<l}ᵀ`` from ``Ŵ = W0`` and the rank-one
+    direction ``u vᵀ`` it blows up along (see the module), by DOP853 in the bounded variables ``(Θ, ρ, τ)``."""
+    shapes = [w.shape for w in W0]
+    y0 = _pack(W0)
+    r0 = float(np.linalg.norm(y0))
+    L = depth
+
+    def rhs(_, z):
+        theta = z[:-2]
+        F = _pack(layer_velocities(_unpack(theta, shapes), G0))
+        lam = float(theta @ F)
+        return np.concatenate([F - lam * theta, [lam, math.exp(-(L - 2) * z[-2])]])
+
+    def escaped(_, z):
+        return (L - 2) * z[-2] - _ESCAPED
+
+    escaped.terminal = True
+    z0 = np.concatenate([y0 / r0, [math.log(r0), 0.0]])
+    z, s = z0, 0.0
+    for _ in range(60):  # windows of s until ρ reaches the cut (each window doubles)
+        sol = solve_ivp(rhs, (s, s + max(1.0, s)), z, method="DOP853", rtol=1e-12, atol=1e-14, events=escaped)
+        z, s = sol.y[:, -1], float(sol.t[-1])
+        if sol.status == 1:
+            break
+        check_interrupt()
+    else:
+        return math.inf, np.zeros(G0.shape[0]), np.zeros(G0.shape[1])
+    theta = z[:-2]
+    lam = float(theta @ _pack(layer_velocities(_unpack(theta, shapes), G0)))
+    tau = float(z[-1]) + math.exp(-(L - 2) * z[-2]) / ((L - 2) * lam)
+    U, _, Vt = np.linalg.svd(product(_unpack(theta, shapes)))
+    u, v = U[:, 0], Vt[0]
+    if u @ G0 @ v < 0:
+        u = -u
+    return tau, u, v
+
+
+def balanced_layers(W: np.ndarray, rank: int, shapes, extra=None):
+    """Balanced layers of the given ``shapes`` holding ``W``'s top ``rank`` singular triples plus ``extra = (u, σ, v)``
+    in their first ``r`` hidden coordinates: ``W_1 = Σ^{1/L} Vᵀ``, ``W_l = Σ^{1/L}``, ``W_L = U Σ^{1/L}``
+    (``W_{l+1}ᵀW_{l+1} = W_l W_lᵀ``), zero elsewhere (zero rows and columns stay zero under the flow: one
+    compilation serves every stage)."""
+    U, s, Vt = np.linalg.svd(W)
+    U, s, V = U[:, :rank], s[:rank], Vt[:rank].T
+    if extra is not None:
+        u, sigma, v = extra
+        U, s, V = np.column_stack([U, u]), np.append(s, sigma), np.column_stack([V, v])
+    root, r = s ** (1.0 / len(shapes)), s.size
+    blocks = [root[:, None] * V.T] + [np.diag(root) for _ in range(len(shapes) - 2)] + [U * root]
+    layers = [np.zeros(shape) for shape in shapes]
+    layers[0][:r], layers[-1][:, :r] = blocks[0], blocks[-1]
+    for layer, block in zip(layers[1:-1], blocks[1:-1]):
+        layer[:r, :r] = block
+    return layers
+
+
+@eqx.filter_jit
+def _flat_velocities(model, y, shapes):
+    layers = _unpack(y, shapes)
+    return jax.numpy.concatenate([v.ravel() for v in layer_velocities(layers, model.G(product(layers)))])
+
+
+@eqx.filter_jit
+def _flat_jacobian(model, y, shapes):
+    return jax.jacfwd(lambda z: _flat_velocities(model, z, shapes))(y)
+
+
+def phase_b(model: DeepLinearModel, layers, scale: float, tol: GreedyTolerances, horizon: float):
+    """The layers' flow ``dW_l/dt = W_{>l}ᵀ G W_{<l}ᵀ`` from ``layers`` until stationary: its velocities at most
+    ``tol.stationary · scale``. Windows of ``t`` from ``horizon``, doubling, by Radau with the exact Jacobian (the
+    learned modes are stiff once the new one has grown), at most ``tol.max_steps`` steps. Returns ``(layers,
+    stationarity, converged)``."""
+    shapes = tuple(w.shape for w in layers)
+    y, t, steps = _pack(layers), 0.0, 0
+
+    def rhs(_, y):
+        return np.asarray(_flat_velocities(model, y, shapes))
+
+    def jac(_, y):
+        return np.asarray(_flat_jacobian(model, y, shapes))
+
+    size = max(1.0, float(np.abs(y).max()))
+    while steps < tol.max_steps:
+        sol = solve_ivp(rhs, (t, t + horizon), y, method="Radau", jac=jac, rtol=tol.ode_rtol, atol=tol.ode_atol * size)
+        y, t, steps = sol.y[:, -1], t + horizon, steps + len(sol.t) - 1
+        stationarity = float(np.abs(rhs(t, y)).max()) / scale
+        if not sol.success or not np.all(np.isfinite(y)):
+            return _unpack(y, shapes), stationarity, False
+        if stationarity <= tol.stationary:
+            return _unpack(y, shapes), stationarity, True
+        horizon *= 2.0
+        check_interrupt()
+    return _unpack(y, shapes), stationarity, False
+
+
+def greedy(
+    model: DeepLinearModel, *, u0, v0, max_stages, tolerances, check_assumptions, seed, progress, checkpoint=None
+):
+    """``greedy_limit`` for a deep linear network from the layers' directions ``u0`` (L ≥ 3)."""
+    del check_assumptions, seed  # no perturbed runs (Assumption 4.4) yet
+    if model.depth == 2:
+        raise ValueError(
+            "greedy_limit of a DeepLinearModel needs depth L ≥ 3; at L = 2 the network is a FactorizedModel "
+            "(W = U Vᵀ with U = W_2, V = W_1ᵀ), whose greedy low-rank limit gradflow computes."
+        )
+    if v0 is not None:
+        raise ValueError(
+            "a DeepLinearModel takes its layers' directions as u0, a tuple of L matrices; v0 is not taken."
+        )
+    if checkpoint is not None:
+        raise ValueError(
+            "greedy_limit keeps no checkpoint for a DeepLinearModel yet (docs/deep-linear.md, What is left)."
+        )
+    if u0 is None:
+        raise ValueError(
+            "give the layers' initial directions u0: the deep linear greedy limit's stage times depend on them."
+        )
+    tol = tolerances
+    W0 = check_layers(model, u0)
+    L, (m, n), rank = model.depth, model.shape, model.rank
+    P0 = product(list(W0))
+    W = np.zeros((m, n))
+    G = np.asarray(_gradient(model, W))
+    scale = float(np.linalg.norm(G, 2))
+    if not (np.isfinite(scale) and scale > 0):
+        raise ValueError(f"the gradient at W = 0 is {'zero' if scale == 0 else 'not finite'}: the flow never leaves 0.")
+    times, Ws, conj, gsv, loss, stat = [0.0], [W], [False], [], [], [0.0]
+    deltas, gaps, eps_disc, warnings_ = [], [], [], []
+    consumed = []  # (G_j, T_{j+1} − T_j) of the stages before
+    result, message = RESULTS.successful.value, ""
+    try:
+        for k in range(rank + 1):
+            gsv.append(np.linalg.svd(G, compute_uv=False))
+            loss.append(float(model.loss_of_weights(W)))
+            if k == rank:
+                message = f"W reached the largest rank, {rank}: no direction is left to learn"
+                break
+            if max_stages is not None and k >= max_stages:
+                result, message = RESULTS.max_stages.value, f"stopped after max_stages = {max_stages} stages"
+                break
+            Uk, sk, Vkt = np.linalg.svd(G)
+            live = sk > tol.g_zero * scale
+            if not np.any(live):
+                message = "T = ∞: −∇L(W^k) vanishes on the sleeping directions (a stationary point of every rank)"
+                break
+            if k == 0:
+                delta, u, v = first_escape(G, [w.copy() for w in W0], L)
+                gap = (sk[0] - sk[1]) / sk[0] if sk.size > 1 else 1.0
+                if not math.isfinite(delta):
+                    message = "T = ∞: the α-free flow from u0 does not blow up"
+                    break
+            else:
+                clocks = []
+                for i in np.flatnonzero(live):
+                    ui, vi = Uk[:, i], Vkt[i]
+                    c = abs(float(ui @ P0 @ vi)) ** (-(L - 2) / L) if ui @ P0 @ vi != 0 else math.inf
+                    c -= (L - 2) * sum(float(ui @ Gj @ vi) * dt for Gj, dt in consumed)
+                    clocks.append((max(c, 0.0) / ((L - 2) * sk[i]), i))
+                clocks.sort()
+                delta, i = clocks[0]
+                gap = (clocks[1][0] - delta) / max(delta, 1e-300) if len(clocks) > 1 else math.inf
+                u, v = Uk[:, i], Vkt[i]
+            if gap <= tol.tie:
+                warnings_.append(
+                    f"stage {k + 1}: the two candidate directions are tied (relative gap {gap:.3g} ≤ {tol.tie:g}): the "
+                    "greedy limit's choice between them is arbitrary"
+                )
+                warn(warnings_[-1])
+            ends = []
+            for eps in tol.epsilons[-2:]:
+                e = eps ** (1.0 / (L - 2))  # per-layer scale: the new mode escapes after t ≈ 1/((L−2) ε σ)
+                layers = balanced_layers(W, k, model.layer_shapes, (u, e**L, v))
+                horizon = 1.0 / ((L - 2) * eps * float(u @ G @ v))
+                layers, stationarity, ok = phase_b(model, layers, scale, tol, horizon)
+                if not ok:
+                    result = RESULTS.phase_b_failed.value
+                    message = (
+                        f"phase (B) of stage {k + 1} did not reach a stationary point within {tol.max_steps} evaluations "
+                        f"(stationarity {stationarity:.3g} > {tol.stationary:g})"
+                    )
+                    raise StopIteration
+                ends.append((product(layers), stationarity))
+            W_new, stationarity = ends[-1]
+            disc = float(np.linalg.norm(ends[0][0] - W_new) / max(np.linalg.norm(W_new), 1e-300))
+            if disc > tol.epsilon_agreement:
+                warnings_.append(
+                    f"stage {k + 1}: phase (B) from the two smallest ε ends {disc:.3g} apart (relative), more than "
+                    f"{tol.epsilon_agreement:g}: the ε → 0 limit is not reached"
+                )
+                warn(warnings_[-1])
+            consumed.append((G, delta))
+            times.append(times[-1] + delta)
+            deltas.append(delta)
+            gaps.append(gap)
+            eps_disc.append(disc)
+            conj.append(k >= 1)
+            stat.append(stationarity)
+            W = W_new
+            Ws.append(W)
+            G = np.asarray(_gradient(model, W))
+            if progress:
+                print(
+                    f"greedy stage {k + 1}: T = {times[-1]:.6g}, loss = {float(model.loss_of_weights(W)):.6g}",
+                    flush=True,
+                )
+            check_interrupt()
+    except StopIteration:
+        pass
+    except KeyboardInterrupt:
+        result = RESULTS.interrupted.value
+        message = f"greedy_limit was interrupted (Ctrl-C) during stage {len(times)}; the stages before it are kept"
+    K = len(times) - 1
+    gsv, loss = gsv[: K + 1], loss[: K + 1]
+    while len(loss) < K + 1:  # the last stage's records when the loop stopped inside it
+        gsv.append(np.linalg.svd(np.asarray(_gradient(model, Ws[len(loss)])), compute_uv=False))
+        loss.append(float(model.loss_of_weights(Ws[len(loss)])))
+    b = np.ones((K + 1, rank))
+    for k in range(K + 1):
+        b[k, :k] = 0.0
+    ok = np.ones((K + 1, 3), bool)
+    for k, gap in enumerate(gaps):
+        ok[k, 2] = gap > tol.tie and eps_disc[k] <= tol.epsilon_agreement
+    nan = np.full(K + 1, np.nan)
+    return DeepLinearGreedyPath(
+        times=np.asarray(times),
+        b=b,
+        loss=np.asarray(loss),
+        final_delta=np.array([np.inf]),  # the next Δ is not computed
+        delta_gap=np.asarray(gaps),
+        runner_up=np.full(K, -1),
+        hessian_min_eig=nan,
+        stationarity=np.asarray(stat),
+        epsilon_discrepancy=np.asarray(eps_disc),
+        perturbation_spread=nan,
+        assumptions_ok=ok,
+        result=result,
+        message=message,
+        warnings=tuple(warnings_),
+        W=np.stack(Ws),
+        conjectured=np.asarray(conj),
+        gradient_singular_values=np.stack(gsv),
+        delta=np.asarray(deltas),
+        depth=L,
+    )
