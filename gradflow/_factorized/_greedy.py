@@ -145,6 +145,23 @@ def _run(ctx: _Context, max_stages, progress, checkpoint):
     )
 
 
+_PHASE_B_WORDS = {  # how a phase (B) of the factors failed, and what to try (kit.why)
+    kit.PhaseB.MAX_STEPS: (
+        "the flow of the factor columns (U, V) took max_steps = {max_steps} solver steps without becoming steady "
+        "(every active column's gradient below steady = {steady:g} of the escape's); raise "
+        "GreedyTolerances(max_steps=...)"
+    ),
+    kit.PhaseB.NOT_STEADY: (
+        "the flow of the factor columns (U, V) ran to its time limit (10⁶ escape times) without becoming steady, or "
+        "its solver failed; the stage may have no critical point to reach (check the loss is bounded below)"
+    ),
+    kit.PhaseB.NEWTON_FAILED: (
+        "the trust-region Newton polish of the factor columns (U, V) did not bring every active column's relative "
+        "gradient to stationary = {stationary:g} (it stopped after newton_steps = {newton_steps} steps or where its "
+        "trust region shrank to rounding; the flow had become steady); raise GreedyTolerances(newton_steps=...) or "
+        "loosen stationary"
+    ),
+}
 _WORDS = ("no weight matrix has a sleeping direction with σ_1(G_j) above g_zero·G", "escapes")
 
 
@@ -171,7 +188,8 @@ def _advance(ctx: _Context, stage: _Stage, k: int, delta):
     if off is not None:
         return _no_minimiser(k, names[j], stage.ranks, j, outcome, eps, off, delta, tol, unique)
     if outcome is not kit.PhaseB.STATIONARY:
-        return kit.phase_b_failed(k, f"a rank for {names[j]}", "critical point", outcome, eps, delta, tol, unique)
+        what = f"a rank for {names[j]}"
+        return kit.phase_b_failed(k, what, "critical point", outcome, eps, delta, tol, unique, _PHASE_B_WORDS)
     ok44, messages = kit.limit_checks(k, disc, spread, tol, ends="saddles", support="ranks")
     transition = _Transition(
         delta=delta,
@@ -202,7 +220,7 @@ def _no_minimiser(k: int, name: str, ranks, j: int, outcome, eps: float, off: Ru
         f"matrices of ranks {tuple(ranks)}: its flow went down a valley, the loss falling while the factors grew "
         f"without slowing ({points}; growth per unit log t ∝ t^{off.exponent:.2f} by least squares, where a flow converging to a "
         f"critical point slows like t^(−a), a ≥ 1/4 at minima of order ≤ 6), so the loss tends to its infimum only "
-        f"as the factors grow without bound, and phase (B) has no endpoint (where it stopped: {kit.why(outcome, tol)})"
+        f"as the factors grow without bound, and phase (B) has no endpoint (where it stopped: {kit.why(outcome, tol, _PHASE_B_WORDS)})"
     )
     return kit.End(
         result=RESULTS.no_minimiser.value, message=message, final_delta=delta, ok=(not warned, False), warnings=warned
