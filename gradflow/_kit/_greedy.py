@@ -295,22 +295,13 @@ class End(Checked):
 
 
 def phase_b_failed(
-    k: int,
-    what: str,
-    point: str,
-    outcome: PhaseB,
-    epsilon: float,
-    delta,
-    tol: GreedyTolerances,
-    warned,
-    words: dict[PhaseB, str] | None = None,
+    k: int, what: str, point: str, outcome: PhaseB, epsilon: float, delta, tol, warned, words=None
 ) -> End:
     """The end of a path whose phase (B) of stage ``k`` (``what`` it was adding) did not reach a ``point``
     (the family's word: a stationary point, a critical point) from ``epsilon``, told in the family's ``words``
     (see :func:`why`); ``warned`` are the transition's warnings so far."""
-    message = (
-        f"phase (B) of stage {k} ({what}) did not reach a {point}: from ε = {epsilon:g}, {why(outcome, tol, words)}"
-    )
+    message = f"phase (B) of stage {k} ({what}) did not reach a {point}: from ε = {epsilon:g}, "
+    message += why(outcome, tol, words)
     return End(
         result=RESULTS.phase_b_failed.value,
         message=message,
