@@ -49,20 +49,19 @@ def t():
         path_other=gradflow.greedy_limit(
             models.diagonal_linear(n=8, p=3, orthonormal=True, seed=1).model, max_stages=1, check_assumptions=False
         ),
-        runs=lambda loss: _runs(path, [-5.0, -10.0], loss),
+        runs=lambda loss=None: _runs(path, [-5.0, -10.0], loss),
     )
 
 
-def _runs(path, log_alphas, loss_tail, loss_head=None):
-    """Runs that sit on the path's first plateau (a Trajectory each), their loss ``loss_tail`` after ``T_1`` (and
-    ``loss_head`` before it, by default the path's)."""
+def _runs(path, log_alphas, loss_tail=None, loss_head=None):
+    """Runs that jump onto the path's stages at its times (a Trajectory each), recording the model's loss there, or
+    ``loss_tail`` after ``T_1`` (and ``loss_head`` before it): the loss of another model of the same shape."""
     ts = np.linspace(0.0, 1.25 * path.times[-1], 50)
-    loss = np.where(ts < path.times[1], path.loss[0] if loss_head is None else loss_head, loss_tail)
-    p = path.beta.shape[1]
-    return [
-        types.SimpleNamespace(ts=ts, beta=np.zeros((ts.size, p)), b=np.ones((ts.size, p)), loss=loss, log_alpha=la)
-        for la in log_alphas
-    ]
+    after = ts >= path.times[1]
+    loss = np.where(after, path.loss[1] if loss_tail is None else loss_tail, path.loss[0])
+    loss = loss if loss_head is None else np.where(after, loss, loss_head)
+    beta = np.where(after[:, None], path.beta[1], path.beta[0])
+    return [types.SimpleNamespace(ts=ts, beta=beta, b=np.ones_like(beta), loss=loss, log_alpha=la) for la in log_alphas]
 
 
 def _narrow(runs):
@@ -293,10 +292,15 @@ RAISES = {
     "compare_limits, flows of another model of the same shape": (
         lambda t: _compare(t, log_alpha=[-5.0, -10.0], path=t.path, flows=_runs(t.path, [-5.0, -10.0], 0.0, 7.0)),
         ValueError,
-        r"^the flow runs \(at their first time\) records the loss 7 where this model's loss is",
+        r"^the flow runs \(at their recorded times\) records the loss 7 where this model's loss is",
+    ),
+    "compare_limits, flows of another model of the same shape and the same loss at θ(0)": (
+        lambda t: _compare(t, log_alpha=[-5.0, -10.0], path=t.path, flows=t.runs(0.0)),
+        ValueError,
+        r"^the flow runs \(at their recorded times\) records the loss 0 where this model's loss is .* another model's",
     ),
     "compare_limits, the flows of a model with another p": (
-        lambda t: _compare(t, log_alpha=[-5.0, -10.0], path=t.path, flows=_narrow(_runs(t.path, [-5.0, -10.0], 0.0))),
+        lambda t: _compare(t, log_alpha=[-5.0, -10.0], path=t.path, flows=_narrow(_runs(t.path, [-5.0, -10.0]))),
         ValueError,
         r"^a run records p = 2 coordinates, but this DiagonalModel has p = 3: it is another model's run",
     ),
@@ -353,7 +357,7 @@ RETURNS = {
         r"^g\(0\) = 0: the gradient of the loss vanishes at zero weights .*the path has no stage",
     ),
     "compare_limits, one alpha": (
-        lambda t: _compare(t, log_alpha=[-5.0], path=t.path, flows=t.runs(0.0)[:1]),
+        lambda t: _compare(t, log_alpha=[-5.0], path=t.path, flows=t.runs()[:1]),
         "single_scale",
         r"^one scale, log α = -5: .*the rates .* are NaN; give more alphas",
     ),
@@ -373,7 +377,7 @@ def test_the_comparison_json_says_what_the_comparison_says(t):
     ``single_scale``: the JSON's result is the comparison's, the path's is ``greedy_result``."""
     from gradflow._diagonal._report import comparison_json
 
-    comparison = _compare(t, log_alpha=[-5.0], path=t.path, flows=t.runs(0.0)[:1])
+    comparison = _compare(t, log_alpha=[-5.0], path=t.path, flows=t.runs()[:1])
     data = comparison_json(comparison, t.path, t.lin.model.names)
     assert (data["result"], data["greedy_result"]) == ("single_scale", t.path.result)
     assert data["message"].startswith("one scale") and data["fit_range"]["log_alpha"] == [-5.0, -5.0]
