@@ -26,6 +26,11 @@ def _norm_at_zero(x, beta):
     return x @ beta + 0.1 * jnp.linalg.norm(beta)
 
 
+def _sqrt_to_half(x, beta):
+    """Linear, but NaN where ``β_0 > 0.5`` (a square root of a negative number reached mid-run)."""
+    return x @ beta + 0.0 * jnp.sqrt(0.5 - beta[0])
+
+
 def _logits(x, beta):
     return jnp.stack([0.0, x @ beta])
 
@@ -338,6 +343,20 @@ RETURNS = {
         lambda t: _gd(t, lr=0.1, u0=t.lin.u0 * 1e200, throw=False),
         "non_finite",
         r"became non-finite at the start, θ\(0\) = α \(u0, v0\).*smaller u0, v0 or α",
+    ),
+    "simulate_gd, h NaN past β_0 = 0.5 (not an overshoot)": (
+        lambda t: gradflow.simulate_gd(
+            gradflow.DiagonalModel(_sqrt_to_half, X, Y, p=3),
+            u0=t.lin.u0,
+            v0=t.lin.v0,
+            alpha=1e-2,
+            lr=0.1,
+            steps=400,
+            throw=False,
+        ),
+        "non_finite",
+        r"became non-finite at step \d+: at finite weights \(β\[0\] = 0\.5\d*, .*max \|entry\| = 0\.5\d*\) the loss is "
+        r"nan and g = −∇L is not finite in coordinates \[0, 1, 2\].*so the model's h or loss is not finite there",
     ),
     "simulate_gd, factorised, lr = 10": (
         lambda t: _gd(t, "mf", lr=10.0, throw=False),

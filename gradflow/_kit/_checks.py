@@ -200,6 +200,12 @@ def describe_coordinates(idx, names: Sequence[str] | None) -> str:
     return f"coordinates {idx} ({shown})"
 
 
+def non_finite_at(loss: float, bad, weights: str, size: float) -> str:
+    """For a message: at finite weights (``weights``, in words, of largest entry ``size``) the loss is ``loss`` and
+    ``g = −∇L`` is not finite in ``bad`` (the coordinates or weight matrices, in words)."""
+    return f"at finite weights ({weights}; max |entry| = {size:.3g}) the loss is {loss:.6g} and g = −∇L is not finite in {bad}"
+
+
 def degenerate_error(what: str, idx, fix: str, names: Sequence[str] | None = None) -> ValueError:
     """The error for ``|u_i| = |v_i|``: ``what`` holds at the coordinates ``idx``; ``fix`` says what to do."""
     return ValueError(
