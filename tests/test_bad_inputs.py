@@ -5,6 +5,7 @@ what went wrong and where. Tiny models, no long solve."""
 import re
 import types
 
+import diffrax as dfx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -400,3 +401,34 @@ def test_the_comparison_json_says_what_the_comparison_says(t):
     data = comparison_json(comparison, t.path, t.lin.model.names)
     assert (data["result"], data["greedy_result"]) == ("single_scale", t.path.result)
     assert data["message"].startswith("one scale") and data["fit_range"]["log_alpha"] == [-5.0, -5.0]
+
+
+def test_a_flow_stopped_by_a_nan_of_h_names_it():
+    """A flow whose solver stopped where h is NaN just ahead (here β_0 → 0.5, past which √(0.5 − β_0) is NaN) says
+    so, with the weights and coordinates, not "its step size fell below the float64 resolution of t"."""
+    from gradflow._diagonal._flow import _not_finite_ahead
+    from gradflow._solver._solve import solve_status
+
+    model = gradflow.DiagonalModel(_sqrt_to_half, X, Y, p=3)
+    beta = np.array([0.5 - 1e-13, 1e-3, 0.0])  # the state log w (in the frame u > |v|): β = ¼ (w² − w̄²)
+    log_wwbar = np.log(np.array([1e-6, 1e-6, 1e-6]))
+    y = 0.5 * np.log(2 * beta + np.sqrt(4 * beta**2 + np.exp(2 * log_wwbar)))  # w² = 2β + √(4β² + (w w̄)²)
+    note = _not_finite_ahead(model, y, log_wwbar)
+    assert re.match(r"at finite weights \(β\[0\] = 0\.5, .*the loss is nan .* just ahead of where it stopped$", note)
+    assert _not_finite_ahead(models.diagonal_linear(n=4, p=3, seed=0).model, y, log_wwbar) == ""
+    result, message = solve_status(
+        np.array([dfx.RESULTS.dt_min_reached]), np.array([[True, False]]), np.array([0.0, 1.0]), np.array([-10.0]),
+        None, np.array([False]), what="simulate_flow", advice="", ahead=lambda k: note,
+    )  # fmt: skip
+    assert message[0].startswith("simulate_flow cannot go on at log α = -10: the flow stopped after τ = 0 (ts[-1] = 1)")
+    assert note in message[0] and "so the model's h or loss is not finite there" in message[0]
+
+
+@pytest.mark.slow
+def test_simulate_flow_into_a_nan_of_h_names_it(t):
+    flow = gradflow.simulate_flow(
+        gradflow.DiagonalModel(_sqrt_to_half, X, Y, p=3), u0=t.lin.u0, v0=t.lin.v0, ts=[0.0, 3.0], log_alpha=-10.0,
+        throw=False, progress=False,
+    )  # fmt: skip
+    message = str(flow.message)
+    assert flow.result != "successful" and "(β[0] = 0.5, " in message and "the loss is nan" in message

@@ -8,18 +8,16 @@ comparison with ``simulate_flow`` shows how small ``lr`` must be.
 
 from __future__ import annotations
 
-import math
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 
-from .._kit._checks import check_int, describe_coordinates, non_finite_at
+from .._kit._checks import check_int
 from .._kit._trajectory import gd_status
 from ._checks import check_init
-from ._model import DiagonalModel, evaluate_g, evaluate_loss
+from ._model import DiagonalModel, where_not_finite
 from ._results import GDResult
 
 OPTIMIZERS = ("gd", "sgd", "adam")
@@ -56,7 +54,7 @@ def gd(
     u, v, loss = (np.concatenate(parts, axis=axis) for parts in zip(*records))
     rec = np.arange(steps // record_every + 1, dtype=np.int64) * record_every
     finite = np.isfinite(loss) & np.all(np.isfinite(u) & np.isfinite(v), axis=-1)
-    model_at = [_where_not_finite(model, at) for at in np.asarray(carry[3]).reshape(-1, model.p)]
+    model_at = [where_not_finite(model, at[None]) for at in np.asarray(carry[3]).reshape(-1, model.p)]
     model_at = np.array(model_at, dtype=object).reshape(np.shape(carry[2]))
     result, message, after = gd_status(
         rec, np.asarray(carry[2]), finite, lr=float(lr), log_alpha=log_a, model_at=model_at
@@ -66,20 +64,6 @@ def gd(
     return GDResult(
         steps=rec, u=u, v=v, loss=loss, log_alpha=log_a, alpha=alphas, lr=float(lr), result=result, message=message
     )
-
-
-def _where_not_finite(model: DiagonalModel, beta) -> str:
-    """Where the model's loss or g is not finite at the finite weights ``beta`` (those of the first non-finite
-    gradient; ``""`` if they are not finite, or if the model is finite there: the weights overflowed)."""
-    if not np.all(np.isfinite(beta)):
-        return ""
-    loss, g = float(evaluate_loss(model, beta)), evaluate_g(model, beta)
-    bad = np.flatnonzero(~np.isfinite(g))
-    if math.isfinite(loss) and not bad.size:
-        return ""
-    shown = ", ".join(f"{model.names[i]} = {beta[i]:.6g}" for i in range(min(model.p, 4)))
-    where = describe_coordinates(bad, model.names) if bad.size else "no coordinate"
-    return non_finite_at(loss, where, f"{shown}{', …' if model.p > 4 else ''}", float(np.max(np.abs(beta))))
 
 
 _BLOCK = 64  # records per compiled call: any `steps` and `record_every` reuse one compilation
