@@ -359,6 +359,15 @@ RETURNS = {
         r"became non-finite at step \d+: at finite weights \(β\[0\] = 0\.5\d*, .*max \|entry\| = 0\.5\d*\) the loss is "
         r"nan and g = −∇L is not finite in coordinates \[0, 1, 2\].*so the model's h or loss is not finite there",
     ),
+    "greedy_limit, h NaN past β_0 = 0.5 (not max_steps)": (
+        lambda t: gradflow.greedy_limit(
+            gradflow.DiagonalModel(_sqrt_to_half, X, Y, p=3), check_assumptions=False, throw=False
+        ),
+        "phase_b_failed",
+        r"^phase \(B\) of stage 0 \(activating β\[0\]\) did not reach a stationary point: from ε = 0\.001, its flow "
+        r"stopped near a point where the model is not finite: at finite weights \(β\[0\] = 0\.5, .* not finite in "
+        r"coordinates \[0, 1, 2\] .*; check h's domain",
+    ),
     "simulate_gd, factorised, lr = 10": (
         lambda t: _gd(t, "mf", lr=10.0, throw=False),
         "non_finite",
