@@ -32,6 +32,14 @@ def _sqrt_to_half(x, beta):
     return x @ beta + 0.0 * jnp.sqrt(0.5 - beta[0])
 
 
+_XS = np.stack([np.eye(2), np.array([[0.0, 1.0], [0.0, 0.0]])])
+
+
+def _sqrt_past_half(x, Ws):
+    """⟨x, W⟩, but NaN where ``W_11 > 0.5``."""
+    return jnp.sum(x * Ws[0]) + 0.0 * jnp.sqrt(0.5 - Ws[0][1, 1])
+
+
 def _logits(x, beta):
     return jnp.stack([0.0, x @ beta])
 
@@ -367,6 +375,20 @@ RETURNS = {
         r"^phase \(B\) of stage 0 \(activating β\[0\]\) did not reach a stationary point: from ε = 0\.001, its flow "
         r"stopped near a point where the model is not finite: at finite weights \(β\[0\] = 0\.5, .* not finite in "
         r"coordinates \[0, 1, 2\] .*; check h's domain",
+    ),
+    "simulate_gd, factorised, h NaN past W_11 = 0.5 (not an overshoot)": (
+        lambda t: gradflow.simulate_gd(
+            gradflow.FactorizedModel(_sqrt_past_half, _XS, np.array([4.0, 0.0]), shapes=[(2, 2)]),
+            u0=(np.array([[0.3, -1.2], [0.9, 0.4]]),),
+            v0=(np.array([[-0.5, 0.8], [1.1, 0.2]]),),
+            alpha=1e-2,
+            lr=0.1,
+            steps=400,
+            throw=False,
+        ),  # fmt: skip
+        "non_finite",
+        r"became non-finite at step \d+: at finite weights \(‖W\[0\]‖₂ = .*\) the loss is nan and g = −∇L is not finite "
+        r"in W\[0\], so the model's h or loss is not finite there",
     ),
     "simulate_gd, factorised, lr = 10": (
         lambda t: _gd(t, "mf", lr=10.0, throw=False),

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import math
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._kit._checks import non_finite_at
 from .._kit._trajectory import gd_status
-from ._model import FactorizedModel, check_factors
+from ._model import FactorizedModel, check_factors, products
+from ._phase_b import evaluate
 from ._results import FactorizedGDResult
 
 
@@ -35,11 +39,17 @@ def gd(
         )
         records.append([np.take(np.asarray(x), np.arange(active), axis=axis) for x in jax.tree_util.tree_leaves(rec)])
     *Ws, loss = (np.concatenate(parts, axis=axis) for parts in zip(*records))
-    bad = carry[1]
+    bad, at = np.asarray(carry[1]), jax.tree_util.tree_map(np.asarray, carry[2])
     rec = np.arange(steps // record_every + 1, dtype=np.int64) * record_every
     Ws, loss = tuple(np.asarray(w) for w in Ws), np.asarray(loss)
     finite = np.isfinite(loss) & np.all([np.isfinite(w).all(axis=(-2, -1)) for w in Ws], axis=0)
-    result, message, after = gd_status(rec, np.asarray(bad), finite, lr=float(lr), log_alpha=log_a)
+    model_at = np.full(bad.shape, "", dtype=object)
+    for run in np.ndindex(bad.shape):
+        if bad[run] >= 0:
+            with np.errstate(over="ignore", invalid="ignore"):  # overflowed factors: not the model's doing
+                weights = products(*jax.tree_util.tree_map(lambda x: x[run], at))
+            model_at[run] = _where_not_finite(model, weights)
+    result, message, after = gd_status(rec, bad, finite, lr=float(lr), log_alpha=log_a, model_at=model_at)
     return FactorizedGDResult(
         steps=rec,
         W=tuple(np.where(after[..., None, None], np.nan, w) for w in Ws),
@@ -54,6 +64,20 @@ def gd(
 _BLOCK = 64  # records per compiled call: any `steps`, `record_every` and α reuse one compilation
 
 
+def _where_not_finite(model: FactorizedModel, Ws) -> str:
+    """Where the model's loss or ``G`` is not finite at the finite weights ``Ws`` (those of the first non-finite
+    gradient), in words; ``""`` if they are not finite or the model is finite there (the weights overflowed)."""
+    if not all(np.all(np.isfinite(w)) for w in Ws):
+        return ""
+    G, loss = evaluate(model, tuple(jnp.asarray(w) for w in Ws))
+    bad = [name for name, g in zip(model.names, G) if not np.all(np.isfinite(np.asarray(g)))]
+    if math.isfinite(float(loss)) and not bad:
+        return ""
+    shown = ", ".join(f"‖{name}‖₂ = {np.linalg.norm(w, 2):.6g}" for name, w in zip(model.names, Ws))
+    size = max(float(np.max(np.abs(w), initial=0.0)) for w in Ws)
+    return non_finite_at(float(loss), ", ".join(bad) or "no weight matrix", shown, size)
+
+
 def _record(model, theta):
     Ws = tuple(u @ v.T for u, v in zip(*theta))
     return Ws, model.loss_of_weights(Ws)
@@ -65,7 +89,8 @@ def _start(model, us, vs, alphas, *, batched):
 
     def one(alpha):
         theta = (tuple(alpha * u for u in us), tuple(alpha * v for v in vs))
-        return (theta, jnp.asarray(-1, dtype=jnp.int64)), _record(model, theta)
+        nowhere = jax.tree_util.tree_map(lambda x: jnp.full_like(x, jnp.nan), theta)  # θ at the first bad gradient
+        return (theta, jnp.asarray(-1, dtype=jnp.int64), nowhere), _record(model, theta)
 
     return jax.vmap(one)(alphas) if batched else one(alphas)
 
@@ -79,11 +104,12 @@ def _advance(model, carry, done, active, every, lr, *, block, batched):
 
     def one(carry):
         def step(k, carry):
-            th, bad = carry
+            th, bad, at = carry
             g = grad(th)
             finite = jnp.all(jnp.array([jnp.all(jnp.isfinite(x)) for x in jax.tree_util.tree_leaves(g)]))
-            bad = jnp.where((bad < 0) & ~finite, k, bad)
-            return jax.tree_util.tree_map(lambda x, g: x - lr * g, th, g), bad
+            first = (bad < 0) & ~finite
+            bad, at = jnp.where(first, k, bad), jax.tree_util.tree_map(lambda a, x: jnp.where(first, x, a), at, th)
+            return jax.tree_util.tree_map(lambda x, g: x - lr * g, th, g), bad, at
 
         def chunk(carry, c):
             first = (done + c) * every
