@@ -170,10 +170,9 @@ def _advance(ctx: _Context, stage: _Stage, k: int, delta):
     ends = _phase_b_ends(ctx, stage, signs, i)
     if ends.outcome is not kit.PhaseB.STATIONARY:
         met = ends.not_finite.replace("{", "{{").replace("}", "}}")
-        why = (
-            f"its flow stopped near a point where the model is not finite: {met}; check h's domain (e.g. a log or sqrt"
-        )
-        words = {ends.outcome: why + " of the weights)"} if met else None
+        advice = "check h's domain (e.g. a log or sqrt of the weights)"
+        why = f"its flow stopped near a point where the model is not finite: {met}; {advice}"
+        words = {ends.outcome: why} if met else None
         return kit.phase_b_failed(
             k, f"activating {names[i]}", "stationary point", ends.outcome, ends.epsilon, delta, tol, tie, words
         )
