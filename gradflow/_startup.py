@@ -23,8 +23,11 @@ def _as_command() -> bool:
 
 
 def _interrupted(signum, frame) -> None:
+    """Exit at once: an exception raised here could unwind through JAX's native initialisation (its MLIR bindings),
+    which aborts the process ("terminate called after throwing ..."); nothing is computed yet, so nothing is lost."""
+    sys.stdout.flush()
     print("gradflow: interrupted while starting; nothing was computed", file=sys.stderr, flush=True)
-    raise SystemExit(INTERRUPTED_STATUS)
+    os._exit(INTERRUPTED_STATUS)
 
 
 def quiet_start() -> None:
