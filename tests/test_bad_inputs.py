@@ -463,3 +463,30 @@ def test_simulate_flow_into_a_nan_of_h_names_it(t):
     )  # fmt: skip
     message = str(flow.message)
     assert flow.result != "successful" and "(β[0] = 0.5, " in message and "the loss is nan" in message
+
+
+def test_a_factorised_flow_stopped_by_a_nan_of_h_names_it():
+    """The factorised flow's diagnosis of where it stopped: W_11 just below 0.5, with G pushing it up into the NaN of
+    √(0.5 − W_11); nothing for a model that is finite there."""
+    from gradflow._factorized._flow import _not_finite_ahead
+    from gradflow._factorized._qr import initial_state
+
+    d = np.diag([0.1, np.sqrt(0.5 - 1e-13)])
+    state = initial_state((d + np.array([[0.0, 1e-3], [0.0, 0.0]]),), (d,))  # W = U Vᵀ at α = 1
+    model = gradflow.FactorizedModel(_sqrt_past_half, _XS, np.array([4.0, 0.0]), shapes=[(2, 2)])
+    with jax.enable_x64(True):
+        note = _not_finite_ahead(model, state)
+        other = _not_finite_ahead(models.matrix_factorization(m=2, n=2, singular_values=(2.0,)).model, state)
+    assert re.match(r"at finite weights \(‖W\[0\]‖₂ = 0\.5.*the loss is nan .* in W\[0\], just ahead of where", note)
+    assert other == ""
+
+
+@pytest.mark.slow
+def test_a_factorised_simulate_flow_into_a_nan_of_h_names_it():
+    flow = gradflow.simulate_flow(
+        gradflow.FactorizedModel(_sqrt_past_half, _XS, np.array([4.0, 0.0]), shapes=[(2, 2)]),
+        u0=(np.array([[0.3, -1.2], [0.9, 0.4]]),), v0=(np.array([[-0.5, 0.8], [1.1, 0.2]]),),
+        ts=np.linspace(0, 3, 31), log_alpha=-10.0, throw=False, progress=False,
+    )  # fmt: skip
+    message = str(flow.message)
+    assert flow.result != "successful" and "the loss is nan" in message and "just ahead of where" in message

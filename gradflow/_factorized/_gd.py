@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import math
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._kit._checks import non_finite_at
 from .._kit._trajectory import gd_status
 from ._model import FactorizedModel, check_factors, products
-from ._phase_b import evaluate
+from ._phase_b import where_not_finite
 from ._results import FactorizedGDResult
 
 
@@ -48,7 +45,7 @@ def gd(
         if bad[run] >= 0:
             with np.errstate(over="ignore", invalid="ignore"):  # overflowed factors: not the model's doing
                 weights = products(*jax.tree_util.tree_map(lambda x: x[run], at))
-            model_at[run] = _where_not_finite(model, weights)
+            model_at[run] = where_not_finite(model, weights)
     result, message, after = gd_status(rec, bad, finite, lr=float(lr), log_alpha=log_a, model_at=model_at)
     return FactorizedGDResult(
         steps=rec,
@@ -62,20 +59,6 @@ def gd(
 
 
 _BLOCK = 64  # records per compiled call: any `steps`, `record_every` and α reuse one compilation
-
-
-def _where_not_finite(model: FactorizedModel, Ws) -> str:
-    """Where the model's loss or ``G`` is not finite at the finite weights ``Ws`` (those of the first non-finite
-    gradient), in words; ``""`` if they are not finite or the model is finite there (the weights overflowed)."""
-    if not all(np.all(np.isfinite(w)) for w in Ws):
-        return ""
-    G, loss = evaluate(model, tuple(jnp.asarray(w) for w in Ws))
-    bad = [name for name, g in zip(model.names, G) if not np.all(np.isfinite(np.asarray(g)))]
-    if math.isfinite(float(loss)) and not bad:
-        return ""
-    shown = ", ".join(f"‖{name}‖₂ = {np.linalg.norm(w, 2):.6g}" for name, w in zip(model.names, Ws))
-    size = max(float(np.max(np.abs(w), initial=0.0)) for w in Ws)
-    return non_finite_at(float(loss), ", ".join(bad) or "no weight matrix", shown, size)
 
 
 def _record(model, theta):
