@@ -33,6 +33,7 @@ def _sqrt_to_half(x, beta):
 
 
 _XS = np.stack([np.eye(2), np.array([[0.0, 1.0], [0.0, 0.0]])])
+_XS_11 = np.stack([np.diag([0.0, 1.0]), np.array([[0.0, 1.0], [0.0, 0.0]])])  # the teacher's W_11 = 4
 
 
 def _sqrt_past_half(x, Ws):
@@ -490,3 +491,27 @@ def test_a_factorised_simulate_flow_into_a_nan_of_h_names_it():
     )  # fmt: skip
     message = str(flow.message)
     assert flow.result != "successful" and "the loss is nan" in message and "just ahead of where" in message
+
+
+def test_a_factorised_phase_b_stopped_by_a_nan_of_h_names_it():
+    """The factorised greedy's diagnosis of a failed phase (B): from W̄^k = 0 to W_11 just below 0.5, with G pushing
+    W_11 up into the NaN of √(0.5 − W_11) (it read "took max_steps")."""
+    from gradflow._factorized._greedy import _not_finite_on_the_way
+
+    model = gradflow.FactorizedModel(_sqrt_past_half, _XS_11, np.array([4.0, 0.0]), shapes=[(2, 2)])
+    with jax.enable_x64(True):
+        note = _not_finite_on_the_way(model, (np.zeros((2, 2)),), (np.diag([0.0, 0.5 - 1e-13]),))
+        fine = _not_finite_on_the_way(model, (np.zeros((2, 2)),), (np.diag([0.0, 0.25]),))
+    assert re.match(r"at finite weights \(‖W\[0\]‖₂ = 0\.5; .*\) the loss is nan .* not finite in W\[0\]$", note)
+    assert fine == ""
+
+
+@pytest.mark.slow
+def test_a_factorised_greedy_limit_into_a_nan_of_h_names_it():
+    path = gradflow.greedy_limit(
+        gradflow.FactorizedModel(_sqrt_past_half, _XS_11, np.array([4.0, 0.0]), shapes=[(2, 2)]),
+        check_assumptions=False, throw=False,
+    )  # fmt: skip
+    assert path.result == "phase_b_failed" and "its flow stopped near a point where the model is not finite" in str(
+        path.message
+    )

@@ -24,7 +24,7 @@ import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
 from .._config import float64
-from .._kit._checks import degenerate_error
+from .._kit._checks import AHEAD, degenerate_error
 from .._kit._family import FlowRequest
 from .._solver import (
     PredictiveController,
@@ -231,14 +231,14 @@ def flow_result(out, ts, log_a, swap, sign, max_steps, stopped, *, model=None, l
 
 def _not_finite_ahead(model: DiagonalModel, y, log_wwbar) -> str:
     """Where the model's loss or ``g`` is not finite at the state ``y = log w`` where a run stopped, or just ahead of
-    it along ``dy/dt = g`` (steps of 1e-16 … 1 in unscaled time: the solver shrinks its step onto such a point and
+    it along ``dy/dt = g`` (the steps ``AHEAD``: the solver shrinks its step onto such a point and
     stops there); ``""`` if nowhere."""
     y, log_wwbar = np.asarray(y, dtype=np.float64), np.asarray(log_wwbar, dtype=np.float64)
     beta = lambda y: 0.25 * (np.exp(y) + np.exp(log_wwbar - y)) * (np.exp(y) - np.exp(log_wwbar - y))  # noqa: E731
     here = where_not_finite(model, beta(y)[None])
     if here or not np.all(np.isfinite(y)):
         return here
-    steps = 10.0 ** np.arange(-16.0, 1.0)
+    steps = AHEAD
     with np.errstate(over="ignore", invalid="ignore"):
         ahead = beta(y + steps[:, None] * evaluate_g(model, beta(y)))
     found = where_not_finite(model, ahead)

@@ -30,7 +30,7 @@ import numpy as np
 
 from .._kit import _checkpoint
 from .._kit import _greedy as kit
-from .._kit._checks import check_pair
+from .._kit._checks import AHEAD, check_pair
 from ._checks import check_init
 from ._frame import apply_frame, frame_of
 from ._model import DiagonalModel, evaluate_g, where_not_finite
@@ -284,12 +284,12 @@ def _transition(ctx: _Context, k, delta, choice, g_i, ends: _Ends, tie) -> _Tran
 
 def _not_finite_on_the_way(model: DiagonalModel, start, end) -> str:
     """Where the model's loss or ``g`` is not finite on the way of a failed phase (B) from ``start`` (β^k) to where it
-    ended, ``end``, or just ahead of it along its flow (``dβ/dt = 2 |β| ⊙ g`` on the support: steps of 1e-16 … 1),
+    ended, ``end``, or just ahead of it along its flow (``dβ/dt = 2 |β| ⊙ g`` on the support: the steps ``AHEAD``),
     in words (:func:`where_not_finite`); ``""`` if nowhere: the flow failed for another reason."""
     with np.errstate(over="ignore", invalid="ignore"):
         line = start + np.linspace(0.0, 1.0, 9)[:, None] * (end - start)
         g = evaluate_g(model, end) if np.all(np.isfinite(end)) else np.zeros_like(end)
-        ahead = end * np.exp(2 * 10.0 ** np.arange(-16.0, 1.0)[:, None] * np.sign(end) * g)
+        ahead = end * np.exp(2 * AHEAD[:, None] * np.sign(end) * g)
     return where_not_finite(model, np.concatenate([line, ahead]))
 
 

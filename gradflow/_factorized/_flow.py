@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import optimistix as optx
 
+from .._kit._checks import AHEAD
 from .._kit._family import FlowRequest
 from .._solver import (
     Solve,
@@ -169,14 +170,14 @@ def flow(model: FactorizedModel, request: FlowRequest, solver) -> FactorizedFlow
 
 def _not_finite_ahead(model: FactorizedModel, final) -> str:
     """Where the model's loss or ``G`` is not finite at the weights of the state ``final`` where a run stopped, or just
-    ahead of them along ``G`` (steps of 1e-16 … 1: the solver shrinks its step onto such a point and stops there;
+    ahead of them along ``G`` (the steps ``AHEAD``: the solver shrinks its step onto such a point and stops there;
     ``G`` points where the awake columns move), in words; ``""`` if nowhere."""
     Ws = tuple(np.asarray(factor_weights(f, m)) for f, (m, _) in zip(final, model.shapes))
     here = where_not_finite(model, Ws)
     if here or not all(np.all(np.isfinite(w)) for w in Ws):
         return here
     G, _ = evaluate(model, tuple(jnp.asarray(w) for w in Ws))
-    for step in 10.0 ** np.arange(-16.0, 1.0):
+    for step in AHEAD:
         with np.errstate(over="ignore", invalid="ignore"):
             found = where_not_finite(model, tuple(w + step * np.asarray(g) for w, g in zip(Ws, G)))
         if found:

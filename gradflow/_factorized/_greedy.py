@@ -33,13 +33,13 @@ import numpy as np
 
 from .._kit import _checkpoint
 from .._kit import _greedy as kit
-from .._kit._checks import check_pair
+from .._kit._checks import AHEAD, check_pair
 from .._results import RESULTS
 from ._gauge import min_eig_off_gauge
 from ._layout import Layout
 from ._model import FactorizedModel, check_factors
 from ._path import FactorizedGreedyPath
-from ._phase_b import RunOff, curvature, evaluate, runs_off, solve_phase_b
+from ._phase_b import RunOff, curvature, evaluate, runs_off, solve_phase_b, where_not_finite
 from ._sleeping import escape_times, move, saddle_orientation, signed_rates
 
 
@@ -188,8 +188,12 @@ def _advance(ctx: _Context, stage: _Stage, k: int, delta):
     if off is not None:
         return _no_minimiser(k, names[j], stage.ranks, j, outcome, eps, off, delta, tol, unique)
     if outcome is not kit.PhaseB.STATIONARY:
-        what = f"a rank for {names[j]}"
-        return kit.phase_b_failed(k, what, "critical point", outcome, eps, delta, tol, unique, _PHASE_B_WORDS)
+        what, words = f"a rank for {names[j]}", _PHASE_B_WORDS
+        met = _not_finite_on_the_way(ctx.model, stage.Ws, Ws).replace("{", "{{").replace("}", "}}")
+        if met:
+            advice = "check h's domain (e.g. a log or sqrt of the weights)"
+            words = {outcome: f"its flow stopped near a point where the model is not finite: {met}; {advice}"}
+        return kit.phase_b_failed(k, what, "critical point", outcome, eps, delta, tol, unique, words)
     ok44, messages = kit.limit_checks(k, disc, spread, tol, ends="saddles", support="ranks")
     transition = _Transition(
         delta=delta,
@@ -319,10 +323,23 @@ def _stage(ctx: _Context, k: int, time: float, y, ranks, exponents, orientation,
     )
 
 
+def _not_finite_on_the_way(model, start, end) -> str:
+    """Where the model's loss or ``G`` is not finite on the way of a failed phase (B) from the weights ``start``
+    (``W̄^k``) to those where it ended, ``end``, or just ahead of them along ``G`` (the steps ``AHEAD``), in words
+    (:func:`~gradflow._factorized._phase_b.where_not_finite`); ``""`` if nowhere."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        points = [tuple(a + s * (b - a) for a, b in zip(start, end)) for s in np.linspace(0.0, 1.0, 9)]
+        if all(np.all(np.isfinite(w)) for w in end):
+            G, _ = evaluate(model, tuple(jnp.asarray(w) for w in end))
+            points += [tuple(w + h * np.asarray(g) for w, g in zip(end, G)) for h in AHEAD]
+    return next(filter(None, (where_not_finite(model, ws) for ws in points)), "")
+
+
 def _phase_b_ends(ctx: _Context, stage: _Stage, j: int):
     """Phase (B) into factor j from every ε (in turn, until one fails) and then the perturbed starts. Returns
     (outcome, ε, y, ranks, disc, spread, run-off): the last, where phase (B) failed and its flow ran off to infinity
-    (:func:`~gradflow._factorized._phase_b.runs_off`), the evidence, else None."""
+    (:func:`~gradflow._factorized._phase_b.runs_off`), the evidence, else None; where phase (B) failed, ``y`` is
+    where the failed run ended (its weight matrices)."""
     tol, layout, model = ctx.tol, ctx.layout, ctx.model
     a, b = stage.pairs[j]
     sigma = float(stage.rates[j][0])
@@ -375,7 +392,7 @@ def _phase_b_ends(ctx: _Context, stage: _Stage, j: int):
             break
     outcome, eps = kit.first_failure(status, tol)
     if outcome is not kit.PhaseB.STATIONARY:
-        return outcome, eps, None, None, math.nan, math.nan, runs_off(records[-1])
+        return outcome, eps, layout.products(ends[-1]), None, math.nan, math.nan, runs_off(records[-1])
     for start in starts[n_eps:]:
         solve(start)
     products = [layout.products(e) for e in ends]

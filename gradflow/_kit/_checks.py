@@ -200,6 +200,12 @@ def describe_coordinates(idx, names: Sequence[str] | None) -> str:
     return f"coordinates {idx} ({shown})"
 
 
+AHEAD = 10.0 ** np.arange(-16.0, -3.0)
+"""The steps (in unscaled time) at which a run that stopped is probed ahead along its flow for a point where the model is
+not finite: a solver shrinks its step onto such a point and stops within a tiny step of it; farther ahead than 1e-4
+lies another stretch of the flow, not the cause."""
+
+
 def non_finite_at(loss: float, bad, weights: str, size: float) -> str:
     """For a message: at finite weights (``weights``, in words, of largest entry ``size``) the loss is ``loss`` and
     ``g = −∇L`` is not finite in ``bad`` (the coordinates or weight matrices, in words)."""
