@@ -4,6 +4,7 @@ The theory engine runs in float64 inside a scoped ``jax.enable_x64(True)``; grad
 change your global JAX settings (see ``gradflow._config``).
 """
 
+from . import _startup  # noqa: F401  (first: Ctrl-C while the command imports JAX is one line, gradflow._startup)
 from . import models as models
 from . import plot as plot
 from ._api import compare_limits as compare_limits

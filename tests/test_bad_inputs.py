@@ -5,6 +5,7 @@ what went wrong and where. Tiny models, no long solve."""
 import re
 import types
 
+import diffrax as dfx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -24,6 +25,20 @@ def _linear(x, beta):
 def _norm_at_zero(x, beta):
     """Not differentiable at β = 0 (``jnp.linalg.norm``), smooth elsewhere."""
     return x @ beta + 0.1 * jnp.linalg.norm(beta)
+
+
+def _sqrt_to_half(x, beta):
+    """Linear, but NaN where ``β_0 > 0.5`` (a square root of a negative number reached mid-run)."""
+    return x @ beta + 0.0 * jnp.sqrt(0.5 - beta[0])
+
+
+_XS = np.stack([np.eye(2), np.array([[0.0, 1.0], [0.0, 0.0]])])
+_XS_11 = np.stack([np.diag([0.0, 1.0]), np.array([[0.0, 1.0], [0.0, 0.0]])])  # the teacher's W_11 = 4
+
+
+def _sqrt_past_half(x, Ws):
+    """⟨x, W⟩, but NaN where ``W_11 > 0.5``."""
+    return jnp.sum(x * Ws[0]) + 0.0 * jnp.sqrt(0.5 - Ws[0][1, 1])
 
 
 def _logits(x, beta):
@@ -49,20 +64,19 @@ def t():
         path_other=gradflow.greedy_limit(
             models.diagonal_linear(n=8, p=3, orthonormal=True, seed=1).model, max_stages=1, check_assumptions=False
         ),
-        runs=lambda loss: _runs(path, [-5.0, -10.0], loss),
+        runs=lambda loss=None: _runs(path, [-5.0, -10.0], loss),
     )
 
 
-def _runs(path, log_alphas, loss_tail, loss_head=None):
-    """Runs that sit on the path's first plateau (a Trajectory each), their loss ``loss_tail`` after ``T_1`` (and
-    ``loss_head`` before it, by default the path's)."""
+def _runs(path, log_alphas, loss_tail=None, loss_head=None):
+    """Runs that jump onto the path's stages at its times (a Trajectory each), recording the model's loss there, or
+    ``loss_tail`` after ``T_1`` (and ``loss_head`` before it): the loss of another model of the same shape."""
     ts = np.linspace(0.0, 1.25 * path.times[-1], 50)
-    loss = np.where(ts < path.times[1], path.loss[0] if loss_head is None else loss_head, loss_tail)
-    p = path.beta.shape[1]
-    return [
-        types.SimpleNamespace(ts=ts, beta=np.zeros((ts.size, p)), b=np.ones((ts.size, p)), loss=loss, log_alpha=la)
-        for la in log_alphas
-    ]
+    after = ts >= path.times[1]
+    loss = np.where(after, path.loss[1] if loss_tail is None else loss_tail, path.loss[0])
+    loss = loss if loss_head is None else np.where(after, loss, loss_head)
+    beta = np.where(after[:, None], path.beta[1], path.beta[0])
+    return [types.SimpleNamespace(ts=ts, beta=beta, b=np.ones_like(beta), loss=loss, log_alpha=la) for la in log_alphas]
 
 
 def _narrow(runs):
@@ -293,10 +307,15 @@ RAISES = {
     "compare_limits, flows of another model of the same shape": (
         lambda t: _compare(t, log_alpha=[-5.0, -10.0], path=t.path, flows=_runs(t.path, [-5.0, -10.0], 0.0, 7.0)),
         ValueError,
-        r"^the flow runs \(at their first time\) records the loss 7 where this model's loss is",
+        r"^the flow runs \(at their recorded times\) records the loss 7 where this model's loss is",
+    ),
+    "compare_limits, flows of another model of the same shape and the same loss at θ(0)": (
+        lambda t: _compare(t, log_alpha=[-5.0, -10.0], path=t.path, flows=t.runs(0.0)),
+        ValueError,
+        r"^the flow runs \(at their recorded times\) records the loss 0 where this model's loss is .* another model's",
     ),
     "compare_limits, the flows of a model with another p": (
-        lambda t: _compare(t, log_alpha=[-5.0, -10.0], path=t.path, flows=_narrow(_runs(t.path, [-5.0, -10.0], 0.0))),
+        lambda t: _compare(t, log_alpha=[-5.0, -10.0], path=t.path, flows=_narrow(_runs(t.path, [-5.0, -10.0]))),
         ValueError,
         r"^a run records p = 2 coordinates, but this DiagonalModel has p = 3: it is another model's run",
     ),
@@ -335,6 +354,43 @@ RETURNS = {
         "non_finite",
         r"became non-finite at the start, θ\(0\) = α \(u0, v0\).*smaller u0, v0 or α",
     ),
+    "simulate_gd, h NaN past β_0 = 0.5 (not an overshoot)": (
+        lambda t: gradflow.simulate_gd(
+            gradflow.DiagonalModel(_sqrt_to_half, X, Y, p=3),
+            u0=t.lin.u0,
+            v0=t.lin.v0,
+            alpha=1e-2,
+            lr=0.1,
+            steps=400,
+            throw=False,
+        ),
+        "non_finite",
+        r"became non-finite at step \d+: at finite weights \(β\[0\] = 0\.5\d*, .*max \|entry\| = 0\.5\d*\) the loss is "
+        r"nan and g = −∇L is not finite in coordinates \[0, 1, 2\].*so the model's h or loss is not finite there",
+    ),
+    "greedy_limit, h NaN past β_0 = 0.5 (not max_steps)": (
+        lambda t: gradflow.greedy_limit(
+            gradflow.DiagonalModel(_sqrt_to_half, X, Y, p=3), check_assumptions=False, throw=False
+        ),
+        "phase_b_failed",
+        r"^phase \(B\) of stage 0 \(activating β\[0\]\) did not reach a stationary point: from ε = 0\.001, its flow "
+        r"stopped near a point where the model is not finite: at finite weights \(β\[0\] = 0\.5, .* not finite in "
+        r"coordinates \[0, 1, 2\] .*; check h's domain",
+    ),
+    "simulate_gd, factorised, h NaN past W_11 = 0.5 (not an overshoot)": (
+        lambda t: gradflow.simulate_gd(
+            gradflow.FactorizedModel(_sqrt_past_half, _XS, np.array([4.0, 0.0]), shapes=[(2, 2)]),
+            u0=(np.array([[0.3, -1.2], [0.9, 0.4]]),),
+            v0=(np.array([[-0.5, 0.8], [1.1, 0.2]]),),
+            alpha=1e-2,
+            lr=0.1,
+            steps=400,
+            throw=False,
+        ),  # fmt: skip
+        "non_finite",
+        r"became non-finite at step \d+: at finite weights \(‖W\[0\]‖₂ = .*\) the loss is nan and g = −∇L is not finite "
+        r"in W\[0\], so the model's h or loss is not finite there",
+    ),
     "simulate_gd, factorised, lr = 10": (
         lambda t: _gd(t, "mf", lr=10.0, throw=False),
         "non_finite",
@@ -353,7 +409,7 @@ RETURNS = {
         r"^g\(0\) = 0: the gradient of the loss vanishes at zero weights .*the path has no stage",
     ),
     "compare_limits, one alpha": (
-        lambda t: _compare(t, log_alpha=[-5.0], path=t.path, flows=t.runs(0.0)[:1]),
+        lambda t: _compare(t, log_alpha=[-5.0], path=t.path, flows=t.runs()[:1]),
         "single_scale",
         r"^one scale, log α = -5: .*the rates .* are NaN; give more alphas",
     ),
@@ -373,7 +429,89 @@ def test_the_comparison_json_says_what_the_comparison_says(t):
     ``single_scale``: the JSON's result is the comparison's, the path's is ``greedy_result``."""
     from gradflow._diagonal._report import comparison_json
 
-    comparison = _compare(t, log_alpha=[-5.0], path=t.path, flows=t.runs(0.0)[:1])
+    comparison = _compare(t, log_alpha=[-5.0], path=t.path, flows=t.runs()[:1])
     data = comparison_json(comparison, t.path, t.lin.model.names)
     assert (data["result"], data["greedy_result"]) == ("single_scale", t.path.result)
     assert data["message"].startswith("one scale") and data["fit_range"]["log_alpha"] == [-5.0, -5.0]
+
+
+def test_a_flow_stopped_by_a_nan_of_h_names_it():
+    """A flow whose solver stopped where h is NaN just ahead (here β_0 → 0.5, past which √(0.5 − β_0) is NaN) says
+    so, with the weights and coordinates, not "its step size fell below the float64 resolution of t"."""
+    from gradflow._diagonal._flow import _not_finite_ahead
+    from gradflow._solver._solve import solve_status
+
+    model = gradflow.DiagonalModel(_sqrt_to_half, X, Y, p=3)
+    beta = np.array([0.5 - 1e-13, 1e-3, 0.0])  # the state log w (in the frame u > |v|): β = ¼ (w² − w̄²)
+    log_wwbar = np.log(np.array([1e-6, 1e-6, 1e-6]))
+    y = 0.5 * np.log(2 * beta + np.sqrt(4 * beta**2 + np.exp(2 * log_wwbar)))  # w² = 2β + √(4β² + (w w̄)²)
+    note = _not_finite_ahead(model, y, log_wwbar)
+    assert re.match(r"at finite weights \(β\[0\] = 0\.5, .*the loss is nan .* just ahead of where it stopped$", note)
+    assert _not_finite_ahead(models.diagonal_linear(n=4, p=3, seed=0).model, y, log_wwbar) == ""
+    result, message = solve_status(
+        np.array([dfx.RESULTS.dt_min_reached]), np.array([[True, False]]), np.array([0.0, 1.0]), np.array([-10.0]),
+        None, np.array([False]), what="simulate_flow", advice="", ahead=lambda k: note,
+    )  # fmt: skip
+    assert message[0].startswith("simulate_flow cannot go on at log α = -10: the flow stopped after τ = 0 (ts[-1] = 1)")
+    assert note in message[0] and "so the model's h or loss is not finite there" in message[0]
+
+
+@pytest.mark.slow
+def test_simulate_flow_into_a_nan_of_h_names_it(t):
+    flow = gradflow.simulate_flow(
+        gradflow.DiagonalModel(_sqrt_to_half, X, Y, p=3), u0=t.lin.u0, v0=t.lin.v0, ts=[0.0, 3.0], log_alpha=-10.0,
+        throw=False, progress=False,
+    )  # fmt: skip
+    message = str(flow.message)
+    assert flow.result != "successful" and "(β[0] = 0.5, " in message and "the loss is nan" in message
+
+
+def test_a_factorised_flow_stopped_by_a_nan_of_h_names_it():
+    """The factorised flow's diagnosis of where it stopped: W_11 just below 0.5, with G pushing it up into the NaN of
+    √(0.5 − W_11); nothing for a model that is finite there."""
+    from gradflow._factorized._flow import _not_finite_ahead
+    from gradflow._factorized._qr import initial_state
+
+    d = np.diag([0.1, np.sqrt(0.5 - 1e-13)])
+    state = initial_state((d + np.array([[0.0, 1e-3], [0.0, 0.0]]),), (d,))  # W = U Vᵀ at α = 1
+    model = gradflow.FactorizedModel(_sqrt_past_half, _XS, np.array([4.0, 0.0]), shapes=[(2, 2)])
+    with jax.enable_x64(True):
+        note = _not_finite_ahead(model, state)
+        other = _not_finite_ahead(models.matrix_factorization(m=2, n=2, singular_values=(2.0,)).model, state)
+    assert re.match(r"at finite weights \(‖W\[0\]‖₂ = 0\.5.*the loss is nan .* in W\[0\], just ahead of where", note)
+    assert other == ""
+
+
+@pytest.mark.slow
+def test_a_factorised_simulate_flow_into_a_nan_of_h_names_it():
+    flow = gradflow.simulate_flow(
+        gradflow.FactorizedModel(_sqrt_past_half, _XS, np.array([4.0, 0.0]), shapes=[(2, 2)]),
+        u0=(np.array([[0.3, -1.2], [0.9, 0.4]]),), v0=(np.array([[-0.5, 0.8], [1.1, 0.2]]),),
+        ts=np.linspace(0, 3, 31), log_alpha=-10.0, throw=False, progress=False,
+    )  # fmt: skip
+    message = str(flow.message)
+    assert flow.result != "successful" and "the loss is nan" in message and "just ahead of where" in message
+
+
+def test_a_factorised_phase_b_stopped_by_a_nan_of_h_names_it():
+    """The factorised greedy's diagnosis of a failed phase (B): from W̄^k = 0 to W_11 just below 0.5, with G pushing
+    W_11 up into the NaN of √(0.5 − W_11) (it read "took max_steps")."""
+    from gradflow._factorized._greedy import _not_finite_on_the_way
+
+    model = gradflow.FactorizedModel(_sqrt_past_half, _XS_11, np.array([4.0, 0.0]), shapes=[(2, 2)])
+    with jax.enable_x64(True):
+        note = _not_finite_on_the_way(model, (np.zeros((2, 2)),), (np.diag([0.0, 0.5 - 1e-13]),))
+        fine = _not_finite_on_the_way(model, (np.zeros((2, 2)),), (np.diag([0.0, 0.25]),))
+    assert re.match(r"at finite weights \(‖W\[0\]‖₂ = 0\.5; .*\) the loss is nan .* not finite in W\[0\]$", note)
+    assert fine == ""
+
+
+@pytest.mark.slow
+def test_a_factorised_greedy_limit_into_a_nan_of_h_names_it():
+    path = gradflow.greedy_limit(
+        gradflow.FactorizedModel(_sqrt_past_half, _XS_11, np.array([4.0, 0.0]), shapes=[(2, 2)]),
+        check_assumptions=False, throw=False,
+    )  # fmt: skip
+    assert path.result == "phase_b_failed" and "its flow stopped near a point where the model is not finite" in str(
+        path.message
+    )

@@ -22,6 +22,7 @@ import sys
 import warnings
 
 from .._config import deferred_interrupts
+from .._startup import started
 from . import _commands
 from ._options import CLIError, Parser, add_model_options, add_out, positive_int
 from ._sweep import add_sweep
@@ -104,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as stop:  # --help, or a bad option (one line on stderr)
         return int(stop.code or 0)
+    started()  # Ctrl-C from here on: the command's own handling (finished parts kept)
     try:
         with warnings.catch_warnings(), deferred_interrupts():  # Ctrl-C stops at the next check, never inside JAX
             warnings.showwarning = _show_warning

@@ -24,7 +24,7 @@ from typing import Any, ClassVar, NamedTuple
 import equinox as eqx
 import numpy as np
 
-from .._kit._checks import check_losses
+from .._kit._checks import check_losses, probe_times
 from .._kit._comparison import AbstractComparison, check_run_scales, compare_runs, detect, window_masks
 from .._kit._deprecation import renamed
 from .._kit._trajectory import Trajectory
@@ -130,9 +130,9 @@ def compare(model, path, runs, log_alphas, **options) -> Comparison:
                 f"a run records p = {run.beta.shape[-1]} coordinates, but this DiagonalModel has p = {model.p}: it is "
                 "another model's run; compute the flows with this model, or leave flows None."
             )
-    at_start = np.stack([run.beta[0] for run in runs])
+    picks = np.stack([probe_times(run.loss) for run in runs], axis=1)  # (PROBES, runs): the batch of one check
+    recorded = [[run.loss[i] for run, i in zip(runs, at)] for at in picks]
+    computed = [evaluate_loss(model, np.stack([run.beta[i] for run, i in zip(runs, at)])) for at in picks]
     method = options.get("method", "flow")
-    check_losses(
-        [run.loss[0] for run in runs], evaluate_loss(model, at_start), f"the {method} runs (at their first time)"
-    )
+    check_losses(np.ravel(recorded), np.ravel(computed), f"the {method} runs (at their recorded times)")
     return _compare_runs(path, runs, names=model.names, **options)

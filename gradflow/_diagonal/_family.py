@@ -102,7 +102,7 @@ class DiagonalFamily(ModelFamily):
     compare = staticmethod(compare)
 
     def describe_model(self, model) -> str:
-        return f"p = {model.p}, n = {model.n}"
+        return f"p = {model.p} coordinates, n = {model.n} sample{'s' if model.n != 1 else ''}"
 
     def first_stage_speed(self, model) -> float:
         return float(np.max(np.abs(evaluate_g(model, np.zeros(model.p)))))

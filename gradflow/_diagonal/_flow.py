@@ -24,7 +24,7 @@ import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
 from .._config import float64
-from .._kit._checks import degenerate_error
+from .._kit._checks import AHEAD, degenerate_error
 from .._kit._family import FlowRequest
 from .._solver import (
     PredictiveController,
@@ -37,7 +37,7 @@ from .._solver import (
 from ._checks import check_init
 from ._field import Args, exp_weights, vector_field, wake_horizon
 from ._frame import apply_frame, frame_of
-from ._model import DiagonalModel
+from ._model import DiagonalModel, evaluate_g, where_not_finite
 from ._results import FlowResult, FlowState
 from ._solvers import SwitchingSolver, implicit_solver, switching_solver
 
@@ -100,7 +100,7 @@ def _run(model, y0, log_wwbar, log_alpha, ts, rtol, atol, *, solver, batched, ma
         progress=progress,
     )
     log_wbar, loss = _outputs(model, seg.ys, log_wwbar, batched=batched)
-    return (seg.ys, log_wbar, loss, result, seg.stats), stopped
+    return (seg.ys, log_wbar, loss, result, seg.stats, seg.y), stopped
 
 
 def check_state(start, p: int):
@@ -175,7 +175,7 @@ def flow(model: DiagonalModel, request: FlowRequest, solver) -> FlowResult:
         return _run(model, pick(y0), pick(log_wwbar), pick(la), times, rtol, atol, **one, **options)
 
     out, stopped = solve_runs(run, la, ts[-1], batched=batched, separately=not vmapped, progress=request.progress)
-    return flow_result(out, ts, log_a, swap, sign, max_steps, stopped)
+    return flow_result(out, ts, log_a, swap, sign, max_steps, stopped, model=model, log_wwbar=np.asarray(log_wwbar))
 
 
 def default_rank(p: int, batched: bool) -> int:
@@ -198,13 +198,17 @@ def initial_state(u0, v0, log_a) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
     return y0, log_wwbar, swap, sign
 
 
-def flow_result(out, ts, log_a, swap, sign, max_steps, stopped) -> FlowResult:
-    """The :class:`FlowResult` of the solver's output ``out`` (one run or a batch), with ``result``/``message``;
-    ``stopped``: whether Ctrl-C stopped each run."""
-    log_w, log_wbar, loss, solver_result, stats = jax.tree_util.tree_map(np.asarray, out)
+def flow_result(out, ts, log_a, swap, sign, max_steps, stopped, *, model=None, log_wwbar=None) -> FlowResult:
+    """The :class:`FlowResult` of the solver's output ``out`` (one run or a batch, with the state where each run
+    stopped last, if given), with ``result``/``message``; ``stopped``: whether Ctrl-C stopped each run. With the
+    ``model``, a run that stopped where the model is not finite ahead of it (:func:`_not_finite_ahead`) says so."""
+    log_w, log_wbar, loss, solver_result, stats, *final = jax.tree_util.tree_map(np.asarray, out)
     finished = np.all(np.isfinite(log_w), axis=-1)
+    ahead = None
+    if final and model is not None:
+        ahead = lambda k: _not_finite_ahead(model, final[0][k], log_wwbar[k])  # noqa: E731
     result, message = solve_status(
-        solver_result, finished, ts, log_a, max_steps, stopped, what="simulate_flow", advice=_ADVICE
+        solver_result, finished, ts, log_a, max_steps, stopped, what="simulate_flow", advice=_ADVICE, ahead=ahead
     )
     return FlowResult(
         ts=ts,
@@ -223,6 +227,22 @@ def flow_result(out, ts, log_a, swap, sign, max_steps, stopped) -> FlowResult:
         result=result,
         message=message,
     )
+
+
+def _not_finite_ahead(model: DiagonalModel, y, log_wwbar) -> str:
+    """Where the model's loss or ``g`` is not finite at the state ``y = log w`` where a run stopped, or just ahead of
+    it along ``dy/dt = g`` (the steps ``AHEAD``: the solver shrinks its step onto such a point and
+    stops there); ``""`` if nowhere."""
+    y, log_wwbar = np.asarray(y, dtype=np.float64), np.asarray(log_wwbar, dtype=np.float64)
+    beta = lambda y: 0.25 * (np.exp(y) + np.exp(log_wwbar - y)) * (np.exp(y) - np.exp(log_wwbar - y))  # noqa: E731
+    here = where_not_finite(model, beta(y)[None])
+    if here or not np.all(np.isfinite(y)):
+        return here
+    steps = AHEAD
+    with np.errstate(over="ignore", invalid="ignore"):
+        ahead = beta(y + steps[:, None] * evaluate_g(model, beta(y)))
+    found = where_not_finite(model, ahead)
+    return found and f"{found}, just ahead of where it stopped"
 
 
 # --------------------------------------------------------------------------------------------------

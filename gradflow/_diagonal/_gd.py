@@ -17,7 +17,7 @@ import optax
 from .._kit._checks import check_int
 from .._kit._trajectory import gd_status
 from ._checks import check_init
-from ._model import DiagonalModel
+from ._model import DiagonalModel, where_not_finite
 from ._results import GDResult
 
 OPTIMIZERS = ("gd", "sgd", "adam")
@@ -54,7 +54,11 @@ def gd(
     u, v, loss = (np.concatenate(parts, axis=axis) for parts in zip(*records))
     rec = np.arange(steps // record_every + 1, dtype=np.int64) * record_every
     finite = np.isfinite(loss) & np.all(np.isfinite(u) & np.isfinite(v), axis=-1)
-    result, message, after = gd_status(rec, np.asarray(carry[2]), finite, lr=float(lr), log_alpha=log_a)
+    model_at = [where_not_finite(model, at[None]) for at in np.asarray(carry[3]).reshape(-1, model.p)]
+    model_at = np.array(model_at, dtype=object).reshape(np.shape(carry[2]))
+    result, message, after = gd_status(
+        rec, np.asarray(carry[2]), finite, lr=float(lr), log_alpha=log_a, model_at=model_at
+    )
     u, v = (np.where(after[..., None], np.nan, x) for x in (u, v))
     loss = np.where(after, np.nan, loss)
     return GDResult(
@@ -81,7 +85,8 @@ def _start(model, alphas, u0, v0, lr, *, optimizer, batch_size, batched):
 
     def one(alpha):
         theta = (alpha * u0, alpha * v0)
-        carry = (theta, _optimizer(optimizer, lr).init(theta), jnp.asarray(-1, dtype=jnp.int64))
+        nowhere = jnp.full_like(u0, jnp.nan)  # β at the first non-finite gradient
+        carry = (theta, _optimizer(optimizer, lr).init(theta), jnp.asarray(-1, dtype=jnp.int64), nowhere)
         return carry, (*theta, model.loss_value(*theta))
 
     return _vmap_if(batched, one, 0)(alphas)
@@ -99,16 +104,17 @@ def _advance(model, carry, done, active, record_every, lr, key, *, block, optimi
 
     def one(carry):
         def step(k, carry):
-            theta, state, bad = carry
+            theta, state, bad, at = carry
             batch = None
             if batch_size is not None:
                 batch = jax.random.permutation(jax.random.fold_in(key, k), model.n)[:batch_size]
             u, v = theta
             g = model.g(u * v, batch=batch)  # ∇_u L = −v ⊙ g, ∇_v L = −u ⊙ g (docs/math.md, the sign convention)
-            bad = jnp.where((bad < 0) & ~jnp.all(jnp.isfinite(g)), k, bad)
+            first = (bad < 0) & ~jnp.all(jnp.isfinite(g))
+            bad, at = jnp.where(first, k, bad), jnp.where(first, u * v, at)
             grads = (-v * g, -u * g)
             updates, state = opt.update(grads, state, theta)
-            return optax.apply_updates(theta, updates), state, bad
+            return optax.apply_updates(theta, updates), state, bad, at
 
         def chunk(carry, c):
             first = (done + c) * record_every

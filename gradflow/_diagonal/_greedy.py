@@ -30,10 +30,10 @@ import numpy as np
 
 from .._kit import _checkpoint
 from .._kit import _greedy as kit
-from .._kit._checks import check_pair
+from .._kit._checks import AHEAD, check_pair
 from ._checks import check_init
 from ._frame import apply_frame, frame_of
-from ._model import DiagonalModel
+from ._model import DiagonalModel, evaluate_g, where_not_finite
 from ._path import GreedyPath
 from ._phase_b import Thresholds, g_and_loss, phase_b, reduce_support, restricted_hessian
 
@@ -130,6 +130,7 @@ class _Ends:
     y: np.ndarray | None = None
     discrepancy: float = math.nan
     spread: float = math.nan
+    not_finite: str = ""  # where the model is not finite on a failed run's way (_not_finite_on_the_way)
 
 
 def _run(ctx: _Context, g0, loss0, max_stages, progress, checkpoint) -> tuple[list[_Stage], list[_Transition], kit.End]:
@@ -168,8 +169,12 @@ def _advance(ctx: _Context, stage: _Stage, k: int, delta):
     signs[i] = np.sign(stage.g[i])
     ends = _phase_b_ends(ctx, stage, signs, i)
     if ends.outcome is not kit.PhaseB.STATIONARY:
+        met = ends.not_finite.replace("{", "{{").replace("}", "}}")
+        advice = "check h's domain (e.g. a log or sqrt of the weights)"
+        why = f"its flow stopped near a point where the model is not finite: {met}; {advice}"
+        words = {ends.outcome: why} if met else None
         return kit.phase_b_failed(
-            k, f"activating {names[i]}", "stationary point", ends.outcome, ends.epsilon, delta, tol, tie
+            k, f"activating {names[i]}", "stationary point", ends.outcome, ends.epsilon, delta, tol, tie, words
         )
     transition = _transition(ctx, k, delta, choice, stage.g[i], ends, tie)
     step = float(delta[i])
@@ -277,6 +282,17 @@ def _transition(ctx: _Context, k, delta, choice, g_i, ends: _Ends, tie) -> _Tran
     )
 
 
+def _not_finite_on_the_way(model: DiagonalModel, start, end) -> str:
+    """Where the model's loss or ``g`` is not finite on the way of a failed phase (B) from ``start`` (β^k) to where it
+    ended, ``end``, or just ahead of it along its flow (``dβ/dt = 2 |β| ⊙ g`` on the support: the steps ``AHEAD``),
+    in words (:func:`where_not_finite`); ``""`` if nowhere: the flow failed for another reason."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        line = start + np.linspace(0.0, 1.0, 9)[:, None] * (end - start)
+        g = evaluate_g(model, end) if np.all(np.isfinite(end)) else np.zeros_like(end)
+        ahead = end * np.exp(2 * AHEAD[:, None] * np.sign(end) * g)
+    return where_not_finite(model, np.concatenate([line, ahead]))
+
+
 def _phase_b_ends(ctx: _Context, stage: _Stage, signs, i) -> _Ends:
     """Phase (B) from every ε (and the perturbed starts), in one compiled call of :func:`_phase_b`.
 
@@ -330,7 +346,9 @@ def _phase_b_ends(ctx: _Context, stage: _Stage, signs, i) -> _Ends:
     n_eps = len(tol.epsilons)
     outcome, eps = kit.first_failure(status[:n_eps], tol)
     if outcome is not kit.PhaseB.STATIONARY:
-        return _Ends(outcome, eps)
+        end = np.zeros(p)
+        end[red.index[red.mask]] = ends[int(np.argmax(status[:n_eps] != 0))][red.mask] ** 2
+        return _Ends(outcome, eps, not_finite=_not_finite_on_the_way(model, signs * y * y, signs * end))
     ref, prev = ends[n_eps - 1], ends[n_eps - 2]
     norm = float(np.max(ref))
     same = np.array_equal(ref > 0, prev > 0)

@@ -17,7 +17,7 @@ import numpy as np
 
 from .._config import float64
 from .._data import LossSpec, mean_loss
-from .._kit._checks import check_coordinate_model, check_vector
+from .._kit._checks import check_coordinate_model, check_vector, describe_coordinates, non_finite_at
 
 
 class DiagonalModel(eqx.Module):
@@ -97,6 +97,27 @@ def evaluate_g(model: DiagonalModel, beta) -> np.ndarray:
     flat = beta.reshape(-1, model.p)
     out = _batched_g(model, jnp.asarray(flat))
     return np.asarray(out).reshape(beta.shape)
+
+
+def where_not_finite(model: DiagonalModel, betas) -> str:
+    """Where the model's loss or ``g`` is not finite at the first of the finite weights ``betas`` (shape ``(k, p)``)
+    where either is, in words for a message; ``""`` if there is none (at non-finite weights the run itself
+    overflowed, and the model is not to blame)."""
+    betas = np.asarray(betas, dtype=np.float64)
+    betas = betas[np.all(np.isfinite(betas), axis=-1)]
+    if not betas.size:
+        return ""
+    losses, gs = evaluate_loss(model, betas), evaluate_g(model, betas)
+    bad = ~(np.isfinite(losses) & np.all(np.isfinite(gs), axis=-1))
+    if not bad.any():
+        return ""
+    i = int(np.argmax(bad))
+    beta, idx = betas[i], np.flatnonzero(~np.isfinite(gs[i]))
+    shown = ", ".join(f"{model.names[j]} = {beta[j]:.6g}" for j in range(min(model.p, 4))) + (
+        ", …" if model.p > 4 else ""
+    )
+    where = describe_coordinates(idx, model.names) if idx.size else "no coordinate"
+    return non_finite_at(float(losses[i]), where, shown, float(np.max(np.abs(beta))))
 
 
 @eqx.filter_jit

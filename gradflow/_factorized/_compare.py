@@ -28,7 +28,7 @@ import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
-from .._kit._checks import check_losses
+from .._kit._checks import check_losses, probe_times
 from .._kit._comparison import AbstractComparison, check_run_scales, compare_runs, detect, window_masks
 from .._kit._deprecation import renamed
 from ._model import FactorizedModel
@@ -216,11 +216,13 @@ def _compare_runs(path, runs, *, widths, names, method="flow", delta=None, thres
 def compare(model: FactorizedModel, path, runs, log_alphas, **options) -> RankComparison:
     """Compare runs of the factorised ``model`` (one batched result or one per ``log_alphas``, anything with
     ``ts``, ``W``, ``log_singular_values``, ``loss``, ``log_alpha``) with the greedy low-rank ``path``; the runs'
-    loss at their first time must be the model's there (``kit.check_losses``)."""
+    loss at their recorded times (``kit.probe_times``) must be the model's there (``kit.check_losses``)."""
     runs = _as_runs(runs, log_alphas, model)
-    at_start = [loss_of_weights(model, tuple(w[0] for w in run.W)) for run in runs]
+    picks = [probe_times(run.loss) for run in runs]
+    recorded = [run.loss[i] for run, at in zip(runs, picks) for i in at]
+    computed = [loss_of_weights(model, tuple(w[i] for w in run.W)) for run, at in zip(runs, picks) for i in at]
     method = options.get("method", "flow")
-    check_losses([run.loss[0] for run in runs], at_start, f"the {method} runs (at their first time)")
+    check_losses(recorded, computed, f"the {method} runs (at their recorded times)")
     return _compare_runs(path, runs, widths=model.widths, names=model.names, **options)
 
 

@@ -132,8 +132,8 @@ class FactorizedFamily(ModelFamily):
     compare = staticmethod(compare)
 
     def describe_model(self, model) -> str:
-        shapes = ", ".join(f"W_{n} {m}×{c}" for n, (m, c) in zip(model.names, model.shapes))
-        return f"{shapes}, n = {model.n}"
+        shapes = ", ".join(f"W_{n} ({m}×{c})" for n, (m, c) in zip(model.names, model.shapes))
+        return f"weights {shapes}, n = {model.n} sample{'s' if model.n != 1 else ''}"
 
     def first_stage_speed(self, model) -> float:
         with jax.enable_x64(True):

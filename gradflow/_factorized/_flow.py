@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import optimistix as optx
 
+from .._kit._checks import AHEAD
 from .._kit._family import FlowRequest
 from .._solver import (
     Solve,
@@ -23,6 +24,7 @@ from ._explicit import LeapTolerances
 from ._leap import advance as leap_advance
 from ._leap import start as leap_start
 from ._model import FactorizedModel, check_factors
+from ._phase_b import evaluate, where_not_finite
 from ._qr import Args, Gauge, factor_weights, initial_state, vector_field
 from ._results import FactorizedFlowResult
 from ._singular import log_singular_values
@@ -100,7 +102,7 @@ def _run(model, y0, log_alpha, ts, rtol, atol, *, solver, batched, max_steps, pr
         progress=progress,
     )
     Ws, loss = _outputs(model, seg.ys, batched=batched)
-    return (seg.ys, Ws, loss, result, seg.stats), stopped
+    return (seg.ys, Ws, loss, result, seg.stats, seg.y), stopped
 
 
 def flow(model: FactorizedModel, request: FlowRequest, solver) -> FactorizedFlowResult:
@@ -132,7 +134,7 @@ def flow(model: FactorizedModel, request: FlowRequest, solver) -> FactorizedFlow
     out, stopped = solve_runs(
         run, la, ts[-1], batched=request.batched, separately=separately, progress=request.progress
     )
-    ys, Ws, loss, solver_result, stats = jax.tree_util.tree_map(np.asarray, out)
+    ys, Ws, loss, solver_result, stats, final = jax.tree_util.tree_map(np.asarray, out)
     leaps = solver in _LEAPS
     log_sv = tuple(log_singular_values(f, m) for f, (m, _) in zip(ys, model.shapes))
     result, message = solve_status(
@@ -144,6 +146,7 @@ def flow(model: FactorizedModel, request: FlowRequest, solver) -> FactorizedFlow
         stopped,
         what="simulate_flow (factorised model)",
         advice=_ADVICE,
+        ahead=lambda k: _not_finite_ahead(model, jax.tree_util.tree_map(lambda x: x[k], final)),
     )
     return FactorizedFlowResult(
         ts=ts,
@@ -163,3 +166,20 @@ def flow(model: FactorizedModel, request: FlowRequest, solver) -> FactorizedFlow
         result=result,
         message=message,
     )
+
+
+def _not_finite_ahead(model: FactorizedModel, final) -> str:
+    """Where the model's loss or ``G`` is not finite at the weights of the state ``final`` where a run stopped, or just
+    ahead of them along ``G`` (the steps ``AHEAD``: the solver shrinks its step onto such a point and stops there;
+    ``G`` points where the awake columns move), in words; ``""`` if nowhere."""
+    Ws = tuple(np.asarray(factor_weights(f, m)) for f, (m, _) in zip(final, model.shapes))
+    here = where_not_finite(model, Ws)
+    if here or not all(np.all(np.isfinite(w)) for w in Ws):
+        return here
+    G, _ = evaluate(model, tuple(jnp.asarray(w) for w in Ws))
+    for step in AHEAD:
+        with np.errstate(over="ignore", invalid="ignore"):
+            found = where_not_finite(model, tuple(w + step * np.asarray(g) for w, g in zip(Ws, G)))
+        if found:
+            return f"{found}, just ahead of where it stopped"
+    return ""

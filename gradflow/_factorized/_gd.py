@@ -8,7 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._kit._trajectory import gd_status
-from ._model import FactorizedModel, check_factors
+from ._model import FactorizedModel, check_factors, products
+from ._phase_b import where_not_finite
 from ._results import FactorizedGDResult
 
 
@@ -35,11 +36,17 @@ def gd(
         )
         records.append([np.take(np.asarray(x), np.arange(active), axis=axis) for x in jax.tree_util.tree_leaves(rec)])
     *Ws, loss = (np.concatenate(parts, axis=axis) for parts in zip(*records))
-    bad = carry[1]
+    bad, at = np.asarray(carry[1]), jax.tree_util.tree_map(np.asarray, carry[2])
     rec = np.arange(steps // record_every + 1, dtype=np.int64) * record_every
     Ws, loss = tuple(np.asarray(w) for w in Ws), np.asarray(loss)
     finite = np.isfinite(loss) & np.all([np.isfinite(w).all(axis=(-2, -1)) for w in Ws], axis=0)
-    result, message, after = gd_status(rec, np.asarray(bad), finite, lr=float(lr), log_alpha=log_a)
+    model_at = np.full(bad.shape, "", dtype=object)
+    for run in np.ndindex(bad.shape):
+        if bad[run] >= 0:
+            with np.errstate(over="ignore", invalid="ignore"):  # overflowed factors: not the model's doing
+                weights = products(*jax.tree_util.tree_map(lambda x: x[run], at))
+            model_at[run] = where_not_finite(model, weights)
+    result, message, after = gd_status(rec, bad, finite, lr=float(lr), log_alpha=log_a, model_at=model_at)
     return FactorizedGDResult(
         steps=rec,
         W=tuple(np.where(after[..., None, None], np.nan, w) for w in Ws),
@@ -65,7 +72,8 @@ def _start(model, us, vs, alphas, *, batched):
 
     def one(alpha):
         theta = (tuple(alpha * u for u in us), tuple(alpha * v for v in vs))
-        return (theta, jnp.asarray(-1, dtype=jnp.int64)), _record(model, theta)
+        nowhere = jax.tree_util.tree_map(lambda x: jnp.full_like(x, jnp.nan), theta)  # θ at the first bad gradient
+        return (theta, jnp.asarray(-1, dtype=jnp.int64), nowhere), _record(model, theta)
 
     return jax.vmap(one)(alphas) if batched else one(alphas)
 
@@ -79,11 +87,12 @@ def _advance(model, carry, done, active, every, lr, *, block, batched):
 
     def one(carry):
         def step(k, carry):
-            th, bad = carry
+            th, bad, at = carry
             g = grad(th)
             finite = jnp.all(jnp.array([jnp.all(jnp.isfinite(x)) for x in jax.tree_util.tree_leaves(g)]))
-            bad = jnp.where((bad < 0) & ~finite, k, bad)
-            return jax.tree_util.tree_map(lambda x, g: x - lr * g, th, g), bad
+            first = (bad < 0) & ~finite
+            bad, at = jnp.where(first, k, bad), jax.tree_util.tree_map(lambda a, x: jnp.where(first, x, a), at, th)
+            return jax.tree_util.tree_map(lambda x, g: x - lr * g, th, g), bad, at
 
         def chunk(carry, c):
             first = (done + c) * every

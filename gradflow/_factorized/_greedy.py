@@ -33,13 +33,13 @@ import numpy as np
 
 from .._kit import _checkpoint
 from .._kit import _greedy as kit
-from .._kit._checks import check_pair
+from .._kit._checks import AHEAD, check_pair
 from .._results import RESULTS
 from ._gauge import min_eig_off_gauge
 from ._layout import Layout
 from ._model import FactorizedModel, check_factors
 from ._path import FactorizedGreedyPath
-from ._phase_b import RunOff, curvature, evaluate, runs_off, solve_phase_b
+from ._phase_b import RunOff, curvature, evaluate, runs_off, solve_phase_b, where_not_finite
 from ._sleeping import escape_times, move, saddle_orientation, signed_rates
 
 
@@ -145,6 +145,23 @@ def _run(ctx: _Context, max_stages, progress, checkpoint):
     )
 
 
+_PHASE_B_WORDS = {  # how a phase (B) of the factors failed, and what to try (kit.why)
+    kit.PhaseB.MAX_STEPS: (
+        "the flow of the factor columns (U, V) took max_steps = {max_steps} solver steps without becoming steady "
+        "(every active column's gradient below steady = {steady:g} of the escape's); raise "
+        "GreedyTolerances(max_steps=...)"
+    ),
+    kit.PhaseB.NOT_STEADY: (
+        "the flow of the factor columns (U, V) ran to its time limit (10⁶ escape times) without becoming steady, or "
+        "its solver failed; the stage may have no critical point to reach (check the loss is bounded below)"
+    ),
+    kit.PhaseB.NEWTON_FAILED: (
+        "the trust-region Newton polish of the factor columns (U, V) did not bring every active column's relative "
+        "gradient to stationary = {stationary:g} (it stopped after newton_steps = {newton_steps} steps or where its "
+        "trust region shrank to rounding; the flow had become steady); raise GreedyTolerances(newton_steps=...) or "
+        "loosen stationary"
+    ),
+}
 _WORDS = ("no weight matrix has a sleeping direction with σ_1(G_j) above g_zero·G", "escapes")
 
 
@@ -171,7 +188,12 @@ def _advance(ctx: _Context, stage: _Stage, k: int, delta):
     if off is not None:
         return _no_minimiser(k, names[j], stage.ranks, j, outcome, eps, off, delta, tol, unique)
     if outcome is not kit.PhaseB.STATIONARY:
-        return kit.phase_b_failed(k, f"a rank for {names[j]}", "critical point", outcome, eps, delta, tol, unique)
+        what, words = f"a rank for {names[j]}", _PHASE_B_WORDS
+        met = _not_finite_on_the_way(ctx.model, stage.Ws, Ws).replace("{", "{{").replace("}", "}}")
+        if met:
+            advice = "check h's domain (e.g. a log or sqrt of the weights)"
+            words = {outcome: f"its flow stopped near a point where the model is not finite: {met}; {advice}"}
+        return kit.phase_b_failed(k, what, "critical point", outcome, eps, delta, tol, unique, words)
     ok44, messages = kit.limit_checks(k, disc, spread, tol, ends="saddles", support="ranks")
     transition = _Transition(
         delta=delta,
@@ -202,7 +224,7 @@ def _no_minimiser(k: int, name: str, ranks, j: int, outcome, eps: float, off: Ru
         f"matrices of ranks {tuple(ranks)}: its flow went down a valley, the loss falling while the factors grew "
         f"without slowing ({points}; growth per unit log t ∝ t^{off.exponent:.2f} by least squares, where a flow converging to a "
         f"critical point slows like t^(−a), a ≥ 1/4 at minima of order ≤ 6), so the loss tends to its infimum only "
-        f"as the factors grow without bound, and phase (B) has no endpoint (where it stopped: {kit.why(outcome, tol)})"
+        f"as the factors grow without bound, and phase (B) has no endpoint (where it stopped: {kit.why(outcome, tol, _PHASE_B_WORDS)})"
     )
     return kit.End(
         result=RESULTS.no_minimiser.value, message=message, final_delta=delta, ok=(not warned, False), warnings=warned
@@ -301,10 +323,23 @@ def _stage(ctx: _Context, k: int, time: float, y, ranks, exponents, orientation,
     )
 
 
+def _not_finite_on_the_way(model, start, end) -> str:
+    """Where the model's loss or ``G`` is not finite on the way of a failed phase (B) from the weights ``start``
+    (``W̄^k``) to those where it ended, ``end``, or just ahead of them along ``G`` (the steps ``AHEAD``), in words
+    (:func:`~gradflow._factorized._phase_b.where_not_finite`); ``""`` if nowhere."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        points = [tuple(a + s * (b - a) for a, b in zip(start, end)) for s in np.linspace(0.0, 1.0, 9)]
+        if all(np.all(np.isfinite(w)) for w in end):
+            G, _ = evaluate(model, tuple(jnp.asarray(w) for w in end))
+            points += [tuple(w + h * np.asarray(g) for w, g in zip(end, G)) for h in AHEAD]
+    return next(filter(None, (where_not_finite(model, ws) for ws in points)), "")
+
+
 def _phase_b_ends(ctx: _Context, stage: _Stage, j: int):
     """Phase (B) into factor j from every ε (in turn, until one fails) and then the perturbed starts. Returns
     (outcome, ε, y, ranks, disc, spread, run-off): the last, where phase (B) failed and its flow ran off to infinity
-    (:func:`~gradflow._factorized._phase_b.runs_off`), the evidence, else None."""
+    (:func:`~gradflow._factorized._phase_b.runs_off`), the evidence, else None; where phase (B) failed, ``y`` is
+    where the failed run ended (its weight matrices)."""
     tol, layout, model = ctx.tol, ctx.layout, ctx.model
     a, b = stage.pairs[j]
     sigma = float(stage.rates[j][0])
@@ -357,7 +392,7 @@ def _phase_b_ends(ctx: _Context, stage: _Stage, j: int):
             break
     outcome, eps = kit.first_failure(status, tol)
     if outcome is not kit.PhaseB.STATIONARY:
-        return outcome, eps, None, None, math.nan, math.nan, runs_off(records[-1])
+        return outcome, eps, layout.products(ends[-1]), None, math.nan, math.nan, runs_off(records[-1])
     for start in starts[n_eps:]:
         solve(start)
     products = [layout.products(e) for e in ends]

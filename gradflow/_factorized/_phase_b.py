@@ -18,6 +18,7 @@ differentiation of the gradient, about the cost of two gradients):
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import diffrax
@@ -26,6 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._kit._checks import non_finite_at
 from ._gauge import QUICK_COMPILE, gauge_blocks, project_off_gauge
 from ._krylov import krylov_phi, steihaug_cg
 from ._layout import layout_loss
@@ -358,3 +360,18 @@ def curvature(model, Ws, directions):
         return model.loss_of_weights(tuple(w + beta * d for w, d in zip(Ws, directions)))
 
     return jax.grad(jax.grad(along))(0.0)
+
+
+def where_not_finite(model, Ws) -> str:
+    """Where the model's loss or ``G`` is not finite at the finite weights ``Ws`` (gradient descent's at its first
+    non-finite gradient, a flow's where it stopped), in words; ``""`` if they are not finite or the model is finite
+    there (the weights overflowed)."""
+    if not all(np.all(np.isfinite(w)) for w in Ws):
+        return ""
+    G, loss = evaluate(model, tuple(jnp.asarray(w) for w in Ws))
+    bad = [name for name, g in zip(model.names, G) if not np.all(np.isfinite(np.asarray(g)))]
+    if math.isfinite(float(loss)) and not bad:
+        return ""
+    shown = ", ".join(f"‖{name}‖₂ = {np.linalg.norm(w, 2):.6g}" for name, w in zip(model.names, Ws))
+    size = max(float(np.max(np.abs(w), initial=0.0)) for w in Ws)
+    return non_finite_at(float(loss), ", ".join(bad) or "no weight matrix", shown, size)

@@ -248,6 +248,18 @@ def describe_coordinates(idx, names: Sequence[str] | None) -> str:
     return f"coordinates {idx} ({shown})"
 
 
+AHEAD = 10.0 ** np.arange(-16.0, -3.0)
+"""The steps (in unscaled time) at which a run that stopped is probed ahead along its flow for a point where the model is
+not finite: a solver shrinks its step onto such a point and stops within a tiny step of it; farther ahead than 1e-4
+lies another stretch of the flow, not the cause."""
+
+
+def non_finite_at(loss: float, bad, weights: str, size: float) -> str:
+    """For a message: at finite weights (``weights``, in words, of largest entry ``size``) the loss is ``loss`` and
+    ``g = −∇L`` is not finite in ``bad`` (the coordinates or weight matrices, in words)."""
+    return f"at finite weights ({weights}; max |entry| = {size:.3g}) the loss is {loss:.6g} and g = −∇L is not finite in {bad}"
+
+
 def degenerate_error(what: str, idx, fix: str, names: Sequence[str] | None = None) -> ValueError:
     """The error for ``|u_i| = |v_i|``: ``what`` holds at the coordinates ``idx``; ``fix`` says what to do."""
     return ValueError(
@@ -275,8 +287,22 @@ def init_checked() -> Iterator[None]:
         yield
 
 
+PROBES = 4  # the recorded times at which compare_limits checks a run's loss against the model's
+
+
+def probe_times(loss) -> np.ndarray:
+    """``PROBES`` indices of a run's recorded times (repeated where it has fewer) at which its loss is checked
+    against the model's (:func:`check_losses`): the first, and others spread up to its last finite loss. At
+    ``θ(0) ≈ 0`` every model with the same outputs ``Y`` has the same loss, so the first time alone does not tell
+    another model's run (other ``X`` or ``h``) from this model's; the later ones, where ``θ`` has moved, do."""
+    finite = np.flatnonzero(np.isfinite(np.asarray(loss)))
+    if finite.size == 0:
+        return np.zeros(PROBES, dtype=int)
+    return finite[np.linspace(0, finite.size - 1, PROBES).round().astype(int)]
+
+
 def check_losses(recorded, computed, what: str) -> None:
-    """``what`` (a path's stages, or runs at their first time) records the loss ``recorded`` where ``model``'s loss
+    """``what`` (a path's stages, or runs at their recorded times) records the loss ``recorded`` where ``model``'s loss
     is ``computed``: else they belong to another model of the same shapes (other data or ``h``), whose distances to
     this model's limit would mean nothing."""
     recorded, computed = np.asarray(recorded, dtype=np.float64), np.asarray(computed, dtype=np.float64)

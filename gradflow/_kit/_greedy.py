@@ -259,9 +259,10 @@ _WHY = {
 }
 
 
-def why(outcome: PhaseB, tol: GreedyTolerances) -> str:
-    """How a run of phase (B) that did not end stationary ended, in words."""
-    return _WHY[outcome].format(max_steps=tol.max_steps)
+def why(outcome: PhaseB, tol: GreedyTolerances, words: dict[PhaseB, str] | None = None) -> str:
+    """How a run of phase (B) that did not end stationary ended, in words: the family's ``words`` for it where given
+    (formatted with ``tol``'s fields), else the diagonal family's."""
+    return (words or {}).get(outcome, _WHY[outcome]).format(**dataclasses.asdict(tol))
 
 
 def first_failure(statuses, tol: GreedyTolerances) -> tuple[PhaseB, float]:
@@ -294,12 +295,13 @@ class End(Checked):
 
 
 def phase_b_failed(
-    k: int, what: str, point: str, outcome: PhaseB, epsilon: float, delta, tol: GreedyTolerances, warned
+    k: int, what: str, point: str, outcome: PhaseB, epsilon: float, delta, tol, warned, words=None
 ) -> End:
     """The end of a path whose phase (B) of stage ``k`` (``what`` it was adding) did not reach a ``point``
-    (the family's word: a stationary point, a critical point) from ``epsilon``; ``warned`` are the transition's
-    warnings so far."""
-    message = f"phase (B) of stage {k} ({what}) did not reach a {point}: from ε = {epsilon:g}, {why(outcome, tol)}"
+    (the family's word: a stationary point, a critical point) from ``epsilon``, told in the family's ``words``
+    (see :func:`why`); ``warned`` are the transition's warnings so far."""
+    message = f"phase (B) of stage {k} ({what}) did not reach a {point}: from ε = {epsilon:g}, "
+    message += why(outcome, tol, words)
     return End(
         result=RESULTS.phase_b_failed.value,
         message=message,

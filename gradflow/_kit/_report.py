@@ -14,9 +14,14 @@ import numpy as np
 
 from ._comparison import AbstractComparison, fit_rates
 
+_LOG_TINY = math.log(float(np.finfo(np.float64).tiny))  # log of float64's smallest normal number, ≈ −708.4
+
 
 def format_alpha(log_alpha: float) -> str:
-    """``α`` from ``log α`` as short text: ``0.01``, ``1e-32``, ``2.5e-300``, ``1e-4343`` (beyond float64)."""
+    """``α`` from ``log α`` as short text: ``0.01``, ``1e-32``, ``2.5e-300``; below float64's normal range, where no
+    float64 number is ``α``, as ``e^-1000`` (``log α`` itself)."""
+    if log_alpha < _LOG_TINY:
+        return f"e^{log_alpha:.6g}"
     e10 = log_alpha / math.log(10.0)
     if e10 >= -3:
         return f"{math.exp(log_alpha):.3g}"

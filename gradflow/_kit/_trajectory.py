@@ -115,13 +115,15 @@ def check_time_index(k, m: int) -> int:
     return int(k)
 
 
-def gd_status(steps, gradient_bad, records_finite, *, lr: float, log_alpha):
+def gd_status(steps, gradient_bad, records_finite, *, lr: float, log_alpha, model_at=None):
     """How gradient-descent runs ended: ``(result, message, after)`` per run (shape ``()`` or ``(A,)``; ``after`` has
     the shape of the records, ``(…, m)``).
 
     A run became non-finite at the first step ``s`` where its gradient was NaN or infinite (``gradient_bad``, −1 for
     none) or a record's weights or loss were (``records_finite``, whether each record at ``steps`` is finite);
-    ``after`` marks its records after ``s``, which the family sets to NaN.
+    ``after`` marks its records after ``s``, which the family sets to NaN. ``model_at`` (per run, ``""`` for none):
+    where the model's loss or gradient is not finite at the finite weights of the first non-finite gradient
+    (:func:`~gradflow._kit._checks.non_finite_at`): ``h`` or the loss failed there, rather than the steps.
     """
     gradient_bad = np.asarray(gradient_bad)
     records_finite = np.asarray(records_finite)
@@ -134,14 +136,18 @@ def gd_status(steps, gradient_bad, records_finite, *, lr: float, log_alpha):
         if not bad:
             continue
         s = min(bad)
+        what = "its gradient, weights or loss is NaN or infinite there"
         where, fix = f"at step {s}", "the steps overshoot: lower lr"
         if s == 0:
             where, fix = "at the start, θ(0) = α (u0, v0)", "the start overflows: use smaller u0, v0 or α"
+        at = "" if model_at is None else str(np.asarray(model_at, dtype=object)[run])
+        if at and s == gradient_bad[run]:
+            what = f"{at}, so the model's h or loss is not finite there"
+            fix = "check h's domain (e.g. a log or sqrt of the weights); if those weights are huge, lower lr"
         result[run] = RESULTS.non_finite.value
         message[run] = (
             f"gradient descent at log α = {float(np.asarray(log_alpha)[run]):.6g} (lr = {lr:g}) became non-finite "
-            f"{where}: its gradient, weights or loss is NaN or infinite there, and its records after step {s} are "
-            f"NaN; {fix}"
+            f"{where}: {what}, and its records after step {s} are NaN; {fix}"
         )
         after[run] = steps > s
     return result.astype(str), message.astype(str), after

@@ -32,6 +32,7 @@ FIRST_STEPS = 8  # the first two segments' steps: the first one compiles, the se
 SEGMENT_SECONDS = 0.5  # the length of a later segment: Ctrl-C stops a solve within about this long
 GROWTH = 8  # a segment has at most this many times the steps of the one before
 PROGRESS_DELAY = 2.0  # a progress bar shows after this many seconds, so that short solves stay quiet
+ETA_SECONDS = 1.0  # the time left is estimated from at least this long a stretch after the first compiled segment
 
 
 class Segment(eqx.Module):
@@ -224,6 +225,53 @@ def run_segments(
         return state, True
 
 
+class TimeLeft:
+    """The time left of a solve whose progress goes from 0 to ``total``, from its average rate since its first segment
+    ended: ``update(done)`` at each segment's end (the first call before any segment) returns the seconds left, or
+    ``None`` where no honest estimate exists yet.
+
+    The first segment's time is mostly compilation, and extrapolating from it (as an average over the whole run or
+    tqdm's smoothed rate do) estimates minutes for runs of seconds; so the rate is ``(done − done₁) / (now − t₁)``
+    from the first update after progress first moved (``t₁, done₁``: the first segment, compiled), and there is no
+    estimate for ``ETA_SECONDS`` after it. The flow's rate in τ varies (it slows in every jump), so this remains an
+    average, not a forecast.
+    """
+
+    def __init__(self, total: float, *, clock: Callable[[], float] = time.perf_counter):
+        self.total = float(total)
+        self._clock = clock
+        self._first: float | None = None  # done before any segment
+        self._origin: tuple[float, float] | None = None  # (time, done) when the first segment ended
+
+    def update(self, done: float) -> float | None:
+        now, done = self._clock(), float(done)
+        if self._first is None:
+            self._first = done
+            return None
+        if self._origin is None:
+            if done > self._first:
+                self._origin = (now, done)
+            return None
+        t1, done1 = self._origin
+        if now - t1 < ETA_SECONDS or done <= done1:
+            return None
+        return max(self.total - done, 0.0) * (now - t1) / (done - done1)
+
+
+class _Bar(tqdm):
+    """tqdm with the time left from :class:`TimeLeft` (``{left}`` in ``bar_format``) instead of its own estimate."""
+
+    def __init__(self, *args, **kwargs):
+        self.left: float | None = None
+        super().__init__(*args, **kwargs)
+
+    @property
+    def format_dict(self):
+        shown = super().format_dict
+        shown["left"] = "?" if self.left is None else self.format_interval(self.left)
+        return shown
+
+
 class Progress:
     """One tqdm bar for the runs of a solve, at the rescaled time they reached on average: ``run(j, scale)`` is the
     ``progress`` callback of :func:`run_segments` for run ``j`` (or for a batch: ``j`` a slice), whose times are
@@ -233,20 +281,23 @@ class Progress:
         self._reached = np.zeros(runs)
         self._lock = threading.Lock()
         self._tau_end = float(tau_end)
-        self._bar = tqdm(
+        self._left = TimeLeft(self._tau_end)
+        self._bar = _Bar(
             total=self._tau_end,
             desc=desc,
             disable=not enabled,
             delay=PROGRESS_DELAY,
             leave=False,
-            bar_format="{desc}: {percentage:3.0f}%|{bar}| τ = {n:.4g} of {total:.4g} [{elapsed}<{remaining}]",
+            bar_format="{desc}: {percentage:3.0f}%|{bar}| τ = {n:.4g} of {total:.4g} [{elapsed}<{left}]",
         )
 
     def run(self, j, scale) -> Callable:
         def update(t):
             with self._lock:
                 self._reached[j] = np.minimum(np.asarray(t) / np.asarray(scale), self._tau_end)
-                self._bar.update(float(np.mean(self._reached)) - self._bar.n)
+                done = float(np.mean(self._reached))
+                self._bar.left = self._left.update(done)
+                self._bar.update(done - self._bar.n)
 
         return update
 

@@ -78,12 +78,13 @@ def segment_result(seg: Segment, t_end, interrupted: bool):
     return hit, interrupted & going
 
 
-def solve_status(solver_result, finished, ts, log_a, max_steps, stopped, *, what: str, advice: str):
+def solve_status(solver_result, finished, ts, log_a, max_steps, stopped, *, what: str, advice: str, ahead=None):
     """Each run's ``result`` (a :class:`~gradflow._results.RESULTS` value) and ``message`` from diffrax's result.
 
     ``finished``: ``(..., m)`` whether each output time was reached; ``stopped``: whether Ctrl-C stopped each run
     (``interrupted``); ``what`` names the entry point in the messages and ``advice`` says what to try when a stage
-    iteration failed.
+    iteration failed. ``ahead(k)``, if given: where the model is not finite at or just ahead of the point where run
+    ``k`` stopped (``""``: nowhere), which its message then names as the cause.
     """
     stopped = np.broadcast_to(stopped, np.shape(solver_result == dfx.RESULTS.successful))
     ok = np.asarray(solver_result == dfx.RESULTS.successful) & ~stopped
@@ -99,8 +100,14 @@ def solve_status(solver_result, finished, ts, log_a, max_steps, stopped, *, what
         done = np.asarray(finished[k])
         reached = ts[np.flatnonzero(done)[-1]] if done.any() else 0.0
         where = f"log α = {log_a[k]:.6g}: the flow stopped after τ = {reached:.6g} (ts[-1] = {ts[-1]:.6g})"
+        note = "" if stopped[k] or ahead is None else ahead(k)
         if stopped[k]:
             message[k] = f"{what} was interrupted (Ctrl-C) at {where}; the times before are kept."
+        elif note:
+            message[k] = (
+                f"{what} cannot go on at {where}: {note}, so the model's h or loss is not finite there. Check h's "
+                "domain (e.g. a log or sqrt of the weights); the times before are kept."
+            )
         elif hit[k]:
             message[k] = f"{what} hit max_steps={max_steps} at {where}. Raise max_steps, loosen atol, or shorten ts."
         elif stuck[k]:

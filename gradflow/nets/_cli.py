@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._cli._options import output_folder
 from . import _plots, _runs
 from ._configs import GPT_CONFIGS, TRAIN_CONFIGS, VIT_CONFIGS, check_init_scale, gpt_config, train_config, vit_config
 from ._distributed import SHARDINGS, is_writer
@@ -92,7 +93,7 @@ def start_processes(args) -> None:
 
 def _add_run_options(p: argparse.ArgumentParser, out: str) -> None:
     """``--out``, ``--seed`` and what to do with an earlier run in ``--out``: ``--resume`` or ``--overwrite``."""
-    p.add_argument("--out", default=out, help=f"output folder (default {out})")
+    p.add_argument("--out", type=output_folder("figures"), default=out, help=f"output folder (default {out})")
     p.add_argument("--seed", type=int, default=0, help="seed of the data, its order and the initialisation (default 0)")
     earlier = p.add_mutually_exclusive_group()
     earlier.add_argument(
@@ -364,7 +365,12 @@ def _add_inrank(subparsers) -> None:
     p.add_argument("--modes", nargs="+", choices=MODES, default=["full", "inrank-efficient"])
     p.add_argument("--steps", type=int, default=None, help="train for this many optimiser steps")
     p.add_argument("--init-rank", type=int, default=2)
-    p.add_argument("--buffer", type=int, default=100)
+    p.add_argument(
+        "--buffer",
+        type=int,
+        default=None,
+        help="b (default: the paper's 100, or as many as fit beside --init-rank in --max-rank: 14 for gpt2-tiny)",
+    )
     p.add_argument("--threshold", type=float, default=0.9)
     p.add_argument("--check-every", type=int, default=10)
     p.add_argument("--eps", type=float, default=1e-3)
@@ -372,22 +378,37 @@ def _add_inrank(subparsers) -> None:
     p.add_argument(
         "--efficient-after", type=int, default=None, help="InRank steps before fixing the rank (default 1 epoch)"
     )
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_run_options(p, "inrank_output")
     add_device_options(p)
     p.set_defaults(func=_command(_run_inrank), model_kind="gpt")
 
 
-def _run_inrank(args) -> None:
+def _inrank_config(args):
+    """The InRank options, checked against the GPT's MLP matrices (``d_emb × d_mlp``) before any data is read;
+    ``--buffer``'s default is the paper's b = 100, or the columns R that ``--max-rank`` (default half the smaller
+    side) leaves beside ``--init-rank`` where fewer (a small GPT's matrices cannot hold 100)."""
     from ._inrank import InRankConfig
+
+    fields = ("init_rank", "threshold", "check_every", "eps", "max_rank", "efficient_after")
+    inrank = InRankConfig(buffer=1, **{f: getattr(args, f) for f in fields})
+    cfg = gpt_config(args.config)
+    fits = max(1, min(100, inrank.columns(cfg.d_emb, cfg.d_mlp) - args.init_rank))
+    inrank = dataclasses.replace(inrank, buffer=fits if args.buffer is None else args.buffer)
+    inrank.allocation(cfg.d_emb, cfg.d_mlp)
+    return inrank
+
+
+def _run_inrank(args) -> None:
     from ._inrank_train import compare_inrank, comparison_table
 
     start_processes(args)
     out = pathlib.Path(args.out)
+    inrank = _inrank_config(args)
     _refuse_overwrites(args, [out / mode for mode in args.modes])
     _, data, build = _model_and_data(args)
-    fields = ("init_rank", "buffer", "threshold", "check_every", "eps", "max_rank", "efficient_after")
-    inrank = InRankConfig(**{f: getattr(args, f) for f in fields})
     options = dict(seed=args.seed, resume=args.resume, overwrite=args.overwrite, devices=args.devices)
+    options["progress"] = not args.no_progress and is_writer()
     recipe, dtype = _recipe(args), _compute_dtype(args)
     rows = compare_inrank(
         lambda: build(1.0),

@@ -87,9 +87,13 @@ class InRankConfig:
         if not 0 < self.threshold < 1 or self.eps < 0:
             raise ValueError(f"need 0 < threshold < 1 and eps >= 0; got {self.threshold}, {self.eps}")
 
+    def columns(self, d_in: int, d_out: int) -> int:
+        """R for a d_in × d_out matrix, unchecked: ``max_rank``, or ``min(d_in, d_out) // 2``."""
+        return min(d_in, d_out) // 2 if self.max_rank is None else self.max_rank
+
     def allocation(self, d_in: int, d_out: int) -> int:
-        """R for a d_in × d_out matrix."""
-        r = min(d_in, d_out) // 2 if self.max_rank is None else self.max_rank
+        """R for a d_in × d_out matrix, checked: it holds ``init_rank + buffer`` and fits the matrix."""
+        r = self.columns(d_in, d_out)
         if not self.init_rank + self.buffer <= r <= min(d_in, d_out):
             raise ValueError(
                 f"need init_rank + buffer = {self.init_rank + self.buffer} <= max_rank = {r} <= "

@@ -134,6 +134,7 @@ def train_inrank(
     compute_dtype=None,
     stop_after: int | None = None,
     devices: int | Sequence[jax.Device] | None = None,
+    progress: bool = True,
 ) -> InRankResult:
     """Train a ``GPT`` on ``data`` with the recipe ``config`` in one of three modes:
 
@@ -153,7 +154,7 @@ def train_inrank(
     metrics; the timings cover the steps actually run); without it, an ``out`` holding an earlier run is refused
     unless ``overwrite=True``. ``stop_after`` ends the run after that many steps in total, with a checkpoint, as
     an interruption (Ctrl-C) would (the schedule, logging and evaluation still follow the full recipe).
-    ``devices`` and ``config.sharding``: as in ``train``.
+    ``devices``, ``config.sharding`` and ``progress`` (a bar per run): as in ``train``.
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -164,7 +165,7 @@ def train_inrank(
     per_epoch = step_counts(config, task.n_train, None)[0]
     switch = (inrank.efficient_after or per_epoch) if mode == "inrank-efficient" else None
     reparam, layout = InRank(mode, inrank, switch=switch, seed=seed), make_layout(devices, config.sharding)
-    options = dict(out=out, resume=resume, overwrite=overwrite, stop_after=stop_after, desc=mode)
+    options = dict(out=out, resume=resume, overwrite=overwrite, stop_after=stop_after, desc=mode, progress=progress)
     run = _loop.run(model, config, task, layout=layout, description=description, reparam=reparam, **options)
     checks = run.timing["checks"]
     return InRankResult(
@@ -196,7 +197,7 @@ def compare_inrank(
     time per step and memory. Returns ``{mode: row}``; with ``out`` also writes ``comparison.json`` and
     ``comparison.md`` (and each run's logs and checkpoint in ``out/<mode>``, which ``resume=True`` continues;
     finished runs are only reloaded). ``options``: those of :func:`train_inrank` (``inrank``, ``seed``,
-    ``resume``, ``overwrite``, ``compute_dtype``, ``stop_after``, ``devices``)."""
+    ``resume``, ``overwrite``, ``compute_dtype``, ``stop_after``, ``devices``, ``progress``)."""
     rows = {}
     for mode in modes:
         folder = None if out is None else pathlib.Path(out) / mode

@@ -15,6 +15,7 @@ import pytest
 from gradflow import models
 from gradflow._cli import _commands, build_parser, main
 from gradflow._sweep import ModelGrid, SweepConfig, _run
+from gradflow.nets import _cli as nets_cli
 
 _LINEAR = (ModelGrid.from_mapping(dict(name="diagonal_linear", p=2)),)
 SWEEP = "alphas = [0.1]\nmax_stages = 1\n[[model]]\nname = 'diagonal_linear'\nn = 8\np = 2\n"
@@ -40,6 +41,8 @@ def tmp(tmp_path, monkeypatch):
     pipeline_of = _commands.pipeline_of
     monkeypatch.setattr(_commands, "pipeline_of", lambda family: dataclasses.replace(pipeline_of(family), run=computed))
     monkeypatch.setattr(_run, "_run", computed)
+    monkeypatch.setattr(nets_cli, "_model_and_data", computed)  # vit, gpt, inrank: the model and its data
+    monkeypatch.setattr(nets_cli, "train_toy_attention", computed)
     return tmp_path
 
 
@@ -89,6 +92,13 @@ def tmp(tmp_path, monkeypatch):
         ("compare --model diagonal_linear --out {tmp}/other", "pass --overwrite to replace it"),
         ("demo --out {tmp}/other", "pass --overwrite to replace it"),
         ("sweep {tmp}/sweep.toml --out {tmp}/other", "pass --overwrite (overwrite=True) to replace it"),
+        ("vit --out {tmp}/file", "argument --out: {tmp}/file is a file, not a folder"),
+        ("gpt --out {tmp}/figures_file", "argument --out: {tmp}/figures_file/figures is a file"),
+        ("toy-attention --out {tmp}/file/sub", "argument --out: {tmp}/file is a file, so no folder"),
+        ("inrank --out {tmp}/file", "argument --out: {tmp}/file is a file"),
+        # InRank's sizes against the model's, before its data is read
+        ("inrank --buffer 40", "need init_rank + buffer = 42 <= max_rank = 16 <= min(d_in, d_out) = 32"),
+        ("inrank --config gpt2-tiny --max-rank 40", "max_rank = 40 <= min(d_in, d_out) = 32"),
         # the sweep's options and config
         ("sweep", "give a sweep config (a TOML file) or --example"),
         ("sweep {tmp}/sweep.toml --process-id 1", "give --process-id and --num-processes together"),
@@ -109,7 +119,9 @@ def test_bad_command_line(tmp, capsys, argv, names):
     assert names.replace("{tmp}", str(tmp)) in err
 
 
-@pytest.mark.parametrize("command", ["demo", "flow", "greedy", "compare", "sweep --example"])
+@pytest.mark.parametrize(
+    "command", ["demo", "flow", "greedy", "compare", "sweep --example", "vit", "gpt", "toy-attention", "inrank"]
+)
 def test_unwritable_out_is_refused(tmp, capsys, monkeypatch, command):
     """A folder that cannot be written, or made, is refused at once (as root, where every folder is writable, the
     folder is made to read as read-only)."""

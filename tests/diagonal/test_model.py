@@ -216,3 +216,11 @@ def test_rebuilt_models_share_one_compilation(name):
             model = TASKS[name]().model
             g(model, jnp.zeros(model.p))
     assert len(traces) == 1
+
+
+def test_describe_model_says_what_p_and_n_count():
+    from gradflow._registry import family_of
+
+    X, Y = np.ones((3, 2)), np.ones(3)
+    model = DiagonalModel(lambda x, b: x @ b, X, Y, p=2)
+    assert family_of(model).describe_model(model) == "p = 2 coordinates, n = 3 samples"

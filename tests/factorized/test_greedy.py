@@ -149,6 +149,10 @@ def test_max_stages_and_failures():
     failed = gradflow.greedy_limit(model, tolerances=never, throw=False)
     assert failed.result == "phase_b_failed" and failed.num_stages == 0
     assert "did not reach a critical point" in failed.message and not failed.assumptions_ok[0, 2]
+    # in the factors' words (not the diagonal family's "a coordinate … out of its sign orthant"), with what to try
+    assert "trust-region Newton polish of the factor columns (U, V)" in failed.message
+    assert "stationary = 1e-300" in failed.message and "newton_steps = 300" in failed.message
+    assert "orthant" not in failed.message and "coordinate" not in failed.message
 
 
 def _valley(x, Ws):

@@ -146,3 +146,11 @@ def test_nearly_rank_deficient_factors_warn():
     ) as rec:
         check_factors(us, vs, m)
     assert len(rec) == 1 and re.search(r"log\(1/α\) ≫ log\(1/gap\) = 2\d\.\d", str(rec[0].message))
+
+
+def test_describe_model_names_each_weight_and_the_samples():
+    """The command line's one line on a model: ``weights W_W (3×2), n = 1 sample`` (was ``W_W 3×2, n = 1``)."""
+    from gradflow._registry import family_of
+
+    model = models.matrix_factorization(m=3, n=2, singular_values=(1.0,), seed=0).model
+    assert family_of(model).describe_model(model) == "weights W_W (3×2), n = 1 sample"

@@ -22,8 +22,14 @@ from gradflow._kit._report import (
 def test_format_alpha():
     assert format_alpha(math.log(0.1)) == "0.1"
     assert format_alpha(math.log(1e-32)) == "1e-32"
-    assert format_alpha(-10000.0) == "1.14e-4343"
     assert format_alpha(math.log(2.5e-300)) == "2.5e-300"
+    assert format_alpha(-1.0) == "0.368"
+    assert format_alpha(-700.0) == "9.86e-305"  # a normal float64 number: written as one
+    # below float64's normal range (≈ e^-708.4) no float64 number is α: log α itself, never "5.08e-435"
+    assert format_alpha(-745.0) == "e^-745"
+    assert format_alpha(-1000.0) == "e^-1000"
+    assert format_alpha(-10000.0) == "e^-10000"
+    assert format_alpha(-1000.5) == "e^-1000.5"
 
 
 def test_numbers_and_tables():

@@ -318,3 +318,17 @@ def test_cli_inrank_resume_and_rank_figure(tmp_path):
         assert {k: v for k, v in again[mode].items() if k not in timing} == {
             k: v for k, v in first[mode].items() if k not in timing
         }
+
+
+def test_cli_inrank_defaults_fit_the_default_gpt():
+    """A bare ``gradflow inrank`` runs: its buffer fits gpt2-tiny's MLP matrices (32 × 128: R = 16 columns beside
+    r₀ = 2, so b = 14, not the paper's 100, which a larger GPT keeps); ``--no-progress`` as the other commands."""
+    from gradflow.nets._cli import _inrank_config
+
+    parser = argparse.ArgumentParser()
+    add_subcommands(parser.add_subparsers())
+    args = parser.parse_args(["inrank", "--no-progress"])
+    tiny = _inrank_config(args)
+    assert args.no_progress and (tiny.init_rank, tiny.buffer, tiny.allocation(32, 128)) == (2, 14, 16)
+    assert _inrank_config(parser.parse_args(["inrank", "--config", "gpt2-small"])).buffer == 100
+    assert _inrank_config(parser.parse_args(["inrank", "--buffer", "5"])).buffer == 5

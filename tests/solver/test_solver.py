@@ -135,3 +135,42 @@ def test_solve_status_says_where_a_run_stopped():
         "simulate_flow hit max_steps=7 at log α = -20: the flow stopped after τ = 1 (ts[-1] = 2). Raise max_steps, "
         "loosen atol, or shorten ts."
     )
+
+
+def test_time_left_ignores_the_compiling_segment():
+    """The time left is the average rate since the first segment ended: a first segment of 30 s (compilation) that
+    reached τ = 0.1 of 10, then τ moving 2 per second, gives (10 − 2.1) / 2 s, not tqdm's extrapolation of the 30 s;
+    no estimate before the first segment, at its end, nor for ETA_SECONDS after it."""
+    from gradflow._solver._segments import ETA_SECONDS, TimeLeft
+
+    now = [0.0]
+    left = TimeLeft(10.0, clock=lambda: now[0])
+    assert left.update(0.0) is None  # before any segment
+    now[0] = 30.0
+    assert left.update(0.1) is None  # the first (compiled) segment ended
+    now[0] += 0.5 * ETA_SECONDS
+    assert left.update(0.1 + ETA_SECONDS) is None  # too short a stretch to time
+    now[0] = 30.0 + ETA_SECONDS
+    assert left.update(0.1 + 2 * ETA_SECONDS) == pytest.approx((10 - 0.1 - 2 * ETA_SECONDS) / 2)
+    now[0] += 1.0
+    assert left.update(9.9 + 1.0) == 0.0  # past the end (rounding): nothing left, never negative
+    stuck = TimeLeft(5.0, clock=lambda: now[0])
+    stuck.update(0.0)
+    now[0] += 20.0
+    assert stuck.update(0.0) is None  # a first segment that did not move: the origin is the next one that does
+    now[0] += 2.0
+    assert stuck.update(1.0) is None
+    now[0] += 2.0
+    assert stuck.update(2.0) == pytest.approx(3.0 * 2.0)
+
+
+def test_progress_bar_shows_the_time_left():
+    import io
+
+    from gradflow._solver._segments import _Bar
+
+    bar = _Bar(total=10.0, file=io.StringIO(), bar_format="{n:.3g} of {total:.3g} <{left}")
+    assert str(bar) == "0 of 10 <?"
+    bar.left = 75.0
+    assert str(bar) == "0 of 10 <01:15"
+    bar.close()
