@@ -146,6 +146,11 @@ class ModelFamily(abc.ABC):
     def stage_rows(self, comparison) -> tuple[list[str], list[list[Any]]]:
         """The table (header, rows) of the greedy stage times against those detected on every run."""
 
+    def time_unit(self, model, log_alpha) -> float:
+        """``dτ/dt`` at ``log α``, the rescaled time per unit of time (``τ = step · lr · dτ/dt`` for gradient
+        descent): ``1 / log(1/α)``, unless the family's clock differs."""
+        return 1.0 / -float(log_alpha)
+
     shards_models: ClassVar[bool] = False
     """Whether :meth:`solve_sharded` solves the flows of many models together (else a sweep solves them alone)."""
 
