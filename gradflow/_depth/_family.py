@@ -69,6 +69,7 @@ class DepthFamily(ModelFamily):
             + ")",
         }
     )
+    pipeline: ClassVar[str | None] = "gradflow._depth._pipeline:PIPELINE"
     weights_column: ClassVar[str] = "beta"
     worst_columns: ClassVar[tuple[tuple[str, str], ...]] = (
         ("weights", "β"),

@@ -10,6 +10,9 @@ from .._kit._checks import check_int
 from .._kit._task import Task, check_seed, sparse_gaussian
 from ._model import DepthModel
 
+DEFAULT_DEPTH = 3
+"""The depth of the built-in tasks unless given."""
+
 SAXE_STRENGTHS = (3.0, 2.0, 1.0)
 """The default strengths ``s`` of ``saxe_modes``: stage times ``1/((L−2) s) = 1/3, 1/2, 1`` in the limit (L = 3)."""
 
@@ -40,7 +43,7 @@ def depth_linear(
     *,
     n: int = 100,
     p: int = 10,
-    depth: int = 3,
+    depth: int = DEFAULT_DEPTH,
     nonzero: int | None = 3,
     beta_star=None,
     orthonormal: bool = False,
@@ -69,7 +72,9 @@ def depth_linear(
     return Task("depth_linear", model, W0, None, beta_star, config)
 
 
-def saxe_modes(*, n: int | None = None, depth: int = 3, singular_values=SAXE_STRENGTHS, seed: int = 0) -> Task:
+def saxe_modes(
+    *, n: int | None = None, depth: int = DEFAULT_DEPTH, singular_values=SAXE_STRENGTHS, seed: int = 0
+) -> Task:
     """Saxe et al.'s whitened modes: ``y = ⟨s, x⟩`` on a design with ``XᵀX / n = I``, so that
     ``L(β) = ½ ‖β − s‖²`` and every coordinate is one mode of strength ``s_k`` (the singular values of the
     input-output correlation), learned from the balanced, aligned start ``u0 = 1`` (shape ``(L, p)``).
