@@ -27,22 +27,23 @@ from typing import Any
 
 import numpy as np
 
-from .._api import greedy_limit, run_gd, simulate_flow
+from .._api import compare_limits, greedy_limit, run_gd, simulate_flow
 from .._config import PerCore
 from .._demo._pipelines import Pipeline
-from .._demo._steps import DemoSteps, compare_runs, flow_name
+from .._demo._steps import DemoSteps, flow_name
 from .._io import config_hash, write_csv, write_json
 from .._kit._checks import check_scales
 from .._kit._comparison import default_delta, default_times
 from .._kit._plots import alpha_colours, log_alpha_of, new_figure, plot_convergence, run_colours, save_figure, stairs
-from .._kit._report import figures_and_runtime, fmt, format_alpha, markdown_table, worst_exponents
+from .._kit._report import distance_tables, figures_and_runtime, fmt, format_alpha, markdown_table, worst_exponents
 from .._kit._task import Task
 from ._family import TASKS
 from ._greedy import DepthGreedyPath
 from ._model import DEPTHS
 from ._plots import LABELS, TAU
+from ._report import DISTANCE_LABELS as DISTANCES
 from ._report import comparison_report
-from ._tasks import DEFAULT_DEPTH
+from ._tasks import DEFAULT_DEPTH, SaxeStaircase
 
 DEMO_ALPHAS = (1e-1, 1e-2, 1e-4, 1e-8, 1e-16)
 
@@ -99,6 +100,11 @@ class DepthDemoConfig:
                 raise ValueError("gd_log_alphas must be above float64's range (log α > −708): GD trains α u0 itself.")
         if not (math.isfinite(self.gd_lr) and self.gd_lr > 0):
             raise ValueError(f"gd_lr must be a positive number; got {self.gd_lr!r}.")
+        if 2 in self.depths and self.model != "saxe_modes":
+            raise ValueError(
+                "at L = 2 the depth demo draws Saxe's closed form (saxe_modes); for another task at L = 2 use the "
+                "diagonal family (diagonal_linear), whose Algorithm 1 is the limit there."
+            )
         if not 0 < self.separation < 1:
             raise ValueError(f"separation must lie in (0, 1); got {self.separation!r}.")
 
@@ -109,13 +115,13 @@ class DepthDemoConfig:
 
 QUICK_DEPTH = DepthDemoConfig(
     depths=(2, 3),
-    log_alphas=tuple(math.log(a) for a in (1e-1, 1e-2, 1e-4, 1e-8)),
+    log_alphas=tuple(math.log(a) for a in (1e-1, 1e-2, 1e-3, 1e-6)),
     num_times=120,
     check_assumptions=False,
 )
 """A reduced configuration of the same code path (``gradflow demo --depth --quick``, the tests): L = 2 and 3, four α
-down to 1e-8 (where ``α^{L−2}`` stays above the flow's slow-manifold switch, so that each depth compiles one solve),
-one GD run per depth, without the greedy path's checks."""
+down to 1e-6 (``α^{L−2}`` stays above the flow's slow-manifold switch, so that each depth compiles one solve), one GD
+run per depth, without the greedy path's checks."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,7 +130,7 @@ class DepthRun:
 
     depth: int
     task: Task
-    path: DepthGreedyPath
+    path: DepthGreedyPath | SaxeStaircase
     ts: np.ndarray
     flows: list
     gd: list
@@ -192,11 +198,14 @@ def run_depth_demo(
         model, u0 = task.model, task.u0
         base = dict(model=config.model, options=config.model_options, depth=depth)
         options = dict(max_stages=config.max_stages, check_assumptions=config.check_assumptions)
-        path = step(
-            f"greedy_L={depth}",
-            dict(base, **options),
-            lambda: greedy_limit(model, u0=u0, throw=False, **options),
-        )
+        if depth == 2:  # Saxe's closed form (greedy_limit leaves L = 2 to the diagonal family)
+            path = SaxeStaircase.of(task.teacher_beta)
+        else:
+            path = step(
+                f"greedy_L={depth}",
+                dict(base, **options),
+                lambda: greedy_limit(model, u0=u0, throw=False, **options),
+            )
         delta = default_delta(path.times) if config.delta is None else config.delta
         ts = default_times(path.times, num=config.num_times, delta=delta, log_alphas=config.log_alphas)
         ts = np.union1d(ts, 0.5 * (path.times[:-1] + path.times[1:]))  # the plateaus' midpoints
@@ -224,14 +233,30 @@ def run_depth_demo(
             futures = {i: pool.submit(*jobs[i]) for i in order}
             done = [futures[i].result() for i in range(len(jobs))]
         flows, gd = done[: len(config.log_alphas)], done[len(config.log_alphas) :]
-        comparison = compare_runs(config, task, path, flows, config.log_alphas, delta=delta, ts=ts)
+        comparison = _compare(config, task, path, flows, config.log_alphas, delta=delta, ts=ts)
         if gd:
-            gd_cmp = compare_runs(config, task, path, gd, config.gd_log_alphas, delta=delta, ts=ts)
+            gd_cmp = _compare(config, task, path, gd, config.gd_log_alphas, delta=delta, ts=ts)
             comparison = dataclasses.replace(comparison, gd=dataclasses.replace(gd_cmp, method="gd"))
         overlap = np.stack([plateau_overlap(path, f.ts, f.loss) for f in flows])
         runs.append(DepthRun(depth, task, path, ts, flows, gd, comparison, overlap))
     files, seconds = step.finish(lambda: _write_outputs(config, step, runs))
     return DepthDemoResult(config, runs, files, list(step.store.log), seconds)
+
+
+def _compare(config, task, path, runs, log_alphas, *, delta: float, ts):
+    """``compare_limits`` of ``runs`` with ``path``; a run that failed (its ``result`` and ``message`` say why) leaves
+    its distances NaN and is named in the report, rather than stopping the demo."""
+    return compare_limits(
+        task.model,
+        log_alpha=np.array(log_alphas),
+        u0=task.u0,
+        path=path,
+        delta=delta,
+        ts=ts,
+        threshold=config.threshold,
+        flows=runs,
+        throw=False,
+    )
 
 
 def closed_form_times(config: DepthDemoConfig, depth: int, path) -> np.ndarray:
@@ -297,7 +322,7 @@ def _write_outputs(config: DepthDemoConfig, step: DemoSteps, runs: list[DepthRun
         dict(
             stage_times=dict(zip(("header", "rows"), stage_rows(config, runs))),
             separation=dict(zip(("header", "rows"), separation_rows(config, runs))),
-            per_depth={run.depth: comparison_report(run.comparison)[1] for run in runs},
+            per_depth={run.depth: comparison_report(run.comparison)[1] for run in runs if run.depth > 2},
         ),
     )
     save_figure(plot_curves(runs), figures[0])
@@ -411,6 +436,11 @@ def depth_report(config: DepthDemoConfig, runs: list[DepthRun], timings, figures
         f"plateaus, per α; stages count as separated at {config.separation:g}.\n\n"
     )
     text += markdown_table(*separation_rows(config, runs))
+    failed = [
+        f"- L = {run.depth}: {flow.message}" for run in runs for flow in run.flows if str(flow.result) != "successful"
+    ]
+    if failed:
+        text += "\nRuns that failed (their distances and overlaps are NaN):\n\n" + "\n".join(failed) + "\n"
     text += "\n## Gradient descent against the exact flow\n\n"
     rows = []
     for run in runs:
@@ -431,7 +461,11 @@ def depth_report(config: DepthDemoConfig, runs: list[DepthRun], timings, figures
     header = ["L", "α", "lr", "GD steps", "GD: worst sup |β − β^k|", "flow: worst sup |β − β^k|"]
     text += markdown_table(header, rows) if rows else "No GD runs.\n"
     for run in runs:
-        body, _ = comparison_report(run.comparison)
+        if run.depth == 2:
+            body = "The greedy limit is Saxe's closed form (stage k at τ = 1/s_k); distances as for every depth:\n"
+            body += distance_tables(run.comparison, DISTANCES)
+        else:
+            body, _ = comparison_report(run.comparison)
         text += f"\n# L = {run.depth}\n\n{worst_exponents(run.comparison)}\n\n{body}"
     return text + "\n" + figures_and_runtime(figures, timings, config)
 

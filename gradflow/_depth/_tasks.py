@@ -3,6 +3,8 @@ teacher, ``h(x; β) = ⟨β, x⟩`` with ``β = w_1 ⊙ ⋯ ⊙ w_L``, and Saxe 
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax.numpy as jnp
 import numpy as np
 
@@ -93,3 +95,41 @@ def saxe_modes(
     model = depth_linear_model(X, X @ s, depth=depth)
     config = dict(n=n, depth=depth, singular_values=tuple(float(x) for x in s), seed=seed)
     return Task("saxe_modes", model, np.ones((depth, p)), None, s, config)
+
+
+@dataclasses.dataclass(frozen=True)
+class SaxeStaircase:
+    """The greedy limit of ``saxe_modes`` at ``L = 2`` in closed form, with the fields a depth comparison reads.
+
+    From the balanced start ``u0 = 1`` mode ``i`` grows as ``β_i ≈ α² e^{2 s_i t}`` until it is learned, at
+    ``τ = t / log(1/α) → 1/s_i``: stage ``k`` holds the ``k`` strongest modes at ``s``. (``greedy_limit`` leaves
+    ``L = 2`` to the diagonal family, whose Algorithm 1 needs ``|u0_i| ≠ |v0_i|``.) At ``L = 2`` the clocks
+    ``c = (α/a)^{L−2}`` are 1 until a coordinate wakes: ``b_at`` holds them there.
+    """
+
+    times: np.ndarray
+    beta: np.ndarray
+    loss: np.ndarray
+    support: np.ndarray
+    activated: np.ndarray
+
+    @classmethod
+    def of(cls, s) -> SaxeStaircase:
+        s = np.asarray(s, dtype=np.float64)
+        order = np.argsort(-s, kind="stable")
+        support = np.zeros((s.size + 1, s.size), bool)
+        for k in range(1, s.size + 1):
+            support[k, order[:k]] = True
+        beta = np.where(support, s, 0.0)
+        loss = 0.5 * np.sum(np.where(support, 0.0, s**2), axis=1)
+        return cls(np.concatenate([[0.0], 1.0 / s[order]]), beta, loss, support, order)
+
+    @property
+    def b(self) -> np.ndarray:
+        return np.where(self.support, 0.0, 1.0)
+
+    def stage_at(self, tau) -> np.ndarray:
+        return np.searchsorted(self.times, np.asarray(tau), side="right") - 1
+
+    def b_at(self, tau) -> np.ndarray:
+        return self.b[self.stage_at(tau)]
