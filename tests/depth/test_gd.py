@@ -1,8 +1,6 @@
 """simulate_gd for depth-L diagonal networks: first-order in lr to Saxe's closed form, its rescaled times, its
 checks, and (slow: compiles the flow) GD at a small lr against the exact flow through compare_limits."""
 
-import warnings
-
 import numpy as np
 import pytest
 
@@ -78,17 +76,13 @@ def test_gd_refuses_v0_and_bad_shapes_and_reports_divergence():
 
 
 @pytest.mark.slow
-def test_gd_at_small_lr_tracks_the_exact_flow(unoptimised_xla):
-    """Correlated regression, mixed signs, L = 3, α = 1e-2: GD (lr = 2e-3) and the exact flow have the same distance
-    to the greedy limit on every window, to O(lr)."""
-    rng = np.random.default_rng(3)
-    X = rng.normal(size=(12, 4))
-    model = gradflow.DepthModel(lambda x, b: x @ b, X, X @ np.array([2.0, -1.0, 0.6, 0.0]), p=4, depth=3)
-    W0 = np.ones((3, 4))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", gradflow.AssumptionWarning)
-        cmp = gradflow.compare_limits(model, u0=W0, log_alphas=np.log([1e-2, 1e-1]), gd=dict(lr=2e-3))
-    gd = cmp.gd.runs[0]
-    flow = gradflow.simulate_flow(model, u0=W0, ts=gd.ts[::50], alpha=1e-2, atol=1e-10)
-    np.testing.assert_allclose(gd.beta[::50], flow.beta, atol=2e-2)
+def test_compare_limits_takes_gd_which_tracks_the_exact_flow():
+    """Saxe's modes, L = 3: compare_limits(gd=...) runs GD at every α, at τ = k lr α; at a small lr its distances to
+    the greedy limit on every window are the exact flow's, to O(lr)."""
+    model = whitened(3)
+    cmp = gradflow.compare_limits(model, u0=np.ones((3, 3)), log_alphas=np.log([1e-1, 1e-2]), gd=dict(lr=2e-3))
+    assert isinstance(cmp.gd, gradflow.DepthComparison) and cmp.gd.method == "gd"
+    assert isinstance(cmp.gd.runs[1], gradflow.DepthGDResult)
+    np.testing.assert_allclose(cmp.gd.runs[1].ts[-1], cmp.runs.ts[-1], rtol=1e-3)  # both reach the same τ
     np.testing.assert_allclose(cmp.gd.weights_distance, cmp.weights_distance, atol=2e-2)
+    np.testing.assert_allclose(cmp.gd.detected_times, cmp.detected_times, atol=2e-3)
