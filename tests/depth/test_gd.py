@@ -80,7 +80,7 @@ def test_compare_limits_takes_gd_which_tracks_the_exact_flow():
     """Saxe's modes, L = 3: compare_limits(gd=...) runs GD at every α, at τ = k lr α; at a small lr its distances to
     the greedy limit on every window are the exact flow's, to O(lr)."""
     model = whitened(3)
-    cmp = gradflow.compare_limits(model, u0=np.ones((3, 3)), log_alphas=np.log([1e-1, 1e-2]), gd=dict(lr=2e-3))
+    cmp = gradflow.compare_limits(model, u0=np.ones((3, 3)), log_alpha=np.log([1e-2, 1e-3]), gd=dict(lr=2e-3))
     assert isinstance(cmp.gd, gradflow.DepthComparison) and cmp.gd.method == "gd"
     assert isinstance(cmp.gd.runs[1], gradflow.DepthGDResult)
     np.testing.assert_allclose(cmp.gd.runs[1].ts[-1], cmp.runs.ts[-1], rtol=1e-3)  # both reach the same τ
