@@ -15,7 +15,8 @@ in which it moves slowly:
 
 Plateaus are solved in ``τ`` (the awake coordinates, stiff at rate ``1/ε``, by an L-stable method: their lag behind
 their stationary point, O(ε), is kept at ``max(ε, 1e-20)``, below float64's resolution), jumps in ``t`` (they are
-``O(ε)`` wide in τ, below its resolution for tiny α); both by Kvaerno5, switching by events located by a root finder.
+``O(ε)`` wide in τ, below its resolution for tiny α), and ``L = 2`` in ``t`` throughout; all by Kvaerno5, switching
+by events located by a root finder.
 The state needs ``log α`` only: ``log α = −1e4`` is exact and costs what ``α = 1e-4`` costs.
 """
 

@@ -11,6 +11,7 @@ import pytest
 import gradflow
 from gradflow import models
 from gradflow._depth._pipeline import (
+    PIPELINE,
     QUICK_DEPTH,
     DepthDemoConfig,
     plateau_overlap,
@@ -48,6 +49,14 @@ def test_config_refuses_bad_depths_models_and_scales():
         DepthDemoConfig(model_options=(("depth", 3),))
     with pytest.raises(ValueError, match="above float64's range"):
         DepthDemoConfig(gd_log_alphas=(-1000.0,))
+    with pytest.raises(ValueError, match="at L = 2 the depth demo draws Saxe's closed form"):
+        DepthDemoConfig(model="depth_linear", depths=(2, 3))
+    options = dict(log_alphas=(-5.0, -10.0), tau_max=None, num_times=50, max_stages=None, perturb=False)
+    config = PIPELINE.configure("depth_linear", (("depth", 4), ("p", 5), ("seed", 1)), rtol=0.0, atol=1e-8, **options)
+    assert config.depths == (4,) and config.model_options == (("p", 5), ("seed", 1)) and config.gd_log_alphas == ()
+    assert config.task(4).model.depth == 4 and config.task(4).model.p == 5
+    with pytest.raises(ValueError, match="--perturb"):
+        PIPELINE.configure("saxe_modes", (), rtol=0.0, atol=1e-8, **dict(options, perturb=True))
 
 
 def test_builtin_tasks_saxe_modes_and_depth_linear():
