@@ -11,7 +11,7 @@ balanced starts ``W0 = 1``:
    gradient-descent steps the same τ-horizon takes at a stable learning rate (``lr = 0.1 / max s``): a plateau lasts
    ``α^{−(L−2)}`` in t, so ``τ_end / (lr α^{L−2})`` steps.
 2. *Exact flow against gradient descent* (L = ``--gd-depth``): both run to τ = 1.25 (every mode learned at L = 3) at
-   α = 1e-2, 1e-3, 1e-4, GD (``simulate_gd``, lr = 1e-3, 256 records) for real, each after compiling it: steps,
+   α = 1e-2, 1e-3, 1e-4, GD (``simulate_gd``, lr = 1e-3, a record every 250 steps) for real, each after compiling it: steps,
    seconds and their ratio side by side, and the largest ``|β_GD − β_flow|`` over the recorded times (GD's O(lr)
    lag: at the stable lr = 0.1 / max s it is 0.8–1.9, as the jumps are O(1) wide in t). GD runs whose step count exceeds ``--gd-cap`` are extrapolated from the measured
    seconds per step.
@@ -95,7 +95,7 @@ def race(depth: int, alpha: float, cap: int) -> dict:
     task = models.saxe_modes(depth=depth, singular_values=tuple(S))
     unit = 1 / math.log(1 / alpha) if depth == 2 else alpha ** (depth - 2)  # dτ/dt
     steps = int(math.ceil(GD_TAU / (RACE_LR * unit)))
-    every = max(1, steps // 256)  # ≥ 64 records: GD's compiled block of 64 records, as in its warm-up
+    every = 250  # records 0.25 apart in t: they resolve the jumps, O(1) wide in t (a record per α^{L−2}/4 in τ)
     steps = every * math.ceil(steps / every)
     ts = np.arange(0, steps + 1, every) * RACE_LR * unit
     kw = dict(u0=task.u0, alpha=alpha, throw=False)
@@ -103,7 +103,7 @@ def race(depth: int, alpha: float, cap: int) -> dict:
     start = time.perf_counter()
     flow = simulate_flow(task.model, ts=ts, **kw)
     flow_s = time.perf_counter() - start
-    ran = min(steps, every * max(64, cap // every))
+    ran = min(steps, every * max(64, cap // every))  # ≥ 64 records: the compiled block of its warm-up
     simulate_gd(task.model, lr=RACE_LR, steps=64 * every, record_every=every, **kw)  # compiles
     start = time.perf_counter()
     gd = simulate_gd(task.model, lr=RACE_LR, steps=ran, record_every=every, **kw)
