@@ -145,12 +145,18 @@ def main(argv=None) -> None:
     parser.add_argument("--gd-depth", type=int, default=3)
     parser.add_argument("--gd-cap", type=int, default=2_000_000, help="GD steps run at most (then extrapolated)")
     parser.add_argument("--skip-cost", action="store_true", help="only the race against GD")
+    parser.add_argument("--skip-race", action="store_true", help="only the cost against log(1/α) and L")
     parser.add_argument("--record", action="store_true")
     args = parser.parse_args(argv)
-    races = [race(args.gd_depth, alpha, args.gd_cap) for alpha in GD_ALPHAS]
-    _common.show(render_race(races, sys.argv[1:]), GD_SECTION, args.record)
+    if not args.skip_race:
+        races = [race(args.gd_depth, alpha, args.gd_cap) for alpha in GD_ALPHAS]
+        _common.show(render_race(races, sys.argv[1:]), GD_SECTION, args.record)
     if not args.skip_cost:
-        rows = [run(depth, la) for depth in args.depths for la in LOG_ALPHAS]
+        rows = []
+        for depth in args.depths:
+            for la in LOG_ALPHAS:
+                rows.append(run(depth, la))
+                print(rows[-1], flush=True)  # a long run: each row as it is measured
         _common.show(render(rows, sys.argv[1:]), SECTION, args.record)
 
 
