@@ -77,22 +77,26 @@ def depth_linear(
 def saxe_modes(
     *, n: int | None = None, depth: int = DEFAULT_DEPTH, singular_values=SAXE_STRENGTHS, seed: int = 0
 ) -> Task:
-    """Saxe et al.'s whitened modes: ``y = ⟨s, x⟩`` on a design with ``XᵀX / n = I``, so that
+    """Saxe et al.'s whitened modes: ``y = ⟨s, x⟩`` on the design ``X = √n [I_p; 0]`` (``XᵀX / n = I``), so that
     ``L(β) = ½ ‖β − s‖²`` and every coordinate is one mode of strength ``s_k`` (the singular values of the
     input-output correlation), learned from the balanced, aligned start ``u0 = 1`` (shape ``(L, p)``).
 
     Each mode follows ``dσ/dt = L σ^{2−2/L}(s − σ)`` (``theory.saxe_time``): in ``τ = t α^{L−2}`` its stage time tends to
     ``1/((L−2) s)`` for ``L ≥ 3`` (``1/s`` in ``τ = t / log(1/α)`` at ``L = 2``). ``n`` samples (default ``p``, the
-    number of strengths); ``seed`` draws the design's rotation.
+    number of strengths). The design is exact, so ``g = s − β`` has no rounding (a rotated design's, amplified by
+    ``α^{−(L−2)}`` on the plateaus, stalled the flow at ``α^{L−2} = 1e-8``); ``seed`` is taken for the command line's
+    sake and changes nothing.
     """
     s = np.asarray(singular_values, dtype=np.float64)
     if s.ndim != 1 or s.size == 0 or not np.all(np.isfinite(s) & (s > 0)):
         raise ValueError(f"singular_values must be a non-empty list of positive numbers; got {singular_values!r}.")
     p, seed = s.size, check_seed(seed)
     n = p if n is None else check_int(n, "n")
+    if n < p:
+        raise ValueError(f"whitened modes need n >= p samples; got n={n}, p={p}.")
     depth = check_int(depth, "depth")
-    X = _orthonormal_design(np.random.default_rng([seed, 0]), n, p)
-    model = depth_linear_model(X, X @ s, depth=depth)
+    X = np.sqrt(n) * np.eye(n, p)
+    model = depth_linear_model(X, np.sqrt(n) * np.concatenate([s, np.zeros(n - p)]), depth=depth)
     config = dict(n=n, depth=depth, singular_values=tuple(float(x) for x in s), seed=seed)
     return Task("saxe_modes", model, np.ones((depth, p)), None, s, config)
 
