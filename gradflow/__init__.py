@@ -23,6 +23,7 @@ from ._demo import run_demo as run_demo
 from ._demo import run_rank_demo as run_rank_demo
 from ._depth import DepthComparison as DepthComparison
 from ._depth import DepthFlowResult as DepthFlowResult
+from ._depth import DepthGDResult as DepthGDResult
 from ._depth import DepthGreedyPath as DepthGreedyPath
 from ._depth import DepthModel as DepthModel
 from ._depth import DepthSolver as DepthSolver
@@ -69,6 +70,7 @@ __all__ = [
     "DemoConfig",
     "DepthComparison",
     "DepthFlowResult",
+    "DepthGDResult",
     "DepthGreedyPath",
     "DepthModel",
     "DepthSolver",

@@ -179,7 +179,7 @@ def simulate_gd(
     model,
     *,
     u0,
-    v0,
+    v0=None,
     alpha=None,
     log_alpha=None,
     lr: float,
@@ -195,7 +195,8 @@ def simulate_gd(
     Args:
         model: the model and data.
         u0, v0: initialisation directions, shape ``(p,)``, with ``|u0_i| ≠ |v0_i|`` (as in
-            [`simulate_flow`][gradflow.simulate_flow]).
+            [`simulate_flow`][gradflow.simulate_flow]); for a [`DepthModel`][gradflow.DepthModel], ``u0`` holds the
+            layers' directions, shape ``(L, p)`` (``w_l(0) = α u0[l]``), and ``v0`` is None.
         alpha: the scale in (0, 1), or a 1-D array of scales (trained together, vmapped).
         log_alpha: ``log α`` (< 0) instead of ``alpha``, scalar or 1-D array. Gradient descent trains the
             weights themselves, so α must be a normal float64 number (``α ≥ 2.2e-308``, ``log α ≥ −708``).
@@ -215,7 +216,9 @@ def simulate_gd(
 
     Returns:
         A [`GDResult`][gradflow.GDResult]; for a [`FactorizedModel`][gradflow.FactorizedModel] (``u0, v0``
-        tuples of factors, ``optimizer="gd"`` only) a [`FactorizedGDResult`][gradflow.FactorizedGDResult].
+        tuples of factors, ``optimizer="gd"`` only) a [`FactorizedGDResult`][gradflow.FactorizedGDResult]; for a
+        [`DepthModel`][gradflow.DepthModel] a [`DepthGDResult`][gradflow.DepthGDResult], whose ``ts`` are
+        ``step · lr · α^{L−2}`` (``L ≥ 3``).
     """
     family = family_of(model)
     log_a, batched = check_scales(alpha, log_alpha)
@@ -419,7 +422,7 @@ def compare_limits(
         ts = default_times(times, delta=delta, log_alphas=log_alphas) if ts is None else check_times(ts)
         check_windows(times, delta, ts)
         if gd is not None:
-            _check_gd_times(gd, log_alphas, times, delta, float(ts[-1]))
+            _check_gd_times(gd, log_alphas, _time_units(model, log_alphas), times, delta, float(ts[-1]))
         if flows is None:
             options = dict(dict(throw=throw), **(flow_options or {}))
             flows = simulate_flow(model, u0=u0, v0=v0, ts=ts, log_alpha=log_alphas, **options)
@@ -453,33 +456,40 @@ def run_gd(model, *, log_alphas, u0, v0, horizon: float, options, throw: bool = 
     """
     if isinstance(options, Sequence) and not isinstance(options, (str, bytes)):
         return list(options)
-    plans = gd_plans(options, log_alphas, horizon)
+    plans = gd_plans(options, _time_units(model, log_alphas), horizon)
     return map_per_core(  # one run per core: each is a serial chain of small XLA calls
         lambda run: simulate_gd(model, log_alpha=float(run[0]), u0=u0, v0=v0, **dict(dict(throw=throw), **run[1])),
         zip(log_alphas, plans),
     )
 
 
-def gd_plans(options, log_alphas, horizon: float) -> list[dict]:
-    """The ``simulate_gd`` options of :func:`run_gd` per ``log α`` (``steps`` and ``record_every`` filled in)."""
+def _time_units(model, log_alphas) -> list[float]:
+    """``dτ/dt`` at every ``log α`` (the family's ``time_unit``): ``τ = step · lr · dτ/dt`` for gradient descent."""
+    family = family_of(model)
+    return [family.time_unit(model, la) for la in log_alphas]
+
+
+def gd_plans(options, units, horizon: float) -> list[dict]:
+    """The ``simulate_gd`` options of :func:`run_gd` per ``log α`` (``steps`` and ``record_every`` filled in), from
+    ``dτ/dt`` at each (``units``)."""
     if not isinstance(options, Mapping) or "lr" not in options:
         raise TypeError("gd must be a mapping of simulate_gd options with at least 'lr', or a sequence of GDResult.")
     lr = float(options["lr"])
     plans = []
-    for la in log_alphas:
+    for unit in units:
         opts = dict(options)
-        steps = opts.pop("steps", None) or int(math.ceil(horizon * -la / lr))
+        steps = opts.pop("steps", None) or int(math.ceil(horizon / (unit * lr)))
         every = opts.setdefault("record_every", max(1, steps // 1000))
         plans.append(dict(opts, steps=every * int(math.ceil(steps / every))))
     return plans
 
 
-def _check_gd_times(gd, log_alphas, stage_times, delta: float, horizon: float) -> None:
+def _check_gd_times(gd, log_alphas, units, stage_times, delta: float, horizon: float) -> None:
     """Before any run: the times that gradient descent with the options ``gd`` (a mapping) records reach past
     ``T_1`` and into some window, at every α."""
     if isinstance(gd, Sequence) and not isinstance(gd, (str, bytes)):
         return
-    for la, opts in zip(log_alphas, gd_plans(gd, log_alphas, horizon)):
-        times = np.arange(0, opts["steps"] + 1, opts["record_every"]) * float(opts["lr"]) / -la
+    for la, unit, opts in zip(log_alphas, units, gd_plans(gd, units, horizon)):
+        times = np.arange(0, opts["steps"] + 1, opts["record_every"]) * float(opts["lr"]) * unit
         what = f"gd's times (steps = {opts['steps']}, lr = {float(opts['lr']):g} at log α = {la:.6g})"
         check_windows(stage_times, delta, times, what=what, fix="Give gd more steps, or none (they then reach ts[-1]).")

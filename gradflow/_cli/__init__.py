@@ -45,7 +45,7 @@ def build_parser(*, networks: bool = True) -> argparse.ArgumentParser:
         help="the paper's toy task: flows at α = 0.1 ... 1e-32 and on to log α = -1e4, greedy limit, "
         "Figures 6–10, comparison table and report",
     )
-    add_out(p, "demo_output", "results", "figures", "full_weights", "full_weights_paper")
+    add_out(p, "demo_output", "results", "figures", "full_weights", "full_weights_paper", "depth")
     p.add_argument("--force", action="store_true", help="recompute everything (default: reuse finished parts)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     size = p.add_mutually_exclusive_group()
@@ -61,6 +61,13 @@ def build_parser(*, networks: bool = True) -> argparse.ArgumentParser:
         action="store_true",
         help="the second part: the attention head with full weights (Figure 2 d–f) exactly, down to log α = −1000, "
         "with its greedy low-rank limit and float64 GD, into OUT/full_weights",
+    )
+    p.add_argument(
+        "--depth",
+        action="store_true",
+        help="depth-L diagonal networks (Saxe's whitened modes at L = 2, 3, 4): learning curves in each depth's "
+        "rescaled time with the greedy limits, stage times against L beside the closed forms, and the depth "
+        "separation measured on the exact flow, into OUT/depth",
     )
     p.set_defaults(func=_commands.demo)
 

@@ -13,6 +13,7 @@ import numpy as np
 
 from .._api import compare_limits, greedy_limit, simulate_flow
 from .._demo import PAPER_FULL, QUICK, QUICK_FULL, DemoConfig, RankDemoConfig, pipeline_of, run_demo, run_rank_demo
+from .._depth._pipeline import QUICK_DEPTH, DepthDemoConfig, run_depth_demo
 from .._io import claim_folder, save_result
 from .._kit._comparison import default_times
 from .._kit._report import format_alpha, markdown_table
@@ -38,6 +39,8 @@ def demo(args) -> int:
     (with ``--paper-size``, at the paper's size into ``OUT/full_weights_paper``)."""
     if args.paper_size and not args.full_weights:
         raise CLIError("--paper-size applies to the full-weights demo: give --full-weights too")
+    if args.depth:
+        return _depth_demo(args)
     folder = ("full_weights_paper" if args.paper_size else "full_weights") if args.full_weights else ""
     paper = dict(paper_size=True) if args.paper_size else {}  # an earlier record of the other folders still matches
     _claim(args, Path(args.out) / folder, quick=args.quick, **paper)
@@ -50,6 +53,17 @@ def demo(args) -> int:
         QUICK if args.quick else DemoConfig(), out=args.out, force=args.force, progress=not args.no_progress
     )
     return _print_pipeline(result, family_named("diagonal"), args.out)
+
+
+def _depth_demo(args) -> int:
+    """``gradflow demo --depth``: depth-L diagonal networks at L = 2, 3, 4 into ``OUT/depth``."""
+    if args.full_weights:
+        raise CLIError("--depth and --full-weights are two demos: give one")
+    out = Path(args.out) / "depth"
+    _claim(args, out, quick=args.quick)
+    config = QUICK_DEPTH if args.quick else DepthDemoConfig()
+    result = run_depth_demo(config, out=out, force=args.force, progress=not args.no_progress)
+    return _print_pipeline(result, family_named("depth"), str(out))
 
 
 def compare(args) -> int:

@@ -7,3 +7,7 @@ from ._greedy import DepthGreedyPath as DepthGreedyPath
 from ._model import DepthModel as DepthModel
 from ._options import DepthSolver as DepthSolver
 from ._results import DepthFlowResult as DepthFlowResult
+from ._results import DepthGDResult as DepthGDResult
+from ._tasks import depth_linear as depth_linear
+from ._tasks import depth_linear_model as depth_linear_model
+from ._tasks import saxe_modes as saxe_modes

@@ -26,7 +26,7 @@ from .._kit._comparison import (
     window_masks,
 )
 from ._greedy import DepthGreedyPath
-from ._results import DepthFlowResult
+from ._results import DepthFlowResult, DepthGDResult
 
 
 class DepthComparison(AbstractComparison):
@@ -42,7 +42,7 @@ class DepthComparison(AbstractComparison):
     b_power: np.ndarray
     loss_power: np.ndarray
     time_power: np.ndarray
-    gd: None = None
+    gd: DepthComparison | None = None
     runs: Any = None
     path: DepthGreedyPath | None = None
     names: tuple[str, ...] | None = eqx.field(static=True, default=None)
@@ -91,8 +91,10 @@ class _Run(NamedTuple):
 def _as_runs(runs, log_alphas) -> list[_Run]:
     """Split flows (one batched result, a single run or a sequence of them) into :class:`_Run` per α."""
     for res in runs if isinstance(runs, (list, tuple)) else [runs]:
-        if not isinstance(res, DepthFlowResult):
-            raise TypeError(f"every run must be a gradflow.DepthFlowResult; got {type(res).__name__}.")
+        if not isinstance(res, (DepthFlowResult, DepthGDResult)):
+            raise TypeError(
+                f"every run must be a gradflow.DepthFlowResult or a gradflow.DepthGDResult; got {type(res).__name__}."
+            )
     split = []
     for one in each_run(runs):
         arrays = (np.asarray(x) for x in (one.ts, one.beta, one.clock, one.loss))
@@ -102,9 +104,8 @@ def _as_runs(runs, log_alphas) -> list[_Run]:
 
 
 def compare(model, path, runs, log_alphas, *, method="flow", delta=None, threshold=0.5) -> DepthComparison:
-    """Compare flows of the depth ``model`` (one per ``log_alphas``) with its greedy ``path``."""
-    if method != "flow":
-        raise ValueError("a DepthModel's comparison takes exact flows only (method='flow').")
+    """Compare runs of the depth ``model`` (one per ``log_alphas``: exact flows, or gradient descents if ``method`` is
+    ``"gd"``) with its greedy ``path``."""
     runs = _as_runs(runs, log_alphas)
     path_beta, path_loss = np.asarray(path.beta), np.asarray(path.loss)
     levels = path_loss[:-1] - threshold * (path_loss[:-1] - path_loss[1:])

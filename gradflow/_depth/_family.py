@@ -12,16 +12,39 @@ import numpy as np
 
 from .._kit._family import ModelFamily, check_coordinate_path
 from .._kit._plots import plot_loss, save_figure
-from .._kit._task import Builtin
+from .._kit._task import BOOLEAN, NON_NEGATIVE, POSITIVE, SINGULAR_VALUES, SPARSITY, Builtin
 from ._checks import check_resolved
 from ._compare import DepthComparison, compare
 from ._flow import flow
+from ._gd import gd
 from ._greedy import DepthGreedyPath, _g, greedy
 from ._model import DepthModel, check_init
 from ._options import DepthSolver
 from ._plots import LABELS, plot_coordinates
 from ._report import comparison_report, greedy_summary
-from ._results import DepthFlowResult
+from ._results import DepthFlowResult, DepthGDResult, time_unit
+from ._tasks import SAXE_STRENGTHS, depth_linear, saxe_modes
+
+TASKS: Mapping[str, Builtin] = MappingProxyType(
+    {
+        "depth_linear": Builtin(
+            depth_linear,
+            ("n", "p", "depth"),
+            "depth",
+            sweep=dict(
+                n=POSITIVE, p=POSITIVE, depth=POSITIVE, nonzero=SPARSITY, orthonormal=BOOLEAN, noise=NON_NEGATIVE
+            ),
+        ),
+        "saxe_modes": Builtin(
+            saxe_modes,
+            ("n", "depth"),
+            "depth",
+            ("singular_values",),
+            sweep=dict(n=POSITIVE, depth=POSITIVE, singular_values=SINGULAR_VALUES),
+        ),
+    }
+)
+"""The built-in tasks of depth-L diagonal networks (a [`DepthModel`][gradflow.DepthModel]) by name."""
 
 
 class DepthFamily(ModelFamily):
@@ -31,8 +54,22 @@ class DepthFamily(ModelFamily):
     name: ClassVar[str] = "depth"
     model_type: ClassVar[type] = DepthModel
     solver_type: ClassVar[type] = DepthSolver
-    tasks: ClassVar[Mapping[str, Builtin]] = MappingProxyType({})
-    size_options: ClassVar[Mapping[str, str]] = MappingProxyType({})
+    tasks: ClassVar[Mapping[str, Builtin]] = TASKS
+    size_options: ClassVar[Mapping[str, str]] = MappingProxyType(
+        {
+            "n": "samples",
+            "p": "coordinates (depth_linear)",
+            "depth": "layers L = 2 … 6 of a depth-L diagonal network (depth_linear, saxe_modes; default 3)",
+        }
+    )
+    teacher_options: ClassVar[Mapping[str, str]] = MappingProxyType(
+        {
+            "singular_values": "the modes' strengths s (saxe_modes; default "
+            + " ".join(f"{v:g}" for v in SAXE_STRENGTHS)
+            + ")",
+        }
+    )
+    pipeline: ClassVar[str | None] = "gradflow._depth._pipeline:PIPELINE"
     weights_column: ClassVar[str] = "beta"
     worst_columns: ClassVar[tuple[tuple[str, str], ...]] = (
         ("weights", "β"),
@@ -58,10 +95,11 @@ class DepthFamily(ModelFamily):
     greedy = staticmethod(greedy)
     compare = staticmethod(compare)
 
-    def gd(self, model, **options):
-        raise NotImplementedError(
-            "simulate_gd does not train DepthModels yet (docs/depth.md, *What is left*); simulate_flow is exact."
-        )
+    gd = staticmethod(gd)
+
+    def time_unit(self, model, log_alpha) -> float:
+        """``dτ/dt = α^{L−2}`` (``L ≥ 3``), ``1/log(1/α)`` (``L = 2``)."""
+        return float(time_unit(model.depth, log_alpha))
 
     def describe_model(self, model) -> str:
         return f"p = {model.p}, n = {model.n}, depth L = {model.depth}"
@@ -80,7 +118,7 @@ class DepthFamily(ModelFamily):
     def greedy_summary(self, path, names) -> str:
         return greedy_summary(path, names)
 
-    result_types: ClassVar[tuple[type, ...]] = (DepthFlowResult, DepthGreedyPath, DepthComparison)
+    result_types: ClassVar[tuple[type, ...]] = (DepthFlowResult, DepthGDResult, DepthGreedyPath, DepthComparison)
     convergence_labels: ClassVar[dict[str, str]] = LABELS
 
     def plot(self, quantity, runs, path, *, names, title):

@@ -83,7 +83,7 @@ def _rates(z, args: Args):
 
 
 def vector_field(s, z, args: Args):
-    """``dz/ds``: ``s = τ − τ_0`` on a plateau, ``s = t − t_0`` in a jump.
+    """``dz/ds``: ``s = τ − τ_0`` on a plateau, ``s = t − t_0`` in a jump (and throughout at ``L = 2``).
 
     On a plateau the awake coordinates move as ``dy/dτ = (dy/dt)/ε``, stiff at rate ``1/ε``, and sit within O(ε) of
     their slow manifold ``{g_i = 0 on the awake set}``. For ``ε < EPS_MANIFOLD`` (where float64's rounding of
@@ -95,8 +95,8 @@ def vector_field(s, z, args: Args):
     log_eps = (L - 2) * args.log_alpha
     slow, fast, _ = _rates(z, args)
     awake = args.kind == AWAKE
-    if L == 2:  # τ = t / log(1/α); log a moves linearly on plateaus (the diagonal family's log w)
-        return -args.log_alpha * jnp.where(awake, fast, slow)
+    if L == 2:  # s = t (τ = t / log(1/α)), as the diagonal family's log w: the stage equations stay O(1)
+        return jnp.where(awake, fast, slow)
     plateau = args.mode == PLATEAU
     k_tau = jnp.where(plateau, 1.0, jnp.exp(log_eps))
     if not args.manifold:

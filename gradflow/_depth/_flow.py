@@ -15,7 +15,8 @@ in which it moves slowly:
 
 Plateaus are solved in ``τ`` (the awake coordinates, stiff at rate ``1/ε``, by an L-stable method: their lag behind
 their stationary point, O(ε), is kept at ``max(ε, 1e-20)``, below float64's resolution), jumps in ``t`` (they are
-``O(ε)`` wide in τ, below its resolution for tiny α); both by Kvaerno5, switching by events located by a root finder.
+``O(ε)`` wide in τ, below its resolution for tiny α), and ``L = 2`` in ``t`` throughout; all by Kvaerno5, switching
+by events located by a root finder.
 The state needs ``log α`` only: ``log α = −1e4`` is exact and costs what ``α = 1e-4`` costs.
 """
 
@@ -173,11 +174,21 @@ def solve_one(model: DepthModel, W0, log_alpha: float, ts, rtol: float, atol: fl
             **consts,
         )
 
+    def k_tau(mode):
+        """``dτ/ds``: ``s`` is τ on a plateau and t in a jump (L ≥ 3); t throughout at L = 2, where ``τ = t/log(1/α)``
+        (in τ the awake rates ``log(1/α) g`` would put the implicit stages' tolerance below the rounding of ``g``:
+        from log α ≈ −18 a balanced start took no step)."""
+        if L == 2:
+            return 1.0 / -log_alpha
+        return 1.0 if mode == PLATEAU else eps
+
+    run._k_tau = k_tau(PLATEAU)
+
     def enter(run, mode):
         run.tau0 = run.tau
         run.s = 0.0
         run.mode = mode
-        run._k_tau = 1.0 if mode == PLATEAU else eps
+        run._k_tau = k_tau(mode)
         run.fresh = True
         if mode == JUMP:
             _, settle = _margins(args_of(run), jnp.asarray(run.z))
@@ -191,9 +202,8 @@ def solve_one(model: DepthModel, W0, log_alpha: float, ts, rtol: float, atol: fl
         run.out_z[0], run.out_kind[0], run.out_sigma_r[0], run.filled[0] = z, kind, sigma_r, True
 
     def s_end(run):
-        if run.mode == PLATEAU:
-            return tau_end - run.tau0
-        return min((tau_end - run.tau0) / eps, JUMP_T_MAX) if eps > 0 else JUMP_T_MAX
+        s1 = (tau_end - run.tau0) / run._k_tau if run._k_tau > 0 else np.inf
+        return s1 if run.mode == PLATEAU else min(s1, JUMP_T_MAX)
 
     def advance(run, budget):
         budget = int(np.asarray(budget))

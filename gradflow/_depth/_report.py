@@ -17,7 +17,7 @@ from .._kit._report import (
 )
 
 _CHECKS = ("4.2", "4.3")
-_LABELS = {
+DISTANCE_LABELS = {
     "weights": "sup over the window of max_i |β_i(τ) − β^k_i|",
     "b": "sup over the window of the sleeping clocks' max_i |c_i(τ) − (c^k_i − (τ − T_k)(L−2) s_i g_i(θ^k))|",
     "loss": "sup over the window of |L(τ) − L(θ^k)|",
@@ -63,7 +63,7 @@ def comparison_report(comparison) -> tuple[str, dict]:
     names = comparison.names or [str(i) for i in range(np.shape(path.beta)[-1])]
     text = "## Greedy limit (depth-L Algorithm 1) and the assumption checks\n\n" + greedy_summary(path, names)
     text += "\n## Comparison with the flows\n\n### Stage times: greedy T_k and detected on each flow\n\n"
-    text += markdown_table(*stage_time_rows(comparison)) + distance_tables(comparison, _LABELS)
+    text += markdown_table(*stage_time_rows(comparison)) + distance_tables(comparison, DISTANCE_LABELS)
     powers = {q: getattr(comparison, f"{q}_power") for q in ("weights", "b", "loss", "time")}
     windows = len(powers["weights"])
     text += "\n### Power rates r of d ≈ C α^r per window (plateaus last α^{−(L−2)}; time: stages k = 1 … K)\n\n"

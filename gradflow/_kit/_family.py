@@ -151,6 +151,11 @@ class ModelFamily(abc.ABC):
         run (a family that detects its stages otherwise, e.g. rank jumps per weight matrix, writes its own)."""
         return stage_time_rows(comparison)
 
+    def time_unit(self, model, log_alpha) -> float:
+        """``dτ/dt`` at ``log α``, the rescaled time per unit of time (``τ = step · lr · dτ/dt`` for gradient
+        descent): ``1 / log(1/α)``, unless the family's clock differs."""
+        return 1.0 / -float(log_alpha)
+
     shards_models: ClassVar[bool] = False
     """Whether :meth:`solve_sharded` solves the flows of many models together (else a sweep solves them alone)."""
 

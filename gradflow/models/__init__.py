@@ -1,7 +1,10 @@
-"""Built-in models with diagonal weights (docs/math.md, *Models with diagonal weights*) and with full, factorised
-weights (*Full weights: the exact flow*), each with a seeded data generator; every family's built-in tasks by name
-(``TASKS``)."""
+"""Built-in models with diagonal weights (docs/math.md, *Models with diagonal weights*), with full, factorised
+weights (*Full weights: the exact flow*) and depth-L diagonal networks (docs/depth.md), each with a seeded data
+generator; every family's built-in tasks by name (``TASKS``)."""
 
+from .._depth import depth_linear as depth_linear
+from .._depth import depth_linear_model as depth_linear_model
+from .._depth import saxe_modes as saxe_modes
 from .._diagonal import attention_head as attention_head
 from .._diagonal import diagonal_attention as diagonal_attention
 from .._diagonal import diagonal_attention_model as diagonal_attention_model
@@ -29,6 +32,8 @@ __all__ = [
     "attention_full_model",
     "attention_head",
     "builtin",
+    "depth_linear",
+    "depth_linear_model",
     "diagonal_attention",
     "diagonal_attention_model",
     "diagonal_linear",
@@ -40,6 +45,7 @@ __all__ = [
     "matrix_factorization_model",
     "matrix_sensing",
     "matrix_sensing_model",
+    "saxe_modes",
 ]
 
 

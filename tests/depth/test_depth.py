@@ -118,6 +118,19 @@ def test_flow_follows_saxe_closed_form(depth, alpha, unoptimised_xla):
 
 
 @pytest.mark.slow
+def test_balanced_depth_two_flow_at_small_alpha(unoptimised_xla):
+    """L = 2 from a balanced start, solved in t (in τ it took no step from log α ≈ −18 on): Saxe's closed form at
+    α = 1e-8, and at log α = −1000 each mode learned at τ = 1/s, its jump O(1/log(1/α)) wide."""
+    saxe_check(2, np.log(1e-8))
+    T = 1.0 / S
+    ts = np.sort(np.concatenate([[0.0], T - 0.02, T + 0.02, [1.2]]))
+    flow = gradflow.simulate_flow(whitened(2), u0=np.ones((2, 3)), ts=ts, log_alpha=-1000.0)
+    for i, Ti in enumerate(T):
+        before, after = np.flatnonzero(ts == Ti - 0.02)[0], np.flatnonzero(ts == Ti + 0.02)[0]
+        assert abs(flow.beta[before, i]) < 1e-12 and flow.beta[after, i] == pytest.approx(S[i], rel=1e-9)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("depth", [3, 4])
 def test_flow_at_log_alpha_minus_1000_has_the_clock_stage_times(depth, unoptimised_xla):
     model = whitened(depth)
