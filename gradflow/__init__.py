@@ -14,6 +14,7 @@ from ._api import simulate_gd as simulate_gd
 from ._deep_linear import DeepLinearComparison as DeepLinearComparison
 from ._deep_linear import DeepLinearFlowResult as DeepLinearFlowResult
 from ._deep_linear import DeepLinearFlowState as DeepLinearFlowState
+from ._deep_linear import DeepLinearGDResult as DeepLinearGDResult
 from ._deep_linear import DeepLinearGreedyPath as DeepLinearGreedyPath
 from ._deep_linear import DeepLinearModel as DeepLinearModel
 from ._deep_linear import DeepLinearSolver as DeepLinearSolver
@@ -64,6 +65,7 @@ __all__ = [
     "DeepLinearComparison",
     "DeepLinearFlowResult",
     "DeepLinearFlowState",
+    "DeepLinearGDResult",
     "DeepLinearGreedyPath",
     "DeepLinearModel",
     "DeepLinearSolver",

@@ -8,3 +8,4 @@ from ._model import DeepLinearModel as DeepLinearModel
 from ._options import DeepLinearSolver as DeepLinearSolver
 from ._results import DeepLinearFlowResult as DeepLinearFlowResult
 from ._results import DeepLinearFlowState as DeepLinearFlowState
+from ._results import DeepLinearGDResult as DeepLinearGDResult

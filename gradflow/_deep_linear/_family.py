@@ -12,17 +12,17 @@ import numpy as np
 from .._kit._family import ModelFamily, check_path_of
 from .._kit._plots import plot_loss, save_figure
 from .._kit._task import Builtin
+from .._kit._trajectory import time_unit
 from ._checks import check_resolved
 from ._compare import DeepLinearComparison, compare
 from ._flow import flow
+from ._gd import gd
 from ._greedy import DeepLinearGreedyPath, greedy
 from ._model import DeepLinearModel, check_layers
 from ._options import DeepLinearSolver
 from ._plots import LABELS, plot_singular_values
-from ._report import comparison_report, greedy_summary, stage_time_rows
-from ._results import DeepLinearFlowResult
-
-_NOT_YET = "docs/deep-linear.md, What is left"
+from ._report import comparison_report, greedy_summary
+from ._results import DeepLinearFlowResult, DeepLinearGDResult
 
 
 class DeepLinearFamily(ModelFamily):
@@ -55,10 +55,11 @@ class DeepLinearFamily(ModelFamily):
     def check_resolved(self, log_a, ts, *, rtol: float, atol: float, names=("alpha", "log_alpha")) -> None:
         check_resolved(None, log_a, ts, rtol=rtol, atol=atol, names=names)  # the flow checks its depth's range
 
-    def gd(self, model, **options):
-        raise NotImplementedError(
-            f"simulate_gd does not train DeepLinearModels yet ({_NOT_YET}); simulate_flow is exact in its range."
-        )
+    gd = staticmethod(gd)
+
+    def time_unit(self, model, log_alpha) -> float:
+        """``dτ/dt = α^{L−2}`` (``L ≥ 3``), ``1/log(1/α)`` (``L = 2``)."""
+        return float(time_unit(model.depth, log_alpha))
 
     def describe_model(self, model) -> str:
         m, n = model.shape
@@ -75,7 +76,12 @@ class DeepLinearFamily(ModelFamily):
         figure = plot_singular_values(flows, title=f"Singular values of W, {title}")
         return files + [save_figure(figure, folder / "singular_values.png")]
 
-    result_types: ClassVar[tuple[type, ...]] = (DeepLinearFlowResult, DeepLinearGreedyPath, DeepLinearComparison)
+    result_types: ClassVar[tuple[type, ...]] = (
+        DeepLinearFlowResult,
+        DeepLinearGDResult,
+        DeepLinearGreedyPath,
+        DeepLinearComparison,
+    )
     convergence_labels: ClassVar[dict[str, str]] = LABELS
 
     greedy = staticmethod(greedy)
@@ -94,9 +100,6 @@ class DeepLinearFamily(ModelFamily):
 
     def activated(self, path, names, k: int) -> str:
         return f"rank {k}"
-
-    def stage_rows(self, comparison):
-        return stage_time_rows(comparison)
 
     def comparison_report(self, comparison):
         return comparison_report(comparison)

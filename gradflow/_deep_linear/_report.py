@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from .._kit._report import distance_tables, format_alpha, json_summary, markdown_table, path_summary
+from .._kit._report import distance_tables, json_summary, markdown_table, path_summary, stage_time_rows
 
 _LABELS = {
     "weights": "sup over the window of max |W(τ) − W^k| over the entries",
@@ -35,16 +35,6 @@ def greedy_rows(path) -> tuple[list[str], list[list[Any]]]:
 def greedy_summary(path, names=None) -> str:
     """The greedy path as a Markdown table, with its end reason and warnings."""
     return path_summary(path, *greedy_rows(path))
-
-
-def stage_time_rows(comparison) -> tuple[list[str], list[list[Any]]]:
-    """Greedy ``T_k`` against the stage times detected on every run."""
-    header = ["k", "greedy T_k"] + [f"α = {format_alpha(la)}" for la in comparison.log_alpha]
-    rows = [
-        [k, float(comparison.stage_times[k])] + list(comparison.detected_times[:, k - 1])
-        for k in range(1, comparison.stage_times.size)
-    ]
-    return header, rows
 
 
 def comparison_report(comparison) -> tuple[str, dict]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import equinox as eqx
 import numpy as np
 
-from .._kit._trajectory import AbstractFlowResult, check_time_index
+from .._kit._trajectory import AbstractFlowResult, AbstractGDResult, check_time_index, time_unit
 
 
 def log_scales(log_sv, log_alpha, depth: int) -> np.ndarray:
@@ -83,3 +83,58 @@ class DeepLinearFlowResult(AbstractFlowResult):
             W=self.W[..., k, :, :],
             log_singular_values=self.log_singular_values[..., k, :],
         )
+
+
+class DeepLinearGDResult(AbstractGDResult):
+    """Discrete training of a [`DeepLinearModel`][gradflow.DeepLinearModel] recorded every ``record_every`` steps:
+    the layers the optimizer updated, from ``W_l(0) = α u0[l−1]``, with the loss. With ``A`` scales every field but
+    ``steps`` and ``lr`` gains a leading axis of length ``A`` (so does ``ts``).
+
+    Attributes:
+        steps: the recorded step numbers ``0, record_every, …, steps``, shape ``(m,)``.
+        layers: ``(W_1, …, W_L)``, each ``(m, d_l, d_{l−1})``.
+        loss: the full-batch loss, shape ``(m,)``.
+        log_alpha: ``log α``; alpha: ``α``, the float64 number the layers were started from.
+        lr: the learning rate.
+        result, message: ``"successful"``, or ``"non_finite"`` where the run diverged (its records after that step
+            are NaN), as for every family's gradient descent.
+    """
+
+    layers: tuple[np.ndarray, ...]
+    alpha: np.ndarray
+
+    @property
+    def depth(self) -> int:
+        """``L``."""
+        return len(self.layers)
+
+    @property
+    def ts(self) -> np.ndarray:
+        """The rescaled times of the steps, ``τ = k · lr · α^{L−2}`` (``L ≥ 3``) or ``k · lr / log(1/α)`` (``L = 2``),
+        as the flow's ``ts``; shape ``(m,)`` (``(A, m)`` for ``A`` scales)."""
+        return self.steps * self.lr * np.asarray(time_unit(self.depth, self.log_alpha))[..., None]
+
+    @property
+    def W(self) -> np.ndarray:
+        """The end-to-end matrix ``W_L ⋯ W_1``, ``(m, rows, columns)``."""
+        out = self.layers[0]
+        for w in self.layers[1:]:
+            out = w @ out
+        return out
+
+    @property
+    def weights(self) -> np.ndarray:
+        """``W``, under the name every family's results share."""
+        return self.W
+
+    @property
+    def singular_values(self) -> np.ndarray:
+        """``W``'s singular values, descending, ``(m, min(rows, columns))``."""
+        return np.linalg.svd(self.W, compute_uv=False)
+
+    @property
+    def b(self) -> np.ndarray:
+        """``b = log σ / (L log α)`` of ``W``'s singular values, as
+        [`DeepLinearFlowResult.b`][gradflow.DeepLinearFlowResult] (``σ`` clipped to the smallest positive float64)."""
+        log_sv = np.log(np.maximum(self.singular_values, np.finfo(np.float64).tiny))
+        return log_scales(log_sv, self.log_alpha, self.depth)

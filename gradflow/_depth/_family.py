@@ -13,6 +13,7 @@ import numpy as np
 from .._kit._family import ModelFamily, check_coordinate_path
 from .._kit._plots import plot_loss, save_figure
 from .._kit._task import BOOLEAN, NON_NEGATIVE, POSITIVE, SINGULAR_VALUES, SPARSITY, Builtin
+from .._kit._trajectory import time_unit
 from ._checks import check_resolved
 from ._compare import DepthComparison, compare
 from ._flow import flow
@@ -22,7 +23,7 @@ from ._model import DepthModel, check_init
 from ._options import DepthSolver
 from ._plots import LABELS, plot_coordinates
 from ._report import comparison_report, greedy_summary
-from ._results import DepthFlowResult, DepthGDResult, time_unit
+from ._results import DepthFlowResult, DepthGDResult
 from ._tasks import SAXE_STRENGTHS, depth_linear, saxe_modes
 
 TASKS: Mapping[str, Builtin] = MappingProxyType(

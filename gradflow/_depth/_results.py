@@ -5,15 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._kit._trajectory import AbstractFlowResult, AbstractGDResult
+from .._kit._trajectory import AbstractFlowResult, AbstractGDResult, time_unit
 
 _TINY = np.finfo(np.float64).tiny
-
-
-def time_unit(depth: int, log_alpha) -> np.ndarray:
-    """``dτ/dt``: ``α^{L−2}`` (``L ≥ 3``) or ``1/log(1/α)`` (``L = 2``), the rescaled time per unit of time."""
-    log_alpha = np.asarray(log_alpha, dtype=np.float64)
-    return np.exp((depth - 2) * log_alpha) if depth > 2 else 1.0 / -log_alpha
 
 
 class DepthFlowResult(AbstractFlowResult):

@@ -63,7 +63,7 @@ def flags(names, ok, ran) -> str:
 def path_summary(path, header: list[str], rows: list[list[Any]]) -> str:
     """A greedy path's table (``header``, ``rows``) as Markdown, with the path's end reason and warnings."""
     text = markdown_table(header, rows)
-    text += f"\nThe path ends with: {path.message}.\n"
+    text += f"\nThe path ends with: {str(path.message) or str(path.result)}.\n"  # a message, or the result's name
     warnings = list(path.warnings)
     if warnings:
         text += "\nWarnings:\n\n" + "".join(f"- {w}\n" for w in warnings)

@@ -53,6 +53,13 @@ class Batched(eqx.Module):
         return field not in self._shared
 
 
+def time_unit(depth: int, log_alpha) -> np.ndarray:
+    """``dτ/dt`` of a depth-L network: ``α^{L−2}`` (``L ≥ 3``) or ``1/log(1/α)`` (``L = 2``), the rescaled time per
+    unit of time (docs/depth.md, *The clock*)."""
+    log_alpha = np.asarray(log_alpha, dtype=np.float64)
+    return np.exp((depth - 2) * log_alpha) if depth > 2 else 1.0 / -log_alpha
+
+
 class AbstractGDResult(Batched):
     """Discrete training recorded every few steps: what the gradient-descent results of every family share (as the
     flow's results: a ``result`` and a ``message`` per run).

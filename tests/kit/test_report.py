@@ -48,6 +48,8 @@ def test_numbers_and_tables():
     path = SimpleNamespace(message="the gradient vanishes", warnings=("a tie",))
     text = path_summary(path, ["k"], [[0]])
     assert text.endswith("\nThe path ends with: the gradient vanishes.\n\nWarnings:\n\n- a tie\n")
+    quiet = SimpleNamespace(message="", result="successful", warnings=())  # no message: the result's name
+    assert path_summary(quiet, ["k"], [[0]]).endswith("\nThe path ends with: successful.\n")
 
 
 def test_stage_time_rows():
