@@ -40,6 +40,7 @@ def test_zero_noise_continues_the_flow(task, flows, log_alpha):
     assert np.all(pert.initial_deviation <= 1e-14) and np.all(pert.final_deviation <= 1e-7)
 
 
+@pytest.mark.slow  # fast twins: the zero-noise and unperturbed-coordinate tests of the same runs
 def test_runs_end_with_their_window(task):
     """Recorded times that cluster (around the stage at τ = 1) make the longest window hold many times: a run
     that starts on the first plateau (τ = 0.5) still ends at τ + span, NaN-padded to the common shape, and its

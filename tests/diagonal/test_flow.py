@@ -126,6 +126,7 @@ def test_far_below_float64_matches_staircase(batched):
     assert sleeping.any() and np.all(batched.u[-1, -1, sleeping] == 0)
 
 
+@pytest.mark.slow  # fast twins: test_separate_batch_is_each_single_run; the sweep's vmapped batches
 def test_batched_equals_separate(batched):
     """Each run of a batch is the run solved alone in a batch of one (the same solver, to rounding). A single run
     (not a batch) switches to Dopri8 inside the jumps, a batch keeps Kvaerno5: the same flow to the solvers'

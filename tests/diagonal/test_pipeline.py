@@ -23,6 +23,8 @@ def test_config_validation():
     assert [default.log_alphas[a] for a in default.drawn()] == list(PAPER_LOG_ALPHAS)
 
 
+@pytest.mark.slow  # `make demo` runs it; fast twins: tests/demo/test_steps.py (reuse), tests/diagonal/test_report.py,
+# tests/diagonal/test_compare.py::test_save_load_plot_report (what it writes)
 def test_quick_demo_writes_everything_and_reuses_it(tmp_path):
     result = run_demo(QUICK, out=tmp_path, progress=False)
     expected = ["report.md", "comparison.csv", "comparison.json", "log.txt"] + [

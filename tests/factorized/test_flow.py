@@ -90,6 +90,7 @@ def test_matches_direct_integration(alpha, solver):
     np.testing.assert_allclose(res.log_singular_values[0][big], np.log(sv[big]), atol=1e-5)
 
 
+@pytest.mark.slow  # fast twin: tests/factorized/test_leap.py::test_conservation_hypothesis
 @settings(max_examples=4)
 @given(seed=st.integers(0, 2**16), log_alpha=st.floats(-3.0, -0.5))
 def test_conservation_hypothesis(seed, log_alpha):

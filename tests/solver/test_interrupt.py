@@ -40,6 +40,7 @@ SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # fast twins: the test below, the leaps' and the sweep's Ctrl-C tests
 @pytest.mark.skipif(os.name != "posix", reason="SIGINT to a subprocess")
 def test_ctrl_c_stops_a_long_flow_within_seconds_keeping_the_times_reached():
     env = dict(os.environ, PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu")

@@ -387,6 +387,7 @@ def test_greedy_only_sweep(reference, tmp_path):
         _assert_rows_equal([{k: got[k] for k in shared}], [{k: want[k] for k in shared}], tol=0.0)
 
 
+@pytest.mark.slow  # fast twins: the reference sweep's flows (run = "compare"), test_greedy_only_sweep
 def test_flow_only_sweep(reference, tmp_path):
     """``run = "flow"``: one row per point, the final loss of ``simulate_flow`` on an even grid up to ``tau_max``."""
     text = _LINEAR.replace('run = "compare"', 'run = "flow"\ntau_max = 3.0').replace("num_times = 60", "num_times = 67")
