@@ -419,7 +419,11 @@ def compare_limits(
             path = greedy_limit(model, u0=u0, v0=v0)
         times = np.asarray(path.times, dtype=np.float64)
         delta = default_delta(times) if delta is None else float(delta)
-        ts = default_times(times, delta=delta, log_alphas=log_alphas) if ts is None else check_times(ts)
+        if ts is None:
+            unit = family.time_unit(model, float(np.min(log_alphas)))  # how narrow the jumps are in τ
+            ts = default_times(times, delta=delta, log_alphas=log_alphas, time_unit=unit)
+        else:
+            ts = check_times(ts)
         check_windows(times, delta, ts)
         if gd is not None:
             _check_gd_times(gd, log_alphas, _time_units(model, log_alphas), times, delta, float(ts[-1]))

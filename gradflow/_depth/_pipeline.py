@@ -37,6 +37,7 @@ from .._kit._comparison import default_delta, default_times
 from .._kit._plots import alpha_colours, log_alpha_of, new_figure, plot_convergence, run_colours, save_figure, stairs
 from .._kit._report import distance_tables, figures_and_runtime, fmt, format_alpha, markdown_table, worst_exponents
 from .._kit._task import Task
+from .._kit._trajectory import time_unit
 from ._family import TASKS
 from ._greedy import DepthGreedyPath
 from ._model import DEPTHS
@@ -208,7 +209,8 @@ def run_depth_demo(
                 lambda: greedy_limit(model, u0=u0, throw=False, **options),
             )
         delta = default_delta(path.times) if config.delta is None else config.delta
-        ts = default_times(path.times, num=config.num_times, delta=delta, log_alphas=config.log_alphas)
+        unit = float(time_unit(depth, min(config.log_alphas)))  # the jumps' width in τ at the smallest α
+        ts = default_times(path.times, num=config.num_times, delta=delta, log_alphas=config.log_alphas, time_unit=unit)
         ts = np.union1d(ts, 0.5 * (path.times[:-1] + path.times[1:]))  # the plateaus' midpoints
 
         def flow(la, model=model, u0=u0, ts=ts, base=base, depth=depth):

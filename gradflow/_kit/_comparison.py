@@ -8,9 +8,7 @@ of ``log d = c − r·log log(1/α)`` over the α's, i.e. ``d ≈ C·(log 1/α)^
 
 A run's stage time is detected by interpolating its loss between recorded times, so its error is resolved only
 where the recorded times are finer than it: the default times (:func:`default_times`) are refined around every
-``T_k`` down to ``0.01 / log(1/α)`` of the smallest α, and a detected error that is not larger than the spacing of
-the times around it is reported (:func:`warn_unresolved`).
-"""
+``T_k`` down to ``0.01 dτ/dt`` of the smallest α, and an error not larger than their spacing is reported."""
 
 import dataclasses
 import math
@@ -253,27 +251,31 @@ def default_times(
     horizon: float | None = None,
     delta: float | None = None,
     log_alphas=None,
+    time_unit: float | None = None,
 ) -> np.ndarray:
     """An even grid on ``[0, horizon]`` with every window edge and stage time added and, given the runs' scales
-    ``log_alphas``, refined around every stage time (:func:`refine_times`)."""
+    ``log_alphas``, refined around every stage time (:func:`refine_times`; ``time_unit``: the family's ``dτ/dt`` at
+    the smallest α)."""
     stage_times = np.asarray(stage_times, dtype=np.float64)
     horizon = default_horizon(stage_times) if horizon is None else float(horizon)
     delta = default_delta(stage_times) if delta is None else float(delta)
     extra = np.concatenate([stage_times, stage_times + delta, stage_times - delta])
     ts = np.union1d(np.linspace(0.0, horizon, num), extra[(extra >= 0) & (extra <= horizon)])
-    return ts if log_alphas is None else refine_times(ts, stage_times, delta, log_alphas)
+    return ts if log_alphas is None else refine_times(ts, stage_times, delta, log_alphas, time_unit=time_unit)
 
 
 PER_DECADE = 10  # refined times per decade of distance from a stage time: spaced 26% of their distance from it
+RESOLUTION = 1e-14  # the closest refined time to a stage time, relative to the last time: float64 tells them apart
 
 
-def refine_times(ts, stage_times, delta: float, log_alphas) -> np.ndarray:
-    """``ts`` with times at ``T_k ± d`` added, ``d`` from ``0.01 / log(1/α)`` of the smallest α up to ``delta``,
-    ``PER_DECADE`` per decade (at least two). A flow's stage time lies ``O(1/log(1/α))`` from ``T_k`` (docs/math.md,
-    *What the comparison measures*), its jump is as narrow, and it is detected by interpolating between recorded
-    times: an even grid alone caps the detected error at its spacing, whatever α. Geometric offsets resolve every
-    α's jump at once, each to about a quarter of its distance from ``T_k``."""
-    finest = 0.01 / max(-float(np.min(log_alphas)), 1.0)  # measured errors × log(1/α) go down to 0.04
+def refine_times(ts, stage_times, delta: float, log_alphas, *, time_unit: float | None = None) -> np.ndarray:
+    """``ts`` with times at ``T_k ± d`` added, ``d`` from ``0.01 dτ/dt`` (``time_unit`` at the smallest α:
+    ``1/log(1/α)`` if None, ``α^{L−2}`` at depth L) up to ``delta``, ``PER_DECADE`` per decade (at least two), and
+    not below τ's float64 resolution. A jump takes O(1) time, so it is about ``dτ/dt`` wide in τ and a flow's stage
+    time about as far from ``T_k`` (docs/math.md, *What the comparison measures*); detected by interpolation, it is
+    capped by an even grid's spacing whatever α. The offsets resolve every α's jump to a quarter of its distance."""
+    unit = 1.0 / max(-float(np.min(log_alphas)), 1.0) if time_unit is None else float(time_unit)
+    finest = max(0.01 * unit, RESOLUTION * float(ts[-1]))  # measured errors × log(1/α) go down to 0.04
     if not finest < delta:
         return ts
     offsets = np.geomspace(finest, delta, max(2, math.ceil(PER_DECADE * math.log10(delta / finest)) + 1))

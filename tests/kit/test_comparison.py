@@ -108,3 +108,15 @@ def test_the_default_fit_range_is_the_scales_whose_stage_times_are_within_delta(
 def test_a_bad_fit_range_is_refused(bad):
     with pytest.raises(ValueError, match="fit_range must be"):
         check_fit_range(bad)
+
+
+@pytest.mark.parametrize("unit, finest", [(1e-3, 1e-5), (math.exp(-1000.0), 1e-14 * 1.25 * STAGES[-1])])
+def test_a_depth_familys_jumps_are_resolved_to_its_time_unit_down_to_taus_resolution(unit, finest):
+    """With ``time_unit = α^{L−2}`` (depth L) the refined times reach ``0.01 α^{L−2}`` from every T_k (a jump is
+    about ``α^{L−2}`` wide in τ), but not below float64's resolution of τ (``1e-14`` of the last time)."""
+    delta = 0.05
+    ts = default_times(STAGES, delta=delta, log_alphas=[math.log(1e-3)], time_unit=unit)
+    for T in STAGES[1:]:
+        d = np.abs(ts - T)
+        assert np.min(d[d > 0]) == pytest.approx(finest, rel=1e-6)
+    assert ts.size < 2000  # about 10 per decade from the finest to δ, per side and stage
