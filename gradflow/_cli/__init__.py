@@ -40,35 +40,20 @@ def build_parser(*, networks: bool = True) -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    p = sub.add_parser(
-        "demo",
-        help="the paper's toy task: flows at α = 0.1 ... 1e-32 and on to log α = -1e4, greedy limit, "
-        "Figures 6–10, comparison table and report",
-    )
-    add_out(p, "demo_output", "results", "figures", "full_weights", "full_weights_paper", "depth")
+    demos = _commands.demos()  # every family's gradflow demo, from the registry
+    default = next(d for d in demos.values() if d.flag is None)
+    p = sub.add_parser("demo", help=default.help)
+    folders = [f for d in demos.values() for f in (d.folder, d.paper_folder) if f]
+    add_out(p, "demo_output", "results", "figures", *folders)
     p.add_argument("--force", action="store_true", help="recompute everything (default: reuse finished parts)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     size = p.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true", help=argparse.SUPPRESS)
-    size.add_argument(
-        "--paper-size",
-        action="store_true",
-        help="with --full-weights: the paper's size (1,000 samples, 10 tokens, d = 50, a rank-3 teacher), into "
-        "OUT/full_weights_paper; about half an hour on two cores (docs: Full weights)",
-    )
-    p.add_argument(
-        "--full-weights",
-        action="store_true",
-        help="the second part: the attention head with full weights (Figure 2 d–f) exactly, down to log α = −1000, "
-        "with its greedy low-rank limit and float64 GD, into OUT/full_weights",
-    )
-    p.add_argument(
-        "--depth",
-        action="store_true",
-        help="depth-L diagonal networks (Saxe's whitened modes at L = 2, 3, 4): learning curves in each depth's "
-        "rescaled time with the greedy limits, stage times against L beside the closed forms, and the depth "
-        "separation measured on the exact flow, into OUT/depth",
-    )
+    papers = " or ".join(d.flag for d in demos.values() if "paper_size" in d.configs)
+    size.add_argument("--paper-size", action="store_true", help=f"with {papers}: the paper's size")
+    for demo in demos.values():
+        if demo.flag is not None:
+            p.add_argument(demo.flag, action="store_true", help=demo.help)
     p.set_defaults(func=_commands.demo)
 
     p = sub.add_parser("flow", help="the exact rescaled gradient flow at one or several α")

@@ -12,13 +12,13 @@ from types import SimpleNamespace
 import numpy as np
 
 from .._api import compare_limits, greedy_limit, simulate_flow
-from .._demo import PAPER_FULL, QUICK, QUICK_FULL, DemoConfig, RankDemoConfig, pipeline_of, run_demo, run_rank_demo
-from .._depth._pipeline import QUICK_DEPTH, DepthDemoConfig, run_depth_demo
+from .._demo import pipeline_of
+from .._demo._pipelines import Demo
 from .._io import claim_folder, save_result
 from .._kit._comparison import default_times
 from .._kit._report import format_alpha, markdown_table
 from .._outputs import report, save
-from .._registry import family_named, family_of
+from .._registry import FAMILIES, family_named, family_of
 from .._results import Interrupted
 from ._options import CLIError, build_task, is_own, log_alphas, model_options
 
@@ -34,36 +34,35 @@ def _times(args):
     return None if args.tau_max is None else [0.0, args.tau_max]
 
 
+def demos() -> dict[str, Demo]:
+    """Every registered family's ``gradflow demo``, by family name (the family's pipeline declares it)."""
+    found = {family.name: pipeline_of(family) for family in FAMILIES}
+    return {name: pipeline.demo for name, pipeline in found.items() if pipeline is not None and pipeline.demo}
+
+
+def _dest(flag: str) -> str:
+    return flag.lstrip("-").replace("-", "_")
+
+
 def demo(args) -> int:
-    """``gradflow demo``: the paper's toy task; with ``--full-weights``, Figure 2 d–f into ``OUT/full_weights``
-    (with ``--paper-size``, at the paper's size into ``OUT/full_weights_paper``)."""
-    if args.paper_size and not args.full_weights:
-        raise CLIError("--paper-size applies to the full-weights demo: give --full-weights too")
-    if args.depth:
-        return _depth_demo(args)
-    folder = ("full_weights_paper" if args.paper_size else "full_weights") if args.full_weights else ""
+    """``gradflow demo``: the demo of the family whose flag is given (``--full-weights``, ``--depth``, ...), else the
+    paper's toy task; into ``OUT/<its folder>`` (at ``--paper-size``, where the demo has one, its paper folder)."""
+    every = demos()
+    chosen = [(name, d) for name, d in every.items() if d.flag is not None and getattr(args, _dest(d.flag))]
+    if len(chosen) > 1:
+        raise CLIError(f"{' and '.join(d.flag for _, d in chosen)} are different demos: give one")
+    name, chosen = chosen[0] if chosen else next((n, d) for n, d in every.items() if d.flag is None)
+    if args.paper_size and "paper_size" not in chosen.configs:
+        papers = [d for d in every.values() if "paper_size" in d.configs]
+        what = " or ".join(f"the {d.flag.lstrip('-')} demo" for d in papers)
+        raise CLIError(f"--paper-size applies to {what}: give {' or '.join(d.flag for d in papers)} too")
+    size = "paper_size" if args.paper_size else "quick" if args.quick else "default"
+    folder = chosen.paper_folder if args.paper_size else chosen.folder
     paper = dict(paper_size=True) if args.paper_size else {}  # an earlier record of the other folders still matches
-    _claim(args, Path(args.out) / folder, quick=args.quick, **paper)
-    if args.full_weights:
-        config = QUICK_FULL if args.quick else PAPER_FULL if args.paper_size else RankDemoConfig()
-        out = str(Path(args.out) / folder)
-        result = run_rank_demo(config, out=out, force=args.force, progress=not args.no_progress)
-        return _print_pipeline(result, family_named("factorized"), out)
-    result = run_demo(
-        QUICK if args.quick else DemoConfig(), out=args.out, force=args.force, progress=not args.no_progress
-    )
-    return _print_pipeline(result, family_named("diagonal"), args.out)
-
-
-def _depth_demo(args) -> int:
-    """``gradflow demo --depth``: depth-L diagonal networks at L = 2, 3, 4 into ``OUT/depth``."""
-    if args.full_weights:
-        raise CLIError("--depth and --full-weights are two demos: give one")
-    out = Path(args.out) / "depth"
-    _claim(args, out, quick=args.quick)
-    config = QUICK_DEPTH if args.quick else DepthDemoConfig()
-    result = run_depth_demo(config, out=out, force=args.force, progress=not args.no_progress)
-    return _print_pipeline(result, family_named("depth"), str(out))
+    out = Path(args.out) / folder
+    _claim(args, out, quick=args.quick, **paper)
+    result = chosen.run(chosen.configs[size], out=str(out), force=args.force, progress=not args.no_progress)
+    return _print_pipeline(result, family_named(name), str(out))
 
 
 def compare(args) -> int:

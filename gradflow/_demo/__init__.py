@@ -14,5 +14,6 @@ from .._factorized._pipeline import PAPER_FULL as PAPER_FULL
 from .._factorized._pipeline import QUICK_FULL as QUICK_FULL
 from .._factorized._pipeline import RankDemoConfig as RankDemoConfig
 from .._factorized._pipeline import run_rank_demo as run_rank_demo
+from ._pipelines import Demo as Demo
 from ._pipelines import Pipeline as Pipeline
 from ._pipelines import pipeline_of as pipeline_of

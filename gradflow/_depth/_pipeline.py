@@ -10,12 +10,9 @@ task at several depths ``L``, each with its greedy limit, its exact flows at sev
     out/report.md              the tables, the closed forms, what each figure shows
     out/log.txt                which steps were computed and which reused
 
-**Depth separation** (Gissin et al. 2020), measured on the exact flow: on the plateau ``k`` of the greedy limit
-(``[T_k, T_{k+1}]``) the flow's loss at the plateau's midpoint should be the plateau's ``L(β^k)``; its distance from
-it, relative to the loss that the stages next to it drop (``L(β^{k−1}) − L(β^{k+1})``), is the overlap of the stages
-there. The stages separate at α when every plateau's overlap is at most ``separation`` (1 %); the depth's threshold
-α is the largest α of the grid from which on they do. Plateaus last a power of ``1/α`` for ``L ≥ 3`` and a logarithm
-at ``L = 2``: the deeper network separates at a far larger α.
+**Depth separation** (Gissin et al. 2020) on the exact flow: the overlap of the stages on plateau ``k`` is the
+distance of the flow's loss at its midpoint from ``L(β^k)``, relative to ``L(β^{k−1}) − L(β^{k+1})``; the stages
+separate at α when every overlap is at most ``separation`` (1 %) (docs/depth.md, *The demo*).
 """
 
 from __future__ import annotations
@@ -23,13 +20,14 @@ from __future__ import annotations
 import dataclasses
 import math
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
 from .._api import compare_limits, greedy_limit, run_gd, simulate_flow
 from .._config import PerCore
-from .._demo._pipelines import Pipeline
+from .._demo._pipelines import Demo, Pipeline
 from .._demo._steps import DemoSteps, flow_name
 from .._io import config_hash, write_csv, write_json
 from .._kit._checks import check_scales
@@ -59,16 +57,11 @@ class DepthDemoConfig:
         depths: the depths ``L`` (2 … 6), one greedy limit, flows and GD each.
         log_alphas: the scales ``log α`` of the exact flows (default 1e-1 … 1e-16 and ``log α = −1000``): the grid
             on which the depth separation is measured.
-        gd_log_alphas: the scales of the float64 gradient-descent runs, at every depth (GD trains ``α u0`` itself:
-            a plateau costs it ``~α^{−(L−2)} / lr`` steps).
-        gd_lr: their learning rate.
-        separation: the largest overlap of consecutive stages at which they count as separated (1 %: at α = 0.1
-            and L = 2 the loss already comes within 9 % of each plateau).
-        num_times: recorded times per flow (window edges and stage times are added).
-        max_stages: cap on the greedy stages (None: until the path ends).
-        check_assumptions: run the greedy path's Hessian and phase-(B) checks.
-        rtol, atol: the flows' tolerances.
-        delta, threshold: the comparison's window margin (None: its default) and stage-detection fraction.
+        gd_log_alphas, gd_lr: the scales and learning rate of float64 gradient descent, at every depth (GD trains
+            ``α u0`` itself: a plateau costs it ``~α^{−(L−2)} / lr`` steps).
+        separation: the largest overlap of consecutive stages at which they count as separated (1 %).
+        num_times, max_stages, check_assumptions, rtol, atol, delta, threshold: recorded times per flow, the greedy
+            stage cap and checks, the flows' tolerances, the comparison's window margin and detection fraction.
     """
 
     model: str = "saxe_modes"
@@ -495,5 +488,13 @@ def _configure(model, model_options, log_alphas, tau_max, num_times, max_stages,
     )
 
 
-PIPELINE = Pipeline(_configure, run_depth_demo)
+DEMO = Demo(
+    flag="--depth",
+    help="depth-L diagonal networks (Saxe's modes at L = 2, 3, 4): learning curves with the greedy limits, stage "
+    "times against L beside the closed forms, the depth separation on the exact flow, into OUT/depth",
+    folder="depth",
+    configs=MappingProxyType({"default": DepthDemoConfig(), "quick": QUICK_DEPTH}),
+    run=run_depth_demo,
+)
+PIPELINE = Pipeline(_configure, run_depth_demo, DEMO)
 """What ``gradflow compare`` runs for a depth task (``DEPTH.pipeline``): the demo at the task's one depth."""

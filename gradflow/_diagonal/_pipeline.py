@@ -19,13 +19,14 @@ import dataclasses
 import functools
 import math
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
 from .._api import simulate_flow
 from .._config import map_per_core
-from .._demo._pipelines import Pipeline
+from .._demo._pipelines import Demo, Pipeline
 from .._demo._report import run_facts, windows_text
 from .._demo._steps import DemoSteps, PipelineResult, compare_runs, flow_name
 from .._kit._checks import check_scales
@@ -365,5 +366,13 @@ def _configure(model, model_options, log_alphas, tau_max, num_times, max_stages,
     )
 
 
-PIPELINE = Pipeline(_configure, functools.partial(run_demo, command="gradflow compare"))
+DEMO = Demo(
+    flag=None,
+    help="the paper's toy task: flows at α = 0.1 ... 1e-32 and on to log α = -1e4, greedy limit, Figures 6–10, "
+    "comparison table and report",
+    folder="",
+    configs=MappingProxyType({"default": DemoConfig(), "quick": QUICK}),
+    run=run_demo,
+)
+PIPELINE = Pipeline(_configure, functools.partial(run_demo, command="gradflow compare"), DEMO)
 """What ``gradflow compare`` runs for a model with diagonal weights (``DIAGONAL.pipeline``)."""

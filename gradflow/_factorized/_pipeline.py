@@ -20,13 +20,14 @@ import dataclasses
 import functools
 import math
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
 from .._api import run_gd, simulate_flow
 from .._config import PerCore
-from .._demo._pipelines import Pipeline
+from .._demo._pipelines import Demo, Pipeline
 from .._demo._report import run_facts, windows_text
 from .._demo._steps import DemoSteps, PipelineResult, compare_runs, flow_name
 from .._kit._checks import check_scales
@@ -325,5 +326,15 @@ def _configure(model, model_options, log_alphas, tau_max, num_times, max_stages,
     )
 
 
-PIPELINE = Pipeline(_configure, functools.partial(run_rank_demo, command="gradflow compare"))
+DEMO = Demo(
+    flag="--full-weights",
+    help="the second part: the attention head with full weights (Figure 2 d–f) exactly, down to log α = −1000, with "
+    "its greedy low-rank limit and float64 GD, into OUT/full_weights (with --paper-size: the paper's size, 1,000 "
+    "samples, 10 tokens, d = 50, a rank-3 teacher, into OUT/full_weights_paper; about half an hour on two cores)",
+    folder="full_weights",
+    configs=MappingProxyType({"default": RankDemoConfig(), "quick": QUICK_FULL, "paper_size": PAPER_FULL}),
+    run=run_rank_demo,
+    paper_folder="full_weights_paper",
+)
+PIPELINE = Pipeline(_configure, functools.partial(run_rank_demo, command="gradflow compare"), DEMO)
 """What ``gradflow compare`` runs for a model with full, factorised weights (``FACTORIZED.pipeline``)."""

@@ -36,10 +36,19 @@ def tmp(tmp_path, monkeypatch):
     def computed(*args, **kwargs):
         raise AssertionError("computed before the input was checked")
 
-    for name in ("simulate_flow", "greedy_limit", "run_demo", "run_rank_demo"):
+    for name in ("simulate_flow", "greedy_limit"):
         monkeypatch.setattr(_commands, name, computed)
+    demos = _commands.demos  # every family's demo
+    monkeypatch.setattr(
+        _commands, "demos", lambda: {n: dataclasses.replace(d, run=computed) for n, d in demos().items()}
+    )
     pipeline_of = _commands.pipeline_of
-    monkeypatch.setattr(_commands, "pipeline_of", lambda family: dataclasses.replace(pipeline_of(family), run=computed))
+
+    def no_run(family):  # a family's pipeline (if it has one) that computes nothing
+        pipeline = pipeline_of(family)
+        return pipeline and dataclasses.replace(pipeline, run=computed)
+
+    monkeypatch.setattr(_commands, "pipeline_of", no_run)
     monkeypatch.setattr(_run, "_run", computed)
     monkeypatch.setattr(nets_cli, "_model_and_data", computed)  # vit, gpt, inrank: the model and its data
     monkeypatch.setattr(nets_cli, "train_toy_attention", computed)

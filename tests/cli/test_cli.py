@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from gradflow import models
-from gradflow._cli import main
+from gradflow._cli import _commands, main
 from gradflow._cli._options import own_task
 from gradflow._io import load_result
 
@@ -176,3 +176,20 @@ def test_compare_own_model(tmp_path, capsys, monkeypatch):
     for name in ("report.md", "comparison.csv", "figures/b.png", "figures/convergence.png", "results/comparison.npz"):
         assert (tmp_path / "out" / name).exists(), name
     assert "## Greedy limit" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_demo_flags_come_from_the_families(capsys):
+    """``gradflow demo`` has a flag for every family's demo that declares one (the registry's pipelines), refuses
+    two, and says which demos have a paper size."""
+    flags = {d.flag for d in _commands.demos().values()}
+    assert flags == {None, "--full-weights", "--depth"}
+    from gradflow._cli import build_parser
+
+    with pytest.raises(SystemExit):
+        build_parser(networks=False).parse_args(["demo", "--help"])
+    shown = capsys.readouterr().out
+    assert "--full-weights" in shown and "Saxe's modes" in shown and "with --full-weights: the paper" in shown
+    assert main(["demo", "--full-weights", "--depth"]) == 2
+    assert "--full-weights and --depth are different demos: give one" in capsys.readouterr().err
+    assert main(["demo", "--depth", "--paper-size"]) == 2
+    assert "--paper-size applies to the full-weights demo: give --full-weights too" in capsys.readouterr().err

@@ -1,6 +1,7 @@
 """The factorised family's pipeline (gradflow/_factorized/_pipeline.py, ``gradflow demo --full-weights``) and the
 factorised tasks on the command line."""
 
+import dataclasses
 import json
 import math
 
@@ -41,7 +42,10 @@ def test_paper_size_config_and_wiring(tmp_path, monkeypatch, capsys):
         ran.append((config, out))
         raise Stop
 
-    monkeypatch.setattr(_commands, "run_rank_demo", run)
+    demos = _commands.demos
+    monkeypatch.setattr(
+        _commands, "demos", lambda: dict(demos(), factorized=dataclasses.replace(demos()["factorized"], run=run))
+    )
     argv = ["demo", "--full-weights", "--paper-size", "--out", str(tmp_path), "--no-progress"]
     with pytest.raises(Stop):
         main(argv)
