@@ -63,7 +63,9 @@ def test_matrix_factorization_closed_form(log_alpha):
     np.testing.assert_allclose(res.loss[-1], 0.5 * np.sum((res.W[0][-1] - M) ** 2), rtol=1e-10, atol=1e-20)
 
 
-@pytest.mark.parametrize("solver", ["kvaerno5", "leap"])
+# the leaps slow (their compilation): their fast twins are test_matrix_factorization_closed_form and tests/factorized/
+# test_leap.py; Kvaerno5 stays fast
+@pytest.mark.parametrize("solver", ["kvaerno5", pytest.param("leap", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("alpha", [1e-2, 1e-6])
 def test_matches_direct_integration(alpha, solver):
     """Against DOP853 on the plain equations ``U' = G V``, ``V' = Gᵀ U`` (rtol 1e-12) from a Gaussian init, with

@@ -222,7 +222,7 @@ def _loss_and_grads(model, inputs, labels):
     return *compiled(params), compiled.memory_analysis().temp_size_in_bytes
 
 
-@pytest.mark.parametrize("which", ["vit", "gpt-inrank"])
+@pytest.mark.parametrize("which", ["vit", pytest.param("gpt-inrank", marks=pytest.mark.slow)])  # fast twin: vit
 def test_remat_changes_nothing_but_memory(which):
     """``remat`` recomputes the block activations in the backward pass: the same loss and gradients (up to the
     last bits, where XLA fuses the recomputation differently), for the ViT and for a GPT whose scanned stack
