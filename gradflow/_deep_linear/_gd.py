@@ -11,8 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._data import mean_loss
-from .._kit._descent import check_optimizer, descend
-from .._kit._trajectory import gd_status
+from .._kit._descent import train
 from ._model import DeepLinearModel, check_layers, product
 from ._results import DeepLinearGDResult
 
@@ -36,14 +35,14 @@ def gd(
             "a DeepLinearModel takes its layers' directions as u0, a tuple of L matrices; v0 is not taken."
         )
     W0 = check_layers(model, u0)
-    seed = check_optimizer(optimizer, batch_size, seed, model.n)
-    rec, leaves, bad = descend(
+    rec, (*layers, loss), result, message = train(
         model,
         tuple(jnp.asarray(w) for w in W0),
         alphas,
         loss=_loss,
         record=_record,
         batched=batched,
+        log_alpha=log_a,
         lr=lr,
         steps=steps,
         record_every=record_every,
@@ -51,13 +50,10 @@ def gd(
         batch_size=batch_size,
         seed=seed,
     )
-    *layers, loss = leaves
-    finite = np.isfinite(loss) & np.all([np.all(np.isfinite(w), axis=(-2, -1)) for w in layers], axis=0)
-    result, message, after = gd_status(rec, bad, finite, lr=float(lr), log_alpha=log_a)
     return DeepLinearGDResult(
         steps=rec,
-        layers=tuple(np.where(after[..., None, None], np.nan, w) for w in layers),
-        loss=np.where(after, np.nan, loss),
+        layers=tuple(layers),
+        loss=loss,
         log_alpha=np.asarray(log_a),
         alpha=np.asarray(alphas),
         lr=float(lr),

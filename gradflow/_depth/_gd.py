@@ -12,8 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._data import mean_loss
-from .._kit._descent import check_optimizer, descend
-from .._kit._trajectory import gd_status
+from .._kit._descent import train
 from ._model import DepthModel, check_init
 from ._results import DepthGDResult
 
@@ -35,14 +34,14 @@ def gd(
     if v0 is not None:
         raise ValueError("a DepthModel takes its layers' directions as u0, shape (L, p); v0 is not taken.")
     W0 = check_init(model, u0)
-    seed = check_optimizer(optimizer, batch_size, seed, model.n)
-    rec, (W, loss), bad = descend(
+    rec, (layers, loss), result, message = train(
         model,
         jnp.asarray(W0),
         alphas,
         loss=_loss,
         record=_record,
         batched=batched,
+        log_alpha=log_a,
         lr=lr,
         steps=steps,
         record_every=record_every,
@@ -50,12 +49,10 @@ def gd(
         batch_size=batch_size,
         seed=seed,
     )
-    finite = np.isfinite(loss) & np.all(np.isfinite(W), axis=(-2, -1))
-    result, message, after = gd_status(rec, bad, finite, lr=float(lr), log_alpha=log_a)
     return DepthGDResult(
         steps=rec,
-        layers=np.where(after[..., None, None], np.nan, W),
-        loss=np.where(after, np.nan, loss),
+        layers=layers,
+        loss=loss,
         log_alpha=np.asarray(log_a),
         alpha=np.asarray(alphas),
         lr=float(lr),

@@ -16,6 +16,7 @@ import numpy as np
 import optax
 
 from ._checks import check_int
+from ._trajectory import gd_status
 
 OPTIMIZERS = ("gd", "sgd", "adam")
 
@@ -60,6 +61,24 @@ def descend(
     leaves = [np.concatenate(parts, axis=axis) for parts in zip(*records)]
     rec = np.arange(chunks + 1, dtype=np.int64) * record_every
     return rec, leaves, np.asarray(carry[2])
+
+
+def train(
+    model, theta0, alphas, *, loss, record, batched, log_alpha, lr, steps, record_every, optimizer, batch_size, seed
+) -> tuple[np.ndarray, list[np.ndarray], np.ndarray, np.ndarray]:
+    """:func:`descend` with its optimizer options checked against ``model.n`` (:func:`check_optimizer`) and the runs'
+    ends (:func:`~gradflow._kit._trajectory.gd_status`): ``(steps, records, result, message)``, each run's records
+    NaN after the step where it became non-finite."""
+    seed = check_optimizer(optimizer, batch_size, seed, model.n)
+    options = dict(batched=batched, lr=lr, steps=steps, record_every=record_every, optimizer=optimizer)
+    rec, leaves, bad = descend(
+        model, theta0, alphas, loss=loss, record=record, batch_size=batch_size, seed=seed, **options
+    )
+    lead = 1 + int(batched)  # the α axis (if batched) and the record axis
+    finite = np.all([np.all(np.isfinite(x), axis=tuple(range(lead, x.ndim))) for x in leaves], axis=0)
+    result, message, after = gd_status(rec, bad, finite, lr=float(lr), log_alpha=log_alpha)
+    kept = [np.where(after.reshape(after.shape + (1,) * (x.ndim - lead)), np.nan, x) for x in leaves]
+    return rec, kept, result, message
 
 
 def _optimizer(optimizer, lr):
