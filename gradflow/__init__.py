@@ -18,10 +18,6 @@ from ._deep_linear import DeepLinearGDResult as DeepLinearGDResult
 from ._deep_linear import DeepLinearGreedyPath as DeepLinearGreedyPath
 from ._deep_linear import DeepLinearModel as DeepLinearModel
 from ._deep_linear import DeepLinearSolver as DeepLinearSolver
-from ._demo import DemoConfig as DemoConfig
-from ._demo import RankDemoConfig as RankDemoConfig
-from ._demo import run_demo as run_demo
-from ._demo import run_rank_demo as run_rank_demo
 from ._depth import DepthComparison as DepthComparison
 from ._depth import DepthFlowResult as DepthFlowResult
 from ._depth import DepthGDResult as DepthGDResult
@@ -39,6 +35,8 @@ from ._diagonal import evaluate_g as evaluate_g
 from ._diagonal import evaluate_loss as evaluate_loss
 from ._diagonal._experiments import Perturbation as Perturbation
 from ._diagonal._experiments import perturb_and_continue as perturb_and_continue
+from ._diagonal._pipeline import DemoConfig as DemoConfig
+from ._diagonal._pipeline import run_demo as run_demo
 from ._factorized import FactorizedFlowResult as FactorizedFlowResult
 from ._factorized import FactorizedFlowState as FactorizedFlowState
 from ._factorized import FactorizedGDResult as FactorizedGDResult
@@ -46,6 +44,8 @@ from ._factorized import FactorizedGreedyPath as FactorizedGreedyPath
 from ._factorized import FactorizedModel as FactorizedModel
 from ._factorized import FactorizedSolver as FactorizedSolver
 from ._factorized import RankComparison as RankComparison
+from ._factorized._pipeline import RankDemoConfig as RankDemoConfig
+from ._factorized._pipeline import run_rank_demo as run_rank_demo
 from ._kit._assumptions import AssumptionWarning as AssumptionWarning
 from ._kit._greedy import GreedyTolerances as GreedyTolerances
 from ._kit._trajectory import Trajectory as Trajectory

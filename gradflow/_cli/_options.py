@@ -11,8 +11,7 @@ import re
 import sys
 from pathlib import Path
 
-from .._demo import PAPER_ALPHAS
-from .._kit._checks import check_int, check_scales
+from .._kit._checks import PAPER_ALPHAS, check_int, check_scales
 from .._kit._task import Task
 from .._registry import FAMILIES, TASKS, builtin
 

@@ -29,7 +29,7 @@ from .._config import map_per_core
 from .._demo._pipelines import Demo, Pipeline
 from .._demo._report import run_facts, windows_text
 from .._demo._steps import DemoSteps, PipelineResult, compare_runs, flow_name
-from .._kit._checks import check_scales
+from .._kit._checks import PAPER_ALPHAS, check_scales
 from .._kit._comparison import default_times
 from .._kit._plots import plot_convergence, plot_loss, save_figure
 from .._kit._report import figures_and_runtime, format_alpha, markdown_table, worst_exponents
@@ -47,7 +47,6 @@ from ._family import TASKS
 from ._plots import LABELS, coordinate_groups, plot_coordinates, significant
 from ._report import comparison_json, comparison_summary, greedy_summary
 
-PAPER_ALPHAS = (0.1, 0.01, 1e-4, 1e-8, 1e-16, 1e-32)
 PAPER_LOG_ALPHAS = tuple(math.log(a) for a in PAPER_ALPHAS)
 SMALL_LOG_ALPHAS = tuple(math.log(a) for a in (1e-64, 1e-128, 1e-300)) + (-1e3, -1e4)
 """Scales beyond the paper's, down to ``log α = −10⁴`` (far below float64's range, given as ``log α``): with them

@@ -27,6 +27,9 @@ import numpy as np
 from .._data import check_data, check_h, check_loss, check_output
 from ._assumptions import AssumptionWarning, warn
 
+PAPER_ALPHAS = (0.1, 0.01, 1e-4, 1e-8, 1e-16, 1e-32)
+"""The paper's initialisation scales (its Figures 6–10): the default α of the commands and of the toy task's demo."""
+
 NEAR_DEGENERATE = 1e-6
 """The relative gap ``||u0_i| − |v0_i|| / max(|u0_i|, |v0_i|)`` at or below which an initialisation is
 near-degenerate. At ``1e-6``, ``log(1/gap) = 13.8``: the start of ``log_α w_i`` (or ``log_α w̄_i``) is off the
