@@ -34,18 +34,6 @@ class DeepLinearComparison(AbstractComparison):
     names: tuple[str, ...] | None = eqx.field(static=True, default=None)
     _weights_name: ClassVar[str] = "W"
 
-    def _record(self, a, k, head, times):
-        return dict(
-            head,
-            **times,
-            W_distance=float(self.weights_distance[a, k]),
-            b_distance=float(self.b_distance[a, k]),
-            loss_distance=float(self.loss_distance[a, k]),
-        )
-
-    def _rate_records(self, quantity, stage, rate):
-        return [dict(method=self.method, quantity=quantity, stage=stage, exponent=float(rate))]
-
 
 class _Run(NamedTuple):
     """One run: ``log α``, times ``(m,)``, ``W`` ``(m, rows, cols)``, ``b`` ``(m, rank)``, loss ``(m,)``."""
