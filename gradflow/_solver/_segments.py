@@ -179,6 +179,15 @@ def segment_status(seg: Segment, t_end) -> tuple[np.ndarray, np.ndarray, np.ndar
     return stats[..., 0], t, going
 
 
+def strongly_typed(state):
+    """``state`` with its weakly typed arrays (Python scalars made arrays by a start) given their dtype for good. A
+    step returns them strongly typed, and a compiled ``advance`` whose inputs change type is traced and compiled
+    again: the start's weak types made every flow's second segment compile the whole program a second time."""
+    return jax.tree_util.tree_map(
+        lambda x: jnp.asarray(x, dtype=x.dtype) if isinstance(x, jax.Array) and x.weak_type else x, state
+    )
+
+
 def run_segments(
     advance: Callable,
     state,
@@ -200,6 +209,7 @@ def run_segments(
     and ``state`` is the last one reached.
     """
     budget, timed = FIRST_STEPS, False
+    state = strongly_typed(state)
     try:
         steps, reached, going = status(state)
         while True:

@@ -174,3 +174,24 @@ def test_progress_bar_shows_the_time_left():
     bar.left = 75.0
     assert str(bar) == "0 of 10 <01:15"
     bar.close()
+
+
+def test_run_segments_compiles_the_advance_once():
+    """A start holding a weakly typed array (``jnp.asarray(0)``: a step count) whose advance returns it strongly typed
+    (``+ 1`` of an ``int64`` count) is traced once, not again at the second segment."""
+    traces = []
+
+    @jax.jit
+    def advance(state, budget):
+        traces.append(1)
+        steps, x = state
+        return steps + jnp.ones((), steps.dtype), x + 1.0  # one step a segment
+
+    def status(state):
+        steps = np.atleast_1d(np.asarray(state[0]))
+        return steps, steps.astype(float), steps < 3
+
+    start = (jnp.asarray(0), jnp.zeros(()))
+    assert start[0].weak_type
+    (steps, _), interrupted = run_segments(advance, start, status, max_steps=None)
+    assert int(steps) == 3 and not interrupted and len(traces) == 1
