@@ -14,10 +14,9 @@ import pytest
 
 from gradflow import models
 from gradflow._cli import _commands, build_parser, main
-from gradflow._sweep import ModelGrid, SweepConfig, _run
+from gradflow._sweep import _run
 from gradflow.nets import _cli as nets_cli
 
-_LINEAR = (ModelGrid.from_mapping(dict(name="diagonal_linear", p=2)),)
 SWEEP = "alphas = [0.1]\nmax_stages = 1\n[[model]]\nname = 'diagonal_linear'\nn = 8\np = 2\n"
 
 
@@ -175,8 +174,6 @@ def test_negative_numbers_are_values(argv, option, value):
         (lambda: models.matrix_sensing(singular_values="abc"), "singular_values must be 1 to"),
         (lambda: models.matrix_factorization(width=0), "width must be an integer in [1, min(m, n) = 5]"),
         (lambda: models.matrix_factorization_model(np.eye(3), width=2.5), "width must be an integer in [1, min(m, n)"),
-        (lambda: SweepConfig(models=_LINEAR, log_alphas=(-1.0, math.nan)), "log_alphas must be finite and negative"),
-        (lambda: SweepConfig(models=_LINEAR, log_alphas=(-1.0, -1.0)), "alphas (or log_alphas) repeats a value"),
     ],
 )
 def test_bad_arguments_from_python(build, names):
