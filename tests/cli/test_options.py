@@ -1,11 +1,12 @@
-"""Bad command-line, sweep and model inputs, one row each: exit status 2 and one line ``gradflow: error: ...`` that names
-the argument (or, from Python, a ``ValueError`` naming it), never a traceback, and nothing computed first."""
+"""The commands' options: bad command-line, sweep and model inputs, one row each: exit status 2 and one line
+``gradflow: error: ...`` that names the argument, never a traceback, and nothing computed first; negative numbers as
+values; a user's task as ``--model module:function``."""
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
-import math
 import os
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import pytest
 
 from gradflow import models
 from gradflow._cli import _commands, build_parser, main
+from gradflow._cli._options import own_task
 from gradflow._sweep import _run
 from gradflow.nets import _cli as nets_cli
 
@@ -156,38 +158,33 @@ def test_negative_numbers_are_values(argv, option, value):
     assert getattr(build_parser(networks=False).parse_args(argv.split()), option) == value
 
 
-@pytest.mark.parametrize(
-    "build, names",
-    [
-        (lambda: models.diagonal_attention(n=4, dim=3, teacher_nonzero=(1, 2, 3)), "teacher_nonzero must be a number"),
-        (lambda: models.diagonal_attention(n=4, dim=3, teacher_nonzero=(4, 1)), "teacher_nonzero[0]: the teacher's"),
-        (lambda: models.diagonal_attention(n=4, dim=3, teacher_nonzero=-1), "teacher_nonzero[0]: the teacher's"),
-        (lambda: models.diagonal_transformer(n=4, dim=2, teacher_nonzero=3), "teacher_nonzero: the teacher's"),
-        (lambda: models.diagonal_linear(n=4, p=3, nonzero=2.5), "nonzero: the teacher's number of nonzero entries"),
-        (lambda: models.diagonal_linear(n=4, p=3, seed=-1), "seed must be a non-negative integer"),
-        (lambda: models.attention_full(n=4, dim=3, d_head=0), "d_head must be an integer in [1, dim = 3]"),
-        (lambda: models.attention_full(n=4, dim=3, d_head=4), "d_head must be an integer in [1, dim = 3]"),
-        (lambda: models.attention_full(n=4, dim=3, teacher_kq=()), "teacher_kq must be 1 to dim = 3 positive"),
-        (lambda: models.matrix_factorization(singular_values=()), "singular_values must be 1 to min(m, n) = 5"),
-        (lambda: models.matrix_factorization(m=3, n=2, singular_values=(3, 2, 1)), "singular_values must be 1 to"),
-        (lambda: models.matrix_sensing(singular_values=(1.0, math.nan)), "singular_values must be 1 to"),
-        (lambda: models.matrix_sensing(singular_values="abc"), "singular_values must be 1 to"),
-        (lambda: models.matrix_factorization(width=0), "width must be an integer in [1, min(m, n) = 5]"),
-        (lambda: models.matrix_factorization_model(np.eye(3), width=2.5), "width must be an integer in [1, min(m, n)"),
-    ],
-)
-def test_bad_arguments_from_python(build, names):
-    with pytest.raises(ValueError) as err:
-        build()
-    assert names in str(err.value)
+def test_option_not_for_model_is_one_line_error(capsys):
+    """A size option the model does not take is a one-line error listing the options it does take, each of them
+    a keyword argument of the model's builder."""
+    status = main(["greedy", "--model", "diagonal_attention", "--p", "3"])
+    err = capsys.readouterr().err.strip()
+    assert status == 2 and "\n" not in err
+    assert err.startswith("gradflow: error: --p does not apply to diagonal_attention (it takes ")
+    taken = err.split("it takes ")[1].rstrip(")").split()
+    assert "--p" not in taken and set(taken) <= {
+        f"--{k}" for k in inspect.signature(models.diagonal_attention).parameters
+    }
 
 
-def test_default_teachers_fit_the_sizes():
-    """A single number sets both parts of the diagonal head's teacher; the full-weight teachers' default singular
-    values are cut to the rank the sizes allow."""
-    task = models.diagonal_attention(n=4, dim=5, teacher_nonzero=3)
-    assert np.count_nonzero(task.teacher_beta[:5]) == np.count_nonzero(task.teacher_beta[5:]) == 3
-    (M,) = models.matrix_factorization(m=3, n=2).teacher_beta
-    np.testing.assert_allclose(np.linalg.svd(M, compute_uv=False), [3.0, 2.0], rtol=1e-12)
-    kq, vo = models.attention_full(n=4, dim=2).teacher_beta
-    np.testing.assert_allclose(np.linalg.svd(kq, compute_uv=False), [1.0, 0.6], rtol=1e-12)
+def test_own_model_as_module_function(own_task_module, capsys):
+    """``--model module:function``: a user's task, imported from the working folder; bad specifications are
+    one-line errors (the commands on such a task: test_commands.py::test_compare_own_model)."""
+    task, expected = own_task("own_task_module:make"), models.diagonal_linear(n=12, p=3, seed=1)
+    np.testing.assert_array_equal(task.u0, expected.u0)
+    np.testing.assert_array_equal(task.model.X, expected.model.X)
+    capsys.readouterr()
+    for spec, message in (
+        ("own_task_module", "expected a built-in task"),
+        ("no_such_module:make", "cannot import it (ModuleNotFoundError"),
+        ("own_task_module:nothing", "cannot import it (AttributeError"),
+        ("own_task_module:bad", "must return a gradflow.models.Task"),
+    ):
+        assert main(["greedy", "--model", spec, "--out", "g"]) == 2
+        assert message in capsys.readouterr().err
+    assert main(["greedy", "--model", "own_task_module:make", "--p", "3", "--out", "g"]) == 2
+    assert "--p applies to the built-in tasks" in capsys.readouterr().err

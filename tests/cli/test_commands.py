@@ -1,29 +1,13 @@
-"""The command line: subcommands on tiny models, their output folders (bad inputs: ``test_bad_inputs.py``)."""
+"""The commands: subcommands on tiny models, their output folders (their options and bad inputs: ``test_options.py``)."""
 
-import inspect
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-from gradflow import models
 from gradflow._cli import _commands, main
-from gradflow._cli._options import own_task
 from gradflow._io import load_result
-
-
-def test_option_not_for_model_is_one_line_error(capsys):
-    """A size option the model does not take is a one-line error listing the options it does take, each of them
-    a keyword argument of the model's builder."""
-    status = main(["greedy", "--model", "diagonal_attention", "--p", "3"])
-    err = capsys.readouterr().err.strip()
-    assert status == 2 and "\n" not in err
-    assert err.startswith("gradflow: error: --p does not apply to diagonal_attention (it takes ")
-    taken = err.split("it takes ")[1].rstrip(")").split()
-    assert "--p" not in taken and set(taken) <= {
-        f"--{k}" for k in inspect.signature(models.diagonal_attention).parameters
-    }
 
 
 def test_python_dash_m_and_no_network_imports():
@@ -142,34 +126,9 @@ def test_compare_perturb_below_float64(tmp_path, capsys):
         assert np.all(pert.final_deviation < 1e-6)
 
 
-OWN = "from gradflow import models\n\n\ndef make():\n    return models.diagonal_linear(n=12, p=3, seed=1)\n\n\ndef bad():\n    return 3\n"
-
-
-def test_own_model_as_module_function(tmp_path, capsys, monkeypatch):
-    """``--model module:function``: a user's task, imported from the working folder; bad specifications are
-    one-line errors (the commands on such a task: test_compare_own_model)."""
-    (tmp_path / "own_task_module.py").write_text(OWN)
-    monkeypatch.chdir(tmp_path)
-    task, expected = own_task("own_task_module:make"), models.diagonal_linear(n=12, p=3, seed=1)
-    np.testing.assert_array_equal(task.u0, expected.u0)
-    np.testing.assert_array_equal(task.model.X, expected.model.X)
-    capsys.readouterr()
-    for spec, message in (
-        ("own_task_module", "expected a built-in task"),
-        ("no_such_module:make", "cannot import it (ModuleNotFoundError"),
-        ("own_task_module:nothing", "cannot import it (AttributeError"),
-        ("own_task_module:bad", "must return a gradflow.models.Task"),
-    ):
-        assert main(["greedy", "--model", spec, "--out", "g"]) == 2
-        assert message in capsys.readouterr().err
-    assert main(["greedy", "--model", "own_task_module:make", "--p", "3", "--out", "g"]) == 2
-    assert "--p applies to the built-in tasks" in capsys.readouterr().err
-
-
 @pytest.mark.slow
-def test_compare_own_model(tmp_path, capsys, monkeypatch):
-    (tmp_path / "own_task_module.py").write_text(OWN)
-    monkeypatch.chdir(tmp_path)
+def test_compare_own_model(own_task_module, capsys):
+    tmp_path = own_task_module
     argv = ["compare", "--model", "own_task_module:make", "--alpha", "1e-3", "1e-9", "--num-times", "200"]
     assert main(argv + ["--out", "out", "--no-progress"]) == 0
     assert "fitted r" in capsys.readouterr().out
