@@ -1,5 +1,6 @@
-"""What the networks' tests share: the embedded data, the tiny ViT and recipe, and comparisons of runs. One recipe
-shape (batch 64, evaluation batch 256) for the ViT runs, so that the test modules share the compiled step."""
+"""What the networks' tests share: the embedded data, the tiny ViT, GPT, toy attention head and recipe, jitted
+forward passes, and comparisons of runs. One recipe shape (batch 64, evaluation batch 256) for the ViT runs, and
+one toy head, so that the test modules share the compiled step."""
 
 import dataclasses
 import functools
@@ -8,10 +9,38 @@ import equinox as eqx
 import jax
 import numpy as np
 
-from gradflow.nets import ViT, load_images, load_text, train_config, vit_config
+from gradflow.nets import GPT, ToyAttentionConfig, ViT, gpt_config, load_images, load_text, train_config, vit_config
+from gradflow.nets._configs import GPTConfig
 
+KEY = jax.random.key(0)
 DIGITS = load_images(None, seed=0)
 VIT_CFG = dataclasses.replace(vit_config("tiny"), n_classes=DIGITS.num_classes)
+TINY_GPT = GPTConfig(vocab_size=257, context=16, d_emb=16, n_layers=2, n_heads=2, d_head=8, d_mlp=32)
+"""A GPT smaller than ``gpt2-tiny``, for InRank's runs."""
+SMALL_TOY = ToyAttentionConfig(n=20, tokens=3, dim=4, teacher_kq=(1.0,), teacher_vo=(1.0,))
+TOY = dict(init_scale=0.1, lr=0.05, record_every=10, seed=2)
+"""The toy head's runs: its task and training options."""
+
+
+@eqx.filter_jit
+def jit_call(model, x):
+    """Jitted forward (eager dispatch of every op is slow on a shared CPU)."""
+    return model(x)
+
+
+@eqx.filter_jit
+def jit_vcall(model, x):
+    return jax.vmap(model)(x)
+
+
+def tiny_vit(scale: float = 1.0, **changes) -> ViT:
+    """``vit_config("tiny")`` with ``changes`` (its 10 classes), key 0."""
+    return ViT(dataclasses.replace(vit_config("tiny"), **changes), key=KEY, init_scale=scale)
+
+
+def tiny_gpt(scale: float = 1.0) -> GPT:
+    """``gpt_config("gpt2-tiny")``, key 0."""
+    return GPT(gpt_config("gpt2-tiny"), key=KEY, init_scale=scale)
 
 
 @functools.cache

@@ -1,8 +1,6 @@
-"""InRank (paper 004): explained ratio, rank-growth rule, reparametrisations, a tiny run end to end."""
+"""InRank (paper 004): explained ratio, rank-growth rule, reparametrisations (its runs: test_inrank_train.py)."""
 
-import argparse
 import dataclasses
-import json
 
 import equinox as eqx
 import jax
@@ -11,10 +9,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from nets_common import params_equal, text, tiny_recipe, without_timing
+from nets_common import TINY_GPT
 
-from gradflow.nets._cli import add_subcommands
-from gradflow.nets._configs import GPTConfig
 from gradflow.nets._gpt import GPT
 from gradflow.nets._inrank import (
     InRankConfig,
@@ -29,13 +25,10 @@ from gradflow.nets._inrank import (
     to_low_rank,
     update_ranks,
 )
-from gradflow.nets._inrank_train import compare_inrank
 
 pytestmark = pytest.mark.usefixtures("unoptimised_xla")  # conftest.py: compile fast
 
 _apply = eqx.filter_jit(lambda model, tokens: model(tokens))
-
-TINY = GPTConfig(vocab_size=257, context=16, d_emb=16, n_layers=2, n_heads=2, d_head=8, d_mlp=32)
 
 
 def _direct(s, r, b):
@@ -79,7 +72,7 @@ def test_growth_rule_on_synthetic_spectra():
 
 
 def _model_and_grads(eps=1e-2):
-    model = GPT(TINY, key=jax.random.PRNGKey(0))
+    model = GPT(TINY_GPT, key=jax.random.PRNGKey(0))
     k1, k2 = jax.random.split(jax.random.PRNGKey(1))
     grads = {
         "fc_in": jax.random.normal(k1, model.blocks.mlp.fc_in.weight.shape),
@@ -162,173 +155,3 @@ def test_config_validation():
         InRankConfig(buffer=100).allocation(16, 32)
     with pytest.raises(ValueError, match="threshold"):
         InRankConfig(threshold=1.5)
-
-
-@pytest.mark.slow
-def test_tiny_run_end_to_end(tmp_path):
-    recipe = tiny_recipe(24, batch_size=8, eval_every=24, log_every=4, eval_batch_size=64)
-    inrank = InRankConfig(init_rank=2, buffer=3, check_every=4, efficient_after=12)
-    rows = compare_inrank(
-        lambda: GPT(TINY, key=jax.random.PRNGKey(0)),
-        recipe,
-        text(),
-        modes=("full", "inrank-efficient"),
-        inrank=inrank,
-        out=tmp_path,
-    )
-    full, eff = rows["full"], rows["inrank-efficient"]
-    assert full["mean_mlp_rank"] == 16 and eff["mean_mlp_rank"] < 16
-    assert eff["trainable_parameters"] < full["trainable_parameters"]
-    assert eff["n_traces"] == 2 and full["n_traces"] == 1  # rank growth never recompiles the step
-    assert np.isfinite(eff["eval_perplexity"]) and eff["eval_perplexity"] < 257
-    ranks = [json.loads(line) for line in (tmp_path / "inrank-efficient" / "ranks.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in ranks] == [4, 8, 12, 12]
-    assert ranks[-1]["phase"] == "fixed-rank" and ranks[-1]["fc_in"]["rank"] == ranks[-2]["fc_in"]["rank"]
-    metrics = [json.loads(line) for line in (tmp_path / "full" / "metrics.jsonl").read_text().splitlines()]
-    losses = [m["loss"] for m in metrics if "loss" in m]
-    assert losses[-1] < losses[0]
-    table = (tmp_path / "comparison.md").read_text()
-    assert "not comparable" in table and "inrank-efficient" in table
-
-
-@pytest.mark.slow  # fast twins: tests/nets/test_train.py (resume), test_reparametrisation_to_fixed_rank
-def test_resume_reproduces_uninterrupted_run(tmp_path, monkeypatch):
-    """A run killed in the InRank phase, resumed, stopped after the switch to fixed rank and resumed again ends
-    exactly as the uninterrupted run: parameters, ranks, metrics and logs."""
-    from gradflow.nets import _inrank, _inrank_train, read_metrics
-
-    adamw = dict(optimizer="adamw", weight_decay=0.1)
-    recipe = tiny_recipe(16, batch_size=8, eval_batch_size=64, log_every=2, eval_every=4, checkpoint_every=4, **adamw)
-    inrank = InRankConfig(init_rank=2, buffer=3, check_every=2, efficient_after=8)
-
-    def run(folder, **kw):
-        return _inrank_train.train_inrank(
-            GPT(TINY, key=jax.random.PRNGKey(0)), recipe, text(), inrank=inrank, seed=1, out=tmp_path / folder, **kw
-        )
-
-    full = run("full")
-    # kill during the rank check of step 8: the checkpoint is at step 4, the logs reach step 6
-    checks, update_ranks = [], _inrank.update_ranks
-
-    def killed_at_step_8(*args, **kw):
-        checks.append(None)
-        if len(checks) == 4:
-            raise KeyboardInterrupt
-        return update_ranks(*args, **kw)
-
-    monkeypatch.setattr(_inrank, "update_ranks", killed_at_step_8)
-    with pytest.raises(KeyboardInterrupt):
-        run("split")
-    monkeypatch.undo()
-    assert json.loads((tmp_path / "split" / "checkpoint" / "meta.json").read_text())["step"] == 4
-    assert read_metrics(tmp_path / "split" / "metrics.jsonl")[-1]["step"] == 6
-    # resumed in the InRank phase, stopped in the fixed-rank phase (step 11, mid log window)
-    part = run("split", resume=True, stop_after=11)
-    meta = json.loads((tmp_path / "split" / "checkpoint" / "meta.json").read_text())
-    assert (part.steps, meta["step"], meta["phase"]) == (11, 11, "fixed-rank") and meta["log_window"]
-    assert meta["ranks"] == mlp_ranks(part.model) and part.evaluation["step"] == 8
-    resumed = run("split", resume=True)
-    assert params_equal(full.model, resumed.model)
-    assert mlp_ranks(resumed.model) == mlp_ranks(full.model)
-    assert resumed.ranks == full.ranks and resumed.steps == 16
-    assert without_timing(resumed.metrics) == without_timing(full.metrics)
-    for name in ("metrics.jsonl", "ranks.jsonl"):
-        split, whole = (without_timing(read_metrics(tmp_path / f / name)) for f in ("split", "full"))
-        assert split == whole
-    assert [r["phase"] for r in resumed.ranks] == ["inrank"] * 4 + ["fixed-rank"]
-    # a finished run resumes to itself; a different run refuses the checkpoint
-    again = run("split", resume=True)
-    assert params_equal(again.model, full.model) and again.n_traces == 0
-    assert without_timing(again.metrics) == without_timing(full.metrics)
-    with pytest.raises(
-        ValueError, match="cannot resume .*: mode is 'inrank-efficient' in the checkpoint, 'inrank' in this run"
-    ):
-        run("split", resume=True, mode="inrank")
-    with pytest.raises(ValueError, match="needs the run folder"):
-        _inrank_train.train_inrank(GPT(TINY, key=jax.random.PRNGKey(0)), recipe, text(), resume=True)
-
-
-def _rank_records(n_layers=3):
-    records = [
-        {
-            "step": s,
-            "phase": "inrank",
-            **{
-                n: {"rank": [2 + s // 4 + l for l in range(n_layers)], "explained_ratio": [0.95] * n_layers}
-                for n in ("fc_in", "fc_out")
-            },
-        }
-        for s in (4, 8, 12)
-    ]
-    switch = {"step": 12, "phase": "fixed-rank", **{n: {"rank": records[-1][n]["rank"]} for n in ("fc_in", "fc_out")}}
-    return records + [switch]
-
-
-def test_rank_figure(tmp_path, monkeypatch):
-    """One panel per matrix; per layer a step line through its ranks (drawn on to ``until``), their mean, and a
-    dotted line at the switch to fixed rank; read from ``ranks.jsonl``."""
-    from gradflow.nets import _plots, plot_inrank_ranks
-    from gradflow.nets._runs import MetricsLog
-
-    figures, save = [], _plots._save
-    monkeypatch.setattr(_plots, "_save", lambda fig, path: figures.append(fig) or save(fig, path))
-    log = MetricsLog(tmp_path / "ranks.jsonl")
-    for record in _rank_records():
-        log.append(record)
-    path = plot_inrank_ranks(log.path, tmp_path / "figures" / "ranks.png", until=20, title="inrank-efficient")
-    assert path.exists()
-    axes = figures[0].axes
-    assert [ax.get_title() for ax in axes] == ["fc_in", "fc_out"]
-    for ax in axes:
-        *layers, mean, switch = ax.get_lines()
-        assert len(layers) == 3
-        for l, line in enumerate(layers):  # records at steps 4, 8, 12 (and the switch at 12), then on to 20
-            np.testing.assert_array_equal(line.get_xdata(), [4, 8, 12, 12, 20])
-            np.testing.assert_array_equal(line.get_ydata(), [3 + l, 4 + l, 5 + l, 5 + l, 5 + l])
-        np.testing.assert_array_equal(mean.get_ydata(), [4, 5, 6, 6, 6])
-        assert list(switch.get_xdata()) == [12, 12]
-    many = plot_inrank_ranks(_rank_records(n_layers=36), tmp_path / "many.png")  # GPT-2 large: 36 layers
-    assert len(figures[1].axes[0].get_lines()) == 36 + 2 and many.exists()
-    with pytest.raises(ValueError, match="no rank records"):
-        plot_inrank_ranks([], tmp_path / "empty.png")
-
-
-@pytest.mark.slow
-def test_cli_inrank_resume_and_rank_figure(tmp_path):
-    """``gradflow inrank`` checkpoints, draws the rank figure of each InRank mode, and with --resume reloads the
-    finished runs instead of retraining them."""
-    parser = argparse.ArgumentParser()
-    add_subcommands(parser.add_subparsers())
-    size = "--steps 6 --batch-size 8 --buffer 4 --check-every 2 --efficient-after 4"
-    argv = f"inrank --modes full inrank-efficient {size} --remat --out {tmp_path}".split()
-    args = parser.parse_args(argv)
-    args.func(args)
-    assert (tmp_path / "figures" / "ranks_inrank-efficient.png").exists()
-    assert not (tmp_path / "figures" / "ranks_full.png").exists()
-    for mode, phase in (("full", "full"), ("inrank-efficient", "fixed-rank")):
-        meta = json.loads((tmp_path / mode / "checkpoint" / "meta.json").read_text())
-        assert (meta["step"], meta["phase"]) == (6, phase)
-    first = json.loads((tmp_path / "comparison.json").read_text())
-    args = parser.parse_args(argv + ["--resume"])
-    args.func(args)
-    again = json.loads((tmp_path / "comparison.json").read_text())
-    timing = ("seconds_per_step", "seconds_per_rank_check", "n_traces", "peak_memory_bytes")
-    for mode in first:
-        assert again[mode]["seconds_per_step"] == first[mode]["seconds_per_step"]  # from the checkpoint: no step run
-        assert {k: v for k, v in again[mode].items() if k not in timing} == {
-            k: v for k, v in first[mode].items() if k not in timing
-        }
-
-
-def test_cli_inrank_defaults_fit_the_default_gpt():
-    """A bare ``gradflow inrank`` runs: its buffer fits gpt2-tiny's MLP matrices (32 × 128: R = 16 columns beside
-    r₀ = 2, so b = 14, not the paper's 100, which a larger GPT keeps); ``--no-progress`` as the other commands."""
-    from gradflow.nets._cli import _inrank_config
-
-    parser = argparse.ArgumentParser()
-    add_subcommands(parser.add_subparsers())
-    args = parser.parse_args(["inrank", "--no-progress"])
-    tiny = _inrank_config(args)
-    assert args.no_progress and (tiny.init_rank, tiny.buffer, tiny.allocation(32, 128)) == (2, 14, 16)
-    assert _inrank_config(parser.parse_args(["inrank", "--config", "gpt2-small"])).buffer == 100
-    assert _inrank_config(parser.parse_args(["inrank", "--buffer", "5"])).buffer == 5

@@ -9,33 +9,22 @@ import subprocess
 import sys
 import time
 
-import jax
 import numpy as np
 import pytest
-from nets_common import DIGITS, tiny_recipe, vit
+from nets_common import DIGITS, SMALL_TOY, TOY, tiny_recipe, vit
 
 from gradflow._cli import main
 from gradflow.nets import (
-    GPT,
     RunExistsError,
-    RunInterrupted,
-    ToyAttentionConfig,
-    ViT,
-    gpt_config,
     load_images,
     load_text,
     read_metrics,
     train,
     train_toy_attention,
-    vit_config,
 )
-from gradflow.nets._step import StepLog
-from gradflow.nets._stop import StopRequest
 
 pytestmark = pytest.mark.usefixtures("unoptimised_xla")  # conftest.py: compile fast
 
-SMALL = ToyAttentionConfig(n=20, tokens=3, dim=4, teacher_kq=(1.0,), teacher_vo=(1.0,))
-TOY = dict(init_scale=0.1, lr=0.05, record_every=10, seed=2)
 TOY_ARGV = ["toy-attention", "--init-scale", "0.1", "--lr", "0.05", "--n", "20", "--tokens", "3", "--dim", "4"]
 
 
@@ -52,12 +41,12 @@ def _one_line_error(capfd) -> str:
 
 def test_a_rerun_refuses_to_overwrite_and_overwrite_starts_again(tmp_path):
     """Issue 20: a re-run without --resume restarted at step 0 over the checkpoint and the metrics."""
-    first = train_toy_attention(SMALL, steps=30, out=tmp_path, **TOY)
+    first = train_toy_attention(SMALL_TOY, steps=30, out=tmp_path, **TOY)
     before = _files(tmp_path)
     with pytest.raises(RunExistsError, match=r"holds a run at step 30 of 30: pass --resume .* or --overwrite"):
-        train_toy_attention(SMALL, steps=30, out=tmp_path, **{**TOY, "lr": 0.01})
+        train_toy_attention(SMALL_TOY, steps=30, out=tmp_path, **{**TOY, "lr": 0.01})
     assert _files(tmp_path) == before
-    again = train_toy_attention(SMALL, steps=20, out=tmp_path, overwrite=True, **{**TOY, "lr": 0.01})
+    again = train_toy_attention(SMALL_TOY, steps=20, out=tmp_path, overwrite=True, **{**TOY, "lr": 0.01})
     assert [r["step"] for r in read_metrics(tmp_path / "metrics.jsonl")] == [0, 10, 20]
     assert again.loss[0] == first.loss[0] and again.loss[-1] != first.loss[2]
 
@@ -99,43 +88,6 @@ def test_resume_may_lengthen_a_run(tmp_path):
         train(vit(), tiny_recipe(6), DIGITS, resume=True, overwrite=True, **kw)
 
 
-def test_ctrl_c_stops_after_the_step_with_a_checkpoint_and_resumes_exactly(tmp_path, monkeypatch):
-    """SIGINT at step 37 (between two records): the run stops after that step with a checkpoint there, says how to
-    resume, and the resumed run ends as the uninterrupted one."""
-    full = train_toy_attention(SMALL, steps=60, **TOY)
-    add = StepLog.add
-
-    def interrupt_at_37(self, step, loss, grad_norm):
-        add(self, step, loss, grad_norm)
-        if step == 37:
-            os.kill(os.getpid(), signal.SIGINT)
-
-    monkeypatch.setattr(StepLog, "add", interrupt_at_37)
-    with pytest.raises(RunInterrupted, match=r"after step 37 of 60; .* continue with --resume"):
-        train_toy_attention(SMALL, steps=60, out=tmp_path, **TOY)
-    monkeypatch.undo()
-    assert json.loads((tmp_path / "checkpoint" / "meta.json").read_text())["step"] == 37
-    assert [r["step"] for r in read_metrics(tmp_path / "metrics.jsonl")] == [0, 10, 20, 30]
-    resumed = train_toy_attention(SMALL, steps=60, out=tmp_path, resume=True, **TOY)
-    for name in ("step", "loss", "sv_kq", "sv_vo"):
-        np.testing.assert_array_equal(getattr(resumed, name), getattr(full, name))
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
-
-
-def test_a_second_ctrl_c_stops_at_once_but_not_inside_a_write():
-    with StopRequest() as stop:
-        os.kill(os.getpid(), signal.SIGINT)
-        assert stop.requested
-        with pytest.raises(KeyboardInterrupt):
-            with stop.deferred():
-                os.kill(os.getpid(), signal.SIGINT)
-                written = True  # the block runs to its end
-        assert written
-        with pytest.raises(KeyboardInterrupt):
-            os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(1)
-
-
 def test_sigint_to_a_command_stops_it_within_seconds_keeping_its_runs(tmp_path, capfd):
     """`gradflow toy-attention` in a subprocess, interrupted once it has written records: it exits (130) within
     seconds, with the checkpoint of the step it stopped at, its records intact and a line that says to resume; a
@@ -163,24 +115,6 @@ def test_sigint_to_a_command_stops_it_within_seconds_keeping_its_runs(tmp_path, 
     before = _files(out)
     assert main(argv) == 2 and "pass --resume" in _one_line_error(capfd)
     assert _files(out) == before
-
-
-@pytest.mark.parametrize("command", ["vit", "gpt", "toy-attention"])
-@pytest.mark.parametrize("scale", ["0", "-1", "nan", "inf"])
-def test_init_scale_is_checked_alike_by_every_command(capfd, command, scale):
-    """Issue 20: vit and gpt accepted --init-scale 0 or -1; toy-attention rejected them."""
-    assert main([command, f"--init-scale={scale}"]) == 2
-    assert "argument --init-scale: init_scale must" in capfd.readouterr().err
-
-
-def test_init_scale_is_checked_by_the_models_and_the_toy():
-    for bad in (0.0, -1.0, float("nan"), float("inf")):
-        with pytest.raises(ValueError, match="init_scale must be a finite positive number"):
-            ViT(vit_config("tiny"), key=jax.random.key(0), init_scale=bad)
-        with pytest.raises(ValueError, match="init_scale must be a finite positive number"):
-            GPT(gpt_config("gpt2-tiny"), key=jax.random.key(0), init_scale=bad)
-    with pytest.raises(ValueError, match=r"init_scale must lie in \(0, 1\), got 1.0"):
-        train_toy_attention(SMALL, init_scale=1.0, steps=1, lr=0.1)
 
 
 @pytest.mark.parametrize(

@@ -1,11 +1,9 @@
-"""Training: loss decreases, exact resume, metrics/checkpoints/spectra on disk, dtypes, errors, CLI."""
+"""Training: loss decreases, exact resume, metrics/checkpoints/spectra on disk, dtypes, errors."""
 
-import argparse
 import dataclasses
 import json
 import math
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -17,14 +15,11 @@ from gradflow.nets import (
     NonFiniteLossError,
     default_compute_dtype,
     gpt_config,
-    learning_rate_schedule,
     load_images,
     load_spectra,
     read_metrics,
     train,
 )
-from gradflow.nets._cli import add_subcommands
-from gradflow.nets._optim import _decay_mask
 
 pytestmark = pytest.mark.usefixtures("unoptimised_xla")  # conftest.py: compile fast
 
@@ -119,18 +114,6 @@ def test_gpt_trains_with_accumulation():
     assert result.evaluation["eval_perplexity"] == pytest.approx(math.exp(result.evaluation["eval_loss"]))
 
 
-def test_learning_rate_schedule():
-    recipe = dataclasses.replace(RECIPE, lr=1.0)
-    lr = learning_rate_schedule(recipe, 100, 10)
-    np.testing.assert_allclose([float(lr(s)) for s in (0, 5, 10, 55, 100)], [0.0, 0.5, 1.0, 0.5, 0.0], atol=1e-6)
-
-
-def test_weight_decay_mask():
-    mask = _decay_mask(eqx.filter(vit(), eqx.is_array))
-    assert mask.blocks.attn.wq and mask.blocks.mlp.fc_in.weight and mask.head.weight
-    assert not (mask.blocks.attn.bq or mask.blocks.ln1.weight or mask.ln_f.weight or mask.head.bias or mask.cls_token)
-
-
 def test_bad_input():
     wrong = load_images(None, image_size=16, seed=0)
     with pytest.raises(ValueError, match=r"expects images of shape \(8, 8, 1\)"):
@@ -141,41 +124,3 @@ def test_bad_input():
         train(vit(), RECIPE, text(), progress=False)
     with pytest.raises(ValueError, match="multiple of micro_batch"):
         dataclasses.replace(RECIPE, batch_size=64, micro_batch=10)
-
-
-def _cli(argv):
-    parser = argparse.ArgumentParser(prog="gradflow")
-    add_subcommands(parser.add_subparsers(required=True))
-    args = parser.parse_args(argv)
-    args.func(args)
-
-
-def test_cli_gpt(tmp_path):
-    _cli(f"gpt --init-scale 1 0.1 --steps 3 --batch-size 16 --micro-batch 8 --out {tmp_path} --no-progress".split())
-    for name in (
-        "report.md",
-        "figures/stable_rank_by_layer.png",
-        "figures/singular_value_evolution.png",
-        "figures/losses.png",
-        "scale_1/metrics.jsonl",
-        "scale_0.1/figures/normalised_spectra.png",
-        "scale_0.1/figures/stable_rank_training.png",
-        "scale_0.1/checkpoint/state.eqx",
-    ):
-        assert (tmp_path / name).exists(), name
-    assert "| 0.1 | 3 |" in (tmp_path / "report.md").read_text()
-    with pytest.raises(ValueError, match="unknown GPT config 'gpt3'"):
-        _cli(["gpt", "--config", "gpt3", "--out", str(tmp_path / "x")])
-
-
-@pytest.mark.parametrize(
-    "argv, remat",
-    [(["gpt", "--config", "gpt2-small", "--no-remat"], False), (["vit", "--config", "tiny", "--remat"], True)],
-)
-def test_cli_remat_option_overrides_the_config(argv, remat):
-    from gradflow.nets._cli import _model_and_data
-
-    parser = argparse.ArgumentParser(prog="gradflow")
-    add_subcommands(parser.add_subparsers(required=True))
-    model_cfg, _, _ = _model_and_data(parser.parse_args(argv))
-    assert model_cfg.remat is remat
