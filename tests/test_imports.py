@@ -141,7 +141,6 @@ _LAID_OUT = ("_kit", "_demo", "", "_solver", "_sweep", "_cli", "nets", "models")
 
 _TESTED_ELSEWHERE = {
     "gradflow/_data.py": "the models' data and loss checks, through the models (tests/diagonal/test_model.py)",
-    "gradflow/_kit/_greedy.py": "the stage loop, through each family's greedy limit (tests/*/test_greedy.py)",
     "gradflow/_outputs.py": "save, load and report, on each family's results (tests/*/test_compare.py)",
     "gradflow/_registry.py": "with the public table of tasks it makes (tests/models/test_registry.py)",
     "gradflow/_results.py": "how the entry points end, through them (tests/test_api.py, tests/test_bad_inputs.py)",
