@@ -63,13 +63,13 @@ class _Counts:
 
     def __enter__(self):
         def phase_b(*args):
-            ends, status, counts = self._phase_b(*args)
+            ends, status, counts, records = self._phase_b(*args)
             steps, gradients, newton, hvps = np.asarray(counts).sum(axis=0)
             self.flow_steps += int(steps)
             self.gradients += int(gradients)
             self.newton_steps += int(newton)
             self.hvps += int(hvps)
-            return ends, status, counts
+            return ends, status, counts, records
 
         def hessian_product(*args):
             self.check_hvps += 1
