@@ -125,7 +125,6 @@ class _FlowState(NamedTuple):
     hvps: jax.Array  # Hessian-vector products
     record: jax.Array  # (RECORDS, 3): (t, L, ‖y‖) at the first accepted step past each checkpoint; NaN: none
     recorded: jax.Array  # the last checkpoint recorded (−1: none)
-    running_off: jax.Array  # checkpoints in a row at which :func:`running_off` held
 
 
 RECORDS = 64  # checkpoints of the flow, one per doubling of t ...
@@ -133,8 +132,6 @@ _FIRST = 16  # ... from dt0 / 2**_FIRST on (dt0 = 1/σ_1(G), the escape's time s
 RUNOFF_POINTS = 6  # the last checkpoints :func:`runs_off` reads (five doublings of t) ...
 RUNOFF_DECAY = 0.15  # ... whose growth of ‖y‖ per unit log t must not decay faster than t^(−RUNOFF_DECAY) ...
 RUNOFF_ESCAPE = 1.0  # ... nor grow faster than t^RUNOFF_ESCAPE (the new column escaping, not a run-off)
-RUNOFF_SUBLINEAR = 0.6  # the flow stops early where growth at most like t^RUNOFF_SUBLINEAR ...
-RUNOFF_CONFIRM = 3  # ... met the criterion at this many checkpoints in a row (:func:`running_off`)
 
 
 _TSIT5 = diffrax.Tsit5()
@@ -163,8 +160,7 @@ def flow(field, mask, y0, steady, dt0, t1, rtol, atol, max_steps, *, loss) -> _F
     """The gradient flow ``dy/dt = f(y) = −∂L/∂y`` (``field``, zero off ``mask``; ``loss``: L) from ``y0`` until
     ``steady(y, f)`` after an accepted step (or ``t1``, or ``max_steps`` steps), with the error of every step against
     :func:`_error_ratio` ``≤ 1`` (safety 0.9, growth at most 10 per step and none right after a rejection), recording
-    ``(t, L, ‖y‖)`` once per doubling of t (the evidence :func:`runs_off` reads where phase (B) fails), and stopping
-    as soon as it shows a run-off (:func:`running_off` at ``RUNOFF_CONFIRM`` checkpoints in a row):
+    ``(t, L, ‖y‖)`` once per doubling of t (the evidence :func:`runs_off` reads where phase (B) fails):
 
     - by Tsit5 (``diffrax.Tsit5().step``, exponent 1/5) while its steps are limited by accuracy, the new column
       escaping and the others following it;
@@ -205,7 +201,6 @@ def flow(field, mask, y0, steady, dt0, t1, rtol, atol, max_steps, *, loss) -> _F
             lambda: s.record.at[checkpoint].set(jnp.stack([t, loss(y), jnp.linalg.norm(y)])),
             lambda: s.record,
         )
-        off = jnp.where(new, jnp.where(running_off(record), s.running_off + 1, 0), s.running_off)
         return _FlowState(
             t=t,
             h=jnp.minimum(s.h * jnp.where(jnp.isfinite(ratio), factor, 0.5), t1 - t),
@@ -220,11 +215,10 @@ def flow(field, mask, y0, steady, dt0, t1, rtol, atol, max_steps, *, loss) -> _F
             hvps=s.hvps + hvps,
             record=record,
             recorded=jnp.where(new, checkpoint, s.recorded),
-            running_off=off,
         )
 
     def cond(s: _FlowState):
-        return ~s.steady & (s.steps < max_steps) & (s.t < t1) & (s.running_off < RUNOFF_CONFIRM)
+        return ~s.steady & (s.steps < max_steps) & (s.t < t1)
 
     zero, no = jnp.zeros((), jnp.int32), jnp.array(False)
     first = jnp.asarray(dt0, y0.dtype) * 2.0**-_FIRST
@@ -243,35 +237,8 @@ def flow(field, mask, y0, steady, dt0, t1, rtol, atol, max_steps, *, loss) -> _F
         zero,
         record,
         -jnp.ones((), jnp.int32),
-        zero,
     )
     return jax.lax.while_loop(cond, body, start)
-
-
-def _last_checkpoints(record):
-    """The last ``RUNOFF_POINTS`` recorded rows of ``record`` (NaN rows skipped; a step may cross several doublings
-    of t) as ``(t, L, ‖y‖)`` arrays, and whether there are that many."""
-    recorded = jnp.isfinite(record[:, 0])
-    rows = jnp.nonzero(recorded, size=record.shape[0], fill_value=0)[0]
-    count = jnp.sum(recorded)
-    last = rows[jnp.clip(count - RUNOFF_POINTS + jnp.arange(RUNOFF_POINTS), 0, record.shape[0] - 1)]
-    return record[last].T, count >= RUNOFF_POINTS
-
-
-def running_off(record):
-    """:func:`runs_off`'s criterion inside the flow, on its record so far, with growth per unit log t at most like
-    ``t^RUNOFF_SUBLINEAR`` (where :func:`runs_off`, read after a failure, allows ``t^RUNOFF_ESCAPE``): the exponent s of
-    a flow's growth exceeds 1/2 only before its asymptotics. A flow converging to a far minimum at one rate λ,
-    ``‖y‖ ≈ D (1 − e^(−λt))``, grows like ``λ t e^(−λt)`` per unit log t, ``s = 1 − λt``: five doublings of it fit an
-    s in ``[−RUNOFF_DECAY, RUNOFF_SUBLINEAR]`` only for windows ending at λt between about 1.5 and 4.3, fewer than
-    ``RUNOFF_CONFIRM`` checkpoints in a row, which a run-off (s constant, 0 to 1/2) meets at every one."""
-    (t, loss, norm), enough = _last_checkpoints(record)
-    monotone = jnp.all(jnp.diff(loss) < 0) & jnp.all(jnp.diff(norm) > 0)
-    log_t = jnp.log(jnp.where(enough, t, 1.0 + jnp.arange(RUNOFF_POINTS)))
-    rate = jnp.where(monotone, jnp.diff(norm), 1.0) / jnp.diff(log_t)
-    x, y = 0.5 * (log_t[1:] + log_t[:-1]), jnp.log(rate)
-    exponent = jnp.sum((x - x.mean()) * (y - y.mean())) / jnp.sum((x - x.mean()) ** 2)
-    return enough & monotone & (exponent >= -RUNOFF_DECAY) & (exponent <= RUNOFF_SUBLINEAR)
 
 
 def exponential_step(field, mask, y, f, h, rtol, atol):
@@ -307,8 +274,8 @@ def phase_b(model, layout, y0, mask, thresholds, max_steps, newton_steps):
     """Phase (B) from ``y0``: the gradient flow of the factors on ``mask`` (:func:`flow`) until :func:`residual`
     ``≤ steady``, then :func:`newton` until it is ``≤ stationary``. The flow chooses the basin; the trust-region
     Newton method goes down its flat directions and gives the digits. Returns the endpoint, a status (0: stationary,
-    else a ``kit.PhaseB``: 1, the flow ran out of steps; 2, it reached t1 without becoming steady; 3, Newton's method
-    did not converge; 4, the flow was stopped running off to infinity), the counts ``(flow steps, gradients, Newton steps, Hessian-vector products)`` and the flow's
+    else an ``_Outcome``: 1, the flow ran out of steps; 2, it reached t1 without becoming steady; 3, Newton's method
+    did not converge), the counts ``(flow steps, gradients, Newton steps, Hessian-vector products)`` and the flow's
     record of ``(t, L, ‖y‖)`` (:func:`flow`)."""
     steady, stationary, support, rtol, atol, t1, dt0, scale = thresholds
     loss = lambda y: layout_loss(model, layout, y)  # noqa: E731
@@ -323,10 +290,7 @@ def phase_b(model, layout, y0, mask, thresholds, max_steps, newton_steps):
     end = flow(field, mask, y0, is_steady, dt0, t1, rtol, atol, max_steps, loss=loss)
     newton_steps = jnp.where(end.steady, newton_steps, 0)  # a flow that is not steady has failed already
     y, converged, n_newton, hvps = newton(model, layout, end.y, -end.f, mask, support, stationary, scale, newton_steps)
-    ran_off = end.running_off >= RUNOFF_CONFIRM
-    status = jnp.where(
-        end.steady, jnp.where(converged, 0, 3), jnp.where(ran_off, 4, jnp.where(end.steps >= max_steps, 1, 2))
-    )
+    status = jnp.where(end.steady, jnp.where(converged, 0, 3), jnp.where(end.steps >= max_steps, 1, 2))
     # Tsit5: six new stages a step (the first is the last of the step before); exprb32: three (with the
     # linearisation); Newton's method: two a step.
     gradients = 1 + 6 * (end.steps - end.exponential_steps) + 3 * end.exponential_steps + 2 * n_newton

@@ -248,7 +248,6 @@ class PhaseB(enum.IntEnum):
     MAX_STEPS = 1  # the flow took max_steps without becoming steady
     NOT_STEADY = 2  # the flow reached t1 (or its solver failed) without becoming steady
     NEWTON_FAILED = 3  # Newton's method did not converge or left the sign orthant
-    RUNS_OFF = 4  # the flow was stopped where it ran off to infinity, the loss falling as the weights grew
 
 
 _WHY = {
@@ -257,7 +256,6 @@ _WHY = {
     PhaseB.NEWTON_FAILED: (
         "Newton's method did not converge, or moved a coordinate that is not leaving out of its sign orthant"
     ),
-    PhaseB.RUNS_OFF: "the flow was stopped where it ran off to infinity, the loss falling while the weights grew",
 }
 
 

@@ -279,25 +279,3 @@ def test_runs_off_reads_growth_without_slowing():
     assert _phase_b.runs_off(_checkpoints(lambda t: np.exp(t / 1e3), lambda t: 1 - t / 1e6)) is None
     assert _phase_b.runs_off(_checkpoints(np.log, lambda t: 1 + 0 * t)) is None
     assert _phase_b.runs_off(_checkpoints(np.log, lambda t: 1 / t, points=5)) is None
-
-
-def test_running_off_inside_the_flow():
-    """The flow's own criterion (:func:`_phase_b.running_off`, compiled) holds for run-offs like log t and √t, with
-    gaps between checkpoints, as :func:`runs_off` does; not for linear growth (allowed after a failure, not enough to
-    stop a flow early), flows converging to a minimum or too few checkpoints; and a flow converging at one rate λ to
-    a far minimum, ``‖y‖ = 1 − e^(−λt)``, never meets it at ``RUNOFF_CONFIRM`` checkpoints in a row, at any λ."""
-    running_off = jax.jit(_phase_b.running_off)
-    assert running_off(_checkpoints(np.log, lambda t: 1 / t)) and running_off(_checkpoints(np.sqrt, lambda t: 1 / t))
-    gaps = _checkpoints(np.log, lambda t: 1 / t, points=12)
-    gaps[[12, 15, 16]] = np.nan
-    assert running_off(gaps) and _phase_b.runs_off(gaps) is not None
-    linear = _checkpoints(lambda t: t, lambda t: 1 / t)
-    assert _phase_b.runs_off(linear) is not None and not running_off(linear)
-    assert not running_off(_checkpoints(lambda t: 3 - t**-0.5, lambda t: t**-2))
-    assert not running_off(_checkpoints(np.log, lambda t: 1 / t, points=5))
-    for rate in 2.0 ** -np.arange(10, 20, 0.25):
-        record, streak = _checkpoints(lambda t: 1 - np.exp(-rate * t), lambda t: np.exp(-2 * rate * t), 40), 0
-        for last in range(10, 50):
-            partial = np.where(np.arange(_phase_b.RECORDS)[:, None] <= last, record, np.nan)
-            streak = streak + 1 if running_off(partial) else 0
-            assert streak < _phase_b.RUNOFF_CONFIRM, (rate, last)
