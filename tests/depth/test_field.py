@@ -2,6 +2,7 @@
 variable (a clock, the smallest layer over α near zero, ``log a`` awake) it is gradient flow on the layers,
 ``dw_l/dt = g ⊙ Π_{k≠l} w_k``, checked through the layers that the state stands for (nothing compiled)."""
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -55,13 +56,14 @@ def test_the_field_is_gradient_flow_on_the_layers():
             log_wake=jnp.asarray(log_wake),
         )
 
-    beta = np.asarray(beta_of(jnp.asarray(z), args(JUMP)))
+    field = eqx.filter_jit(vector_field)  # one compilation, not one per operation
+    beta = np.asarray(eqx.filter_jit(beta_of)(jnp.asarray(z), args(JUMP)))
     np.testing.assert_allclose(beta, np.prod(w, axis=0), rtol=1e-12)
     g = np.asarray(args(JUMP).model.g(beta))
     velocity = g * np.prod(w, axis=0) / w  # dw_l/dt = g Π_{k≠l} w_k
-    dz_dt = np.asarray(vector_field(0.0, jnp.asarray(z), args(JUMP)))  # a jump's variable is t
+    dz_dt = np.asarray(field(0.0, jnp.asarray(z), args(JUMP)))  # a jump's variable is t
     h = 0.1
     moved = (layers(red, z + h * dz_dt, kind, sigma_r) - layers(red, z - h * dz_dt, kind, sigma_r)) / (2 * h)
     np.testing.assert_allclose(moved, velocity, rtol=1e-6)
-    dz_dtau = np.asarray(vector_field(0.0, jnp.asarray(z), args(PLATEAU)))  # a plateau's is τ = ε t, ε = α^{L−2}
+    dz_dtau = np.asarray(field(0.0, jnp.asarray(z), args(PLATEAU)))  # a plateau's is τ = ε t, ε = α^{L−2}
     np.testing.assert_allclose(dz_dtau, dz_dt / np.exp(LOG_ALPHA), rtol=1e-12)

@@ -51,9 +51,3 @@ def test_the_projection_removes_the_gauge_directions_only():
     once = np.asarray(_gauge.project_off_gauge(layout, blocks, jnp.asarray(x)))
     np.testing.assert_allclose(_gauge.project_off_gauge(layout, blocks, jnp.asarray(once)), once, atol=1e-12)
     assert abs(once @ gauge) < 1e-10 * np.linalg.norm(gauge) * np.linalg.norm(x)  # orthogonal to the gauge
-    # H v against the dense Hessian of the loss in the factor entries
-    v = np.random.default_rng(3).standard_normal(layout.size)
-    dense = jax.hessian(lambda z: model.loss_of_weights(layout.products(z)))(jnp.asarray(y))
-    np.testing.assert_allclose(
-        _gauge.hessian_product(model, layout, jnp.asarray(y), jnp.asarray(v)), dense @ v, rtol=1e-10
-    )
