@@ -136,7 +136,20 @@ def test_modules_and_functions_stay_small():
                 assert length <= 150, f"{name}.{node.name}: {length} lines"
 
 
-_LAID_OUT = ("_kit", "_demo", "", "_solver", "_sweep", "_cli", "nets", "models")
+_LAID_OUT = (
+    "_kit",
+    "_demo",
+    "",
+    "_solver",
+    "_sweep",
+    "_cli",
+    "nets",
+    "models",
+    "_deep_linear",
+    "_depth",
+    "_diagonal",
+    "_factorized",
+)
 """The packages whose tests are laid out like the tree (``""``: gradflow's own top-level modules)."""
 
 _TESTED_ELSEWHERE = {

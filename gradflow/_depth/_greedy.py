@@ -270,7 +270,7 @@ def greedy(model: DepthModel, *, u0, v0, max_stages, tolerances, check_assumptio
                 i=i,
                 sign=sign,
                 gap=gap,
-                runner_up=int(order[1]) if p > 1 else -1,
+                runner_up=int(order[1]) if p > 1 and np.isfinite(delta[order[1]]) else -1,
                 discrepancy=discrepancy,
                 stationarity=res,
             )

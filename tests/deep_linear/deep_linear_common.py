@@ -1,5 +1,5 @@
 """The whitened task of Saxe et al. and its aligned balanced start, shared by the deep linear family's tests
-(tests/deep_linear/test_flow.py, test_greedy.py)."""
+(tests/deep_linear/)."""
 
 import numpy as np
 

@@ -1,7 +1,7 @@
-"""The deep linear family's model and exact flow (docs/deep-linear.md): the model's checks, the conservation laws
-``W_{l+1}ᵀW_{l+1} − W_l W_lᵀ`` of the layer flow (a Hypothesis property, cheap), the refused range, and the flow
-against Saxe's closed form (one fast run; L = 2, 3, 4 at α = 1e-2, 1e-3 slow), DOP853 on the raw layers and the
-factorised family at depth 2 (slow: each compiles a flow)."""
+"""The deep linear family's exact flow (docs/deep-linear.md, *The exact flow*): against Saxe's closed form (one fast
+run; L = 2, 3, 4 at α = 1e-2, 1e-3 slow), DOP853 on the raw layers and the factorised family at depth 2 (slow: each
+compiles a flow). The model's checks and the layer velocities are in test_model.py, the refused range in
+test_checks.py."""
 
 import warnings
 
@@ -10,14 +10,10 @@ import jax
 import numpy as np
 import pytest
 from deep_linear_common import A0, S, aligned, whitened
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
 from scipy.integrate import solve_ivp
 
 import gradflow
 import theory
-from gradflow._deep_linear._checks import lowest_log_alpha
 from gradflow._deep_linear._model import layer_velocities, product
 
 
@@ -42,67 +38,6 @@ def crossing_errors(flow, ts, depth, alpha, s=S, a0=A0):
 def half_way_times(depth, alpha, s=S, a0=A0):
     taus = [rescaled(theory.saxe_time(s[r] / 2, s[r], (alpha * a0[r]) ** depth, depth), alpha, depth) for r in range(3)]
     return np.sort(np.array([0.0, *taus, 1.3 * max(taus)]))
-
-
-def test_model_checks_its_shapes_and_start():
-    with pytest.raises(ValueError, match="depth must be one of"):
-        whitened(7)
-    with pytest.raises(ValueError, match="widths must give the L − 1 = 2 hidden widths"):
-        gradflow.DeepLinearModel(lambda x, W: W @ x, np.eye(3), np.eye(3), shape=(3, 3), depth=3, widths=(3,))
-    with pytest.raises(ValueError, match=r"returns shape \(3,\)"):
-        gradflow.DeepLinearModel(lambda x, W: W @ x, np.eye(3), np.eye(3)[:, :2], shape=(3, 3), depth=3)
-    model = gradflow.DeepLinearModel(
-        lambda x, W: W @ x, np.eye(3), np.eye(3)[:, :2], shape=(2, 3), depth=3, widths=(4, 5)
-    )
-    assert model.layer_shapes == ((4, 3), (5, 4), (2, 5)) and model.rank == 2
-    with pytest.raises(ValueError, match=r"u0\[1\] \(the layer W_2\) must have shape \(5, 4\)"):
-        gradflow.simulate_flow(model, u0=(np.ones((4, 3)),) * 3, ts=[0.0, 1.0], alpha=0.1)
-    with pytest.raises(ValueError, match="v0 is not taken"):
-        gradflow.simulate_flow(model, u0=aligned(3), v0=aligned(3), ts=[0.0, 1.0], alpha=0.1)
-    zeros = (np.zeros((4, 3)), np.zeros((5, 4)), np.ones((2, 5)))
-    with pytest.raises(ValueError, match="2 zero layers"):
-        gradflow.simulate_flow(model, u0=zeros, ts=[0.0, 1.0], alpha=0.1)
-
-
-@settings(max_examples=25, deadline=None)
-@given(st.integers(2, 6), st.integers(0, 2**32 - 1))
-def test_the_layer_flow_conserves_the_balance(depth, seed):
-    """``d/dt (W_{l+1}ᵀW_{l+1} − W_l W_lᵀ) = 0`` along ``dW_l/dt = W_{>l}ᵀ G W_{<l}ᵀ`` for any layers and any G
-    (Arora, Cohen & Hazan 2018), and the velocities are ``−∂L/∂W_l`` of ``L = −⟨G, W_L ⋯ W_1⟩``."""
-    rng = np.random.default_rng(seed)
-    sizes = rng.integers(1, 5, size=depth + 1)
-    layers = [rng.standard_normal((sizes[l + 1], sizes[l])) for l in range(depth)]
-    G = rng.standard_normal((sizes[-1], sizes[0]))
-    v = layer_velocities(layers, G)
-    for l in range(depth - 1):
-        W, Wn, dW, dWn = layers[l], layers[l + 1], v[l], v[l + 1]
-        drift = dWn.T @ Wn + Wn.T @ dWn - dW @ W.T - W @ dW.T
-        np.testing.assert_allclose(drift, 0.0, atol=1e-10 * (1 + np.abs(Wn.T @ Wn).max() ** 2 + np.abs(G).max() ** 2))
-    for l in range(depth):  # a directional derivative of ⟨G, W_L ⋯ W_1⟩ along a random E_l
-        E = rng.standard_normal(layers[l].shape)
-        moved = [w + 1e-6 * E if k == l else w for k, w in enumerate(layers)]
-        fd = (np.sum(G * product(moved)) - np.sum(G * product(layers))) / 1e-6
-        assert np.sum(v[l] * E) == pytest.approx(fd, rel=1e-4, abs=1e-6)
-
-
-@given(hnp.arrays(np.float64, 2, elements=st.floats(1e-9, 1e-2)))
-def test_refused_range_is_the_stated_one(tols):
-    atol, rtol = float(tols[0]), float(tols[1])
-    for depth in (3, 4, 6):
-        lowest = lowest_log_alpha(depth, 1.0, rtol, atol)
-        model = whitened(depth)
-        with pytest.raises(ValueError, match=f"takes log α ≥ {lowest:.4g}"):
-            gradflow.simulate_flow(
-                model, u0=aligned(depth), ts=[0.0, 1.0], log_alpha=lowest - 1e-3, atol=atol, rtol=rtol
-            )
-
-
-def test_refused_range_at_the_default_tolerances():
-    """At ``atol = 1e-8`` the stated range takes α = 1e-3 at L = 3, 4, α = 1e-2 at L = 5, not α = 1e-3 at L = 5."""
-    assert lowest_log_alpha(4, 1.0, 0.0, 1e-8) < np.log(1e-3) < lowest_log_alpha(5, 1.0, 0.0, 1e-8)
-    assert lowest_log_alpha(5, 1.0, 0.0, 1e-8) < np.log(1e-2)
-    with pytest.raises(ValueError, match=r"log α ≥ .* not built yet"):
-        gradflow.simulate_flow(whitened(5), u0=aligned(5), ts=[0.0, 1.0], alpha=1e-3)
 
 
 def test_flow_crosses_at_saxes_times():

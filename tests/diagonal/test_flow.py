@@ -1,8 +1,5 @@
 """simulate_flow: exactness against the closed forms of `theory`, conservation, robustness, errors."""
 
-import diffrax as dfx
-import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.integrate
@@ -12,12 +9,8 @@ from hypothesis import strategies as st
 import gradflow
 import theory
 from gradflow import FlowResult, FlowState, models, simulate_flow
-from gradflow._config import float64
-from gradflow._diagonal._field import LAND, ONSET, REACH, Args, jacobian, vector_field, wake_horizon
-from gradflow._diagonal._flow import default_rank
 from gradflow._diagonal._frame import apply_frame, frame_of
-from gradflow._diagonal._solvers import _QuinticHermite, implicit_solver
-from gradflow._solver import PredictiveController, vmap_batches
+from gradflow._solver import vmap_batches
 
 # One orthonormal diagonal linear task for the exactness tests: its stages are at τ = 1/|β*_i|
 # (0.34, 0.87, 0.91, 1.32, 2.60, 3.11, 6.3, 18.7), so τ ∈ [0, 4] crosses six of them.
@@ -78,19 +71,6 @@ def test_single_run_reads_the_dense_output_to_the_closed_form(batched, k):
     coarse = simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=TS, log_alpha=la)
     assert one.stats["num_steps"] <= 1.1 * coarse.stats["num_steps"]
     assert coarse.stats["num_steps"] < batched.stats["num_steps"][k]
-
-
-@given(st.lists(st.floats(-3, 3), min_size=6, max_size=6), st.floats(0.1, 10.0))
-@settings(max_examples=25, deadline=None)
-def test_quintic_hermite_reproduces_quintics(coeffs, h):
-    """The implicit steps' dense output is exact for every polynomial of degree ≤ 5."""
-    c = np.asarray(coeffs)
-    y = np.polynomial.Polynomial(c)
-    t0, t1 = 2.0, 2.0 + h
-    k = np.array([h * y.deriv()(t0), h * y.deriv()(t1), h**2 * y.deriv(2)(t0), h**2 * y.deriv(2)(t1)])
-    ts = np.linspace(t0, t1, 7)
-    got = float64(lambda: np.asarray(_QuinticHermite(t0, t1, y(t0), y(t1), jnp.asarray(k))(jnp.asarray(ts))))()
-    np.testing.assert_allclose(got, y(ts), rtol=0, atol=1e-9 * max(1.0, np.abs(y(ts)).max()))
 
 
 def test_initial_state_and_sign_mapping(batched):
@@ -207,61 +187,6 @@ def test_state_holds_the_weights(batched):
         batched.state_at(41)
 
 
-def _state(u, v):
-    """A state of float64 weights (u, v) with |u| ≠ |v|, in the frame u_n > |v_n|."""
-    swap, sign = frame_of(u, v)
-    un, vn = apply_frame(u, v, swap, sign)
-    return FlowState(log_w=np.log(un + vn), log_wbar=np.log(un - vn), swap=swap, sign=sign)
-
-
-def test_perturbed_state_is_the_state_of_the_perturbed_weights():
-    """θ + (du, dv) in every orientation: the new frame flips the sign where w' < 0 and swaps u, v
-    where w' w̄' < 0; log w, log w̄ are those of the perturbed weights."""
-    u = np.array([0.5, -0.3, 0.2, 0.7, -0.1, 0.4])
-    v = np.array([0.1, 0.2, -0.6, -0.2, -0.5, 0.3])
-    du = np.array([0.0, -0.5, 0.9, -1.1, 0.3, 0.0])
-    dv = np.array([0.0, 0.4, 0.1, 0.0, 0.2, -0.05])
-    state = _state(u, v)
-    new = state.perturbed(du, dv)
-    np.testing.assert_allclose(new.u, u + du, rtol=1e-14)
-    np.testing.assert_allclose(new.v, v + dv, rtol=1e-14)
-    ref = _state(u + du, v + dv)
-    np.testing.assert_allclose(new.log_w, ref.log_w, rtol=0, atol=1e-14)
-    np.testing.assert_allclose(new.log_wbar, ref.log_wbar, rtol=0, atol=1e-14)
-    np.testing.assert_array_equal(new.swap, ref.swap)
-    np.testing.assert_array_equal(new.sign, ref.sign)
-    assert not np.array_equal(new.swap, state.swap) and not np.array_equal(new.sign, state.sign)
-    assert new.log_w[0] == state.log_w[0] and new.log_wbar[0] == state.log_wbar[0]  # untouched: bit for bit
-    one = FlowState(
-        log_w=np.array([0.0, 0.0]), log_wbar=np.array([-1.0, -1.0]), swap=np.zeros(2, bool), sign=np.ones(2)
-    )
-    with pytest.raises(ValueError, match=r"\|u_i\| = \|v_i\| at coordinates \[1\]"):
-        one.perturbed(np.array([0.0, -1.0]), 0.0)  # w' = w + du = 0: u + du = −v
-
-
-def test_perturbed_state_below_float64_range():
-    """w̄ = e^{−2000} (0 in float64), so u = v in float64: a shift of one weight gives w̄' from the shift
-    alone, and the untouched coordinate keeps log w̄ = −2000 exactly."""
-    state = FlowState(
-        log_w=np.array([0.1, -0.2]),
-        log_wbar=np.array([-2000.0, -2000.0]),
-        swap=np.array([False, True]),
-        sign=np.array([1.0, -1.0]),
-    )
-    u, v = state.u, state.v
-    assert u[1] == v[1] == -0.5 * np.exp(-0.2)
-    # coordinate 1 is swapped and negated: dv = 0.01 lowers u_n, so w̄' = w̄ − 0.01 < 0 and u, v swap back
-    new = state.perturbed(np.array([0.0, 0.0]), np.array([0.0, 0.01]))
-    assert new.log_w[0] == 0.1 and new.log_wbar[0] == -2000.0
-    assert new.log_wbar[1] == pytest.approx(np.log(0.01), abs=1e-15) and not new.swap[1] and new.sign[1] == -1.0
-    assert new.u[1] == pytest.approx(u[1], rel=1e-15) and new.v[1] == pytest.approx(v[1] + 0.01, rel=1e-15)
-    # du = 1 makes w' = w − 1 < 0 and w̄' = w̄ + 1 = 1: the sign flips as well
-    flipped = state.perturbed(np.array([0.0, 1.0]), np.array([0.0, 0.0]))
-    assert flipped.log_wbar[1] == 0.0 and not flipped.swap[1] and flipped.sign[1] == 1.0
-    assert flipped.log_w[1] == pytest.approx(np.log(1 - np.exp(-0.2)), abs=1e-15)
-    assert flipped.u[1] == pytest.approx(u[1] + 1, rel=1e-15) and flipped.v[1] == pytest.approx(v[1], rel=1e-15)
-
-
 _START = FlowState(log_w=np.zeros(8), log_wbar=np.full(8, -3.0), swap=np.zeros(8, bool), sign=np.ones(8))
 
 
@@ -365,95 +290,12 @@ def _plain_uv_beta(model, u_start, v_start, t_eval):
 
 
 # ---------------------------------------------------------------------------------------------
-# Robustness: overshooting steps are rejected, failures raise.
-
-
-@pytest.mark.parametrize("solver", ["default", "tsit5"])
-def test_overshooting_step_is_rejected_not_nan(solver):
-    """A first step as long as the whole run overflows exp(y) (y0 + h f(y0) ≈ 2e4 in log w): the step
-    must be rejected and retried (diffrax turns a non-finite error estimate into a rejection, and
-    the implicit solver's failed stage iteration likewise), never turned into inf/NaN."""
-    la, tau = -2000.0, 0.5
-    un, vn = apply_frame(LIN.u0, LIN.v0, *frame_of(LIN.u0, LIN.v0))
-    log_c = np.log(un - np.abs(vn)) + np.log(un + np.abs(vn))
-    with jax.enable_x64(True):
-        args = Args(model=LIN.model, log_wwbar=jnp.asarray(2 * la + log_c))
-        y0 = jnp.asarray(la + np.log(un + vn))
-        t1 = tau * -la
-        overshoot = y0 + t1 * vector_field(0.0, y0, args)
-        assert not np.all(np.isfinite(np.asarray(vector_field(0.0, overshoot, args))))
-        sol = dfx.diffeqsolve(
-            dfx.ODETerm(vector_field),
-            implicit_solver(8, 1e-8) if solver == "default" else dfx.Tsit5(),
-            0.0,
-            t1,
-            t1,
-            y0,
-            args=args,
-            saveat=dfx.SaveAt(t1=True),
-            stepsize_controller=dfx.PIDController(rtol=0.0, atol=1e-8),
-            max_steps=20_000,
-            throw=False,
-        )
-        assert sol.result == dfx.RESULTS.successful
-        assert int(sol.stats["num_rejected_steps"]) > 0
-        beta = np.asarray(0.25 * (jnp.exp(2 * sol.ys[0]) - jnp.exp(2 * (2 * la + log_c - sol.ys[0]))))
-    ref = theory.diagonal_linear_beta_rescaled(tau, LIN.teacher_beta, LIN.u0, LIN.v0, log_alpha=la)
-    np.testing.assert_allclose(beta, ref, atol=1e-6)
+# Robustness: failures raise (the solver rejecting an overshooting step: test_solvers.py).
 
 
 def test_max_steps_raises_with_where_it_stopped():
     with pytest.raises(RuntimeError, match=r"max_steps=20 .*stopped after τ = .*Raise max_steps"):
         simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=TS, alpha=1e-8, max_steps=20)
-
-
-def test_jacobian_columns_of_awake_coordinates_only():
-    """On the orthonormal linear task ``∂g/∂β = −I``: the refresh gives the columns ``−e_i`` of the coordinates of
-    largest ``u_i² + v_i²``, and 0 (not computed) for those asleep (``u_i² + v_i² < 1e-10``)."""
-    assert (default_rank(100, False), default_rank(100, True), default_rank(8, False)) == (64, 16, 8)
-    y = np.array([0.0, -1.0, -30.0, -40.0, -2.0, -50.0, -60.0, -70.0])  # log w; w w̄ = e^{-200}: w̄ negligible
-    with jax.enable_x64(True):
-        jac = jacobian(jnp.asarray(y), Args(model=LIN.model, log_wwbar=jnp.full(8, -200.0)), 4)
-    np.testing.assert_array_equal(np.asarray(jac.idx), [0, 1, 4, 2])
-    want = -np.eye(8)[:, [0, 1, 4, 2]]
-    want[:, 3] = 0.0  # coordinate 2: u² + v² = e^{-60}/2, asleep
-    np.testing.assert_allclose(np.asarray(jac.hess_cols), want, atol=1e-12)
-
-
-def _predict(steps, y0, y1s, errors, log_wwbar=-2000.0):
-    """The step ``PredictiveController`` with the wake horizon proposes after each accepted step ``[t, t + h]`` from
-    ``y0`` to ``y1s[k]`` with scaled error ``errors[k]`` (the next starting where the last ended); rtol 0, atol 1e-8,
-    factormax 10."""
-    with jax.enable_x64(True):
-        ctrl = PredictiveController(dfx.PIDController(rtol=0.0, atol=1e-8, factormax=10.0), wake_horizon)
-        args = Args(model=LIN.model, log_wwbar=jnp.full(8, log_wwbar))
-        _, state = ctrl.init(None, 0.0, 1.0, jnp.asarray(y0), 1.0, args, None, 5)
-        t, y, out = 0.0, jnp.asarray(y0), []
-        for h, y1, e in zip(steps, y1s, errors):
-            y1 = jnp.asarray(y1)
-            err = jnp.full(8, 1e-8 * e)  # rms: e
-            keep, t0, t1, _, state, _ = ctrl.adapt_step_size(t, t + h, y, y1, args, err, 5, state)
-            assert bool(keep)
-            out.append(float(t1 - t0))
-            t, y = t + h, y1
-    return out
-
-
-def test_wake_horizon_lands_the_waking_coordinate():
-    """A sleeping coordinate whose ``ℓ = log(u² + v²) = 2 y − log 2`` climbs by 2 per unit of ``t``: the next step
-    (the integral one would be 10×) ends where the stages, reaching ``REACH h`` past its start, take ``ℓ`` to
-    ``LAND``; once past it, ``ℓ`` moves by ``ONSET`` per step. A coordinate moving down does not cap the step."""
-    y0 = np.zeros(8)
-    y0[[2, 5]] = [-100.0, -16.0]  # ℓ ≈ −200.7 (moving down), ℓ ≈ −32.7 (moving up)
-    y1 = y0.copy()
-    y1[[2, 5]] = [-101.0, -15.0]  # ℓ_5 = −30.69 after the step
-    ell1 = 2 * y1[5] - np.log(2.0)
-    far = _predict([1.0], y0, [y1], [1e-6])
-    np.testing.assert_allclose(far, [(LAND - ell1) / (2 * REACH)], rtol=1e-9)
-    y2 = y1.copy()
-    y2[5] = (LAND + 1 + np.log(2.0)) / 2  # ℓ_5 = −19: past LAND
-    near = _predict([1.0, 1.0], y0, [y1, y2], [1e-6, 1e-6])
-    np.testing.assert_allclose(near[1], ONSET / (2 * (y2[5] - y1[5]) * REACH), rtol=1e-9)
 
 
 def test_a_run_that_cannot_go_on_says_so():

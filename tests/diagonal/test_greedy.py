@@ -1,17 +1,17 @@
 """Tests of ``gradflow.greedy_limit`` (Algorithm 1, docs/math.md) against closed forms and the exact flow.
 
-Most tests share one shape (linear models with n = 40, p = 4) so that phase (B) compiles once.
+Most tests share one shape (linear models with n = 40, p = 4) so that phase (B) compiles once; phase (B)'s own
+tests are in test_phase_b.py, the path's views in test_path.py.
 """
 
 from __future__ import annotations
 
 import warnings
 
-import equinox as eqx
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from diagonal_common import N, P, linear, quiet
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,26 +26,6 @@ from gradflow import (
     models,
     simulate_flow,
 )
-from gradflow._diagonal import _phase_b
-from gradflow._diagonal._phase_b import reduced_g
-
-N, P = 40, 4
-
-
-def _linear(beta_star, *, cov=None, seed=0):
-    """Diagonal linear regression with ``XᵀX/n = cov`` exactly (identity by default) and ``y = X β*``."""
-    beta_star = np.asarray(beta_star, dtype=float)
-    p = beta_star.size
-    q, _ = np.linalg.qr(np.random.default_rng(seed).standard_normal((N, p)))
-    root = np.eye(p) if cov is None else np.linalg.cholesky(cov)
-    X = np.sqrt(N) * q @ root.T
-    return models.diagonal_linear_model(X, X @ beta_star)
-
-
-def _quiet(model, **kwargs) -> GreedyPath:
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", AssumptionWarning)
-        return greedy_limit(model, **kwargs)
 
 
 def _check_invariants(path: GreedyPath) -> None:
@@ -89,7 +69,7 @@ def _check_invariants(path: GreedyPath) -> None:
 def test_orthonormal_design_matches_closed_form():
     beta_star = np.array([0.5, -3.0, 0.0, 1.25])
     task = models.diagonal_linear(n=N, p=P, orthonormal=True, beta_star=beta_star, seed=3)
-    path = _quiet(task.model, u0=task.u0, v0=task.v0)
+    path = quiet(task.model, u0=task.u0, v0=task.v0)
     oracle = theory.greedy_orthonormal_stages(beta_star)
     np.testing.assert_allclose(path.times[1:], oracle.times, rtol=1e-12)
     np.testing.assert_array_equal(path.activated, oracle.order)
@@ -124,7 +104,7 @@ def test_ctrl_c_during_a_stage_keeps_the_stages_finished(monkeypatch, ctrl_c_at_
     task = models.diagonal_linear(n=N, p=P, orthonormal=True, beta_star=np.array([0.5, -3.0, 0.0, 1.25]), seed=3)
     monkeypatch.setattr(_greedy, "_phase_b_ends", ctrl_c_at_call(_greedy._phase_b_ends, 3))  # stage 3's phase (B)
     with pytest.raises(Interrupted, match="interrupted .Ctrl-C. during stage 3") as stop:
-        _quiet(task.model, u0=task.u0, v0=task.v0, throw=False)
+        quiet(task.model, u0=task.u0, v0=task.v0, throw=False)
     path = stop.value.result
     assert path.result == "interrupted" and path.num_stages == 2
     np.testing.assert_allclose(path.times[1:], [1 / 3.0, 1 / 1.25], rtol=1e-12)
@@ -149,7 +129,7 @@ def test_sigint_during_a_stage_finishes_it_and_stops_before_the_next(monkeypatch
 
     monkeypatch.setattr(_greedy, "_phase_b_ends", ctrl_c_in_stage_2)
     with pytest.raises(Interrupted, match="interrupted .Ctrl-C. during stage 3") as stop:
-        _quiet(task.model, u0=task.u0, v0=task.v0)
+        quiet(task.model, u0=task.u0, v0=task.v0)
     path = stop.value.result
     assert path.result == "interrupted" and path.num_stages == 2 and len(calls) == 2
 
@@ -161,51 +141,34 @@ def test_an_interrupted_path_resumes_from_its_checkpoint_as_if_never_stopped(tmp
     from gradflow._diagonal import _greedy
 
     task = models.diagonal_linear(n=N, p=P, orthonormal=True, beta_star=np.array([0.5, -3.0, 0.0, 1.25]), seed=3)
-    whole = _quiet(task.model, u0=task.u0, v0=task.v0)
+    whole = quiet(task.model, u0=task.u0, v0=task.v0)
     kept = tmp_path / "stages.npz"
     phase_b_ends = _greedy._phase_b_ends
     monkeypatch.setattr(_greedy, "_phase_b_ends", ctrl_c_at_call(phase_b_ends, 3))
     with pytest.raises(Interrupted):
-        _quiet(task.model, u0=task.u0, v0=task.v0, checkpoint=kept)
+        quiet(task.model, u0=task.u0, v0=task.v0, checkpoint=kept)
     calls = []
     monkeypatch.setattr(_greedy, "_phase_b_ends", lambda *a, **k: calls.append(1) or phase_b_ends(*a, **k))
-    resumed = _quiet(task.model, u0=task.u0, v0=task.v0, checkpoint=kept)
+    resumed = quiet(task.model, u0=task.u0, v0=task.v0, checkpoint=kept)
     assert len(calls) == 1  # stage 3 alone
     for field in ("times", "u", "v", "b", "loss", "perturbation_spread", "hessian_min_eig", "coordinate"):
         np.testing.assert_array_equal(getattr(resumed, field), getattr(whole, field), err_msg=field)
     assert resumed.result == whole.result and resumed.warnings == whole.warnings
     other = models.diagonal_linear(n=N, p=P, orthonormal=True, beta_star=np.array([0.5, -3.0, 0.1, 1.25]), seed=3)
     with pytest.raises(ValueError, match="keeps the stages of another greedy path"):
-        _quiet(other.model, u0=other.u0, v0=other.v0, checkpoint=kept)
+        quiet(other.model, u0=other.u0, v0=other.v0, checkpoint=kept)
 
 
 def test_checks_off_gives_the_same_path_without_4_3_and_4_4_numbers():
-    model = _linear(np.array([0.5, -3.0, 0.0, 1.25]))
-    checked = _quiet(model)
-    unchecked = _quiet(model, check_assumptions=False)
+    model = linear(np.array([0.5, -3.0, 0.0, 1.25]))
+    checked = quiet(model)
+    unchecked = quiet(model, check_assumptions=False)
     np.testing.assert_array_equal(unchecked.activated, checked.activated)
     np.testing.assert_allclose(unchecked.beta, checked.beta, atol=1e-12)
     assert np.all(np.isnan(unchecked.hessian_min_eig)) and np.all(np.isnan(unchecked.perturbation_spread))
     assert np.all(np.isfinite(checked.hessian_min_eig[1:])) and np.all(checked.perturbation_spread < 1e-9)
     # The ε → 0 check is part of the algorithm and always runs.
     assert np.all(unchecked.epsilon_discrepancy < 1e-9)
-
-
-def test_path_views_are_piecewise():
-    beta_star = np.array([2.0, 0.0, -1.0, 0.0])
-    path = _quiet(_linear(beta_star))
-    T1, T2 = path.times[1], path.times[2]
-    assert (T1, T2) == pytest.approx((0.5, 1.0))
-    tau = np.array([[0.0, 0.25], [T1, 0.75], [T2, 5.0]])
-    np.testing.assert_array_equal(path.stage_at(tau), [[0, 0], [1, 1], [2, 2]])
-    assert path.weights_at(tau).shape == (3, 2, P)
-    np.testing.assert_allclose(path.weights_at(0.75), [2.0, 0, 0, 0], atol=1e-9)
-    np.testing.assert_allclose(path.loss_at([0.1, 0.75, 3.0]), [2.5, 0.5, 0.0], atol=1e-9)
-    # b is linear in τ on each stage: b^1 − (τ − T_1) g(θ^1) with g(θ^1) = β* − β^1.
-    np.testing.assert_allclose(path.b_at(0.75), path.b[1] - 0.25 * np.array([0, 0, -1.0, 0]), atol=1e-12)
-    np.testing.assert_allclose(path.b_at(T2)[2], 2.0)
-    with pytest.raises(ValueError, match="non-negative"):
-        path.stage_at(-1.0)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -220,8 +183,8 @@ def test_correlated_design_drops_a_coordinate():
     """x3 = ρ(x1 + x2) + noise is the best single feature, so it is activated first with β_3 > 0; once x1
     and x2 are in, the sign-constrained optimum has β_3 = 0 with g_3 = β*_3 (1 − 2ρ²) < 0, so x3 leaves
     (b_3 = 0, g_3 ≠ 0: Assumption 4.2's last clause) and comes back negative after Δ = 2/|g_3|."""
-    model = _linear(CORRELATED_BETA, cov=CORRELATED_COV)
-    path = _quiet(model)
+    model = linear(CORRELATED_BETA, cov=CORRELATED_COV)
+    path = quiet(model)
     np.testing.assert_array_equal(path.activated, [2, 0, 1, 2])
     np.testing.assert_array_equal(path.sign, [True, True, True, False])
     np.testing.assert_array_equal(path.support[3], [True, True, False, False])
@@ -238,10 +201,10 @@ def test_correlated_design_drops_a_coordinate():
 
 
 def test_correlated_design_matches_flow_at_small_alpha():
-    model = _linear(CORRELATED_BETA, cov=CORRELATED_COV)
+    model = linear(CORRELATED_BETA, cov=CORRELATED_COV)
     u0 = np.array([1.0, 0.7, -0.9, 0.3])
     v0 = np.array([0.2, -0.3, 0.4, -1.1])
-    path = _quiet(model, u0=u0, v0=v0)
+    path = quiet(model, u0=u0, v0=v0)
     taus, stages = _window_times(path, margin=0.15, b_margin=0.02)
     flow = simulate_flow(model, u0=u0, v0=v0, ts=taus, log_alpha=-2000.0)
     # There the flow sits on θ^k up to the sleeping weights, ≤ α^{0.02} = e^{−40}, and the tail of the
@@ -259,7 +222,7 @@ def test_leaving_with_zero_gradient_is_reported_and_the_path_goes_on():
     agrees, and only Assumption 4.2's last clause (g ≠ 0 for a leaving coordinate) is reported."""
     beta_star = np.array([1.0, 0.95, 0.0, 0.0])
     with pytest.warns(AssumptionWarning, match=r"4.2 fails at stage 3: β\[2\] left the support") as record:
-        path = greedy_limit(_linear(beta_star, cov=CORRELATED_COV))
+        path = greedy_limit(linear(beta_star, cov=CORRELATED_COV))
     assert len(record) == 1 and path.result == "successful"
     np.testing.assert_array_equal(path.activated, [2, 0, 1])
     np.testing.assert_array_equal(path.support[3], [True, True, False, False])
@@ -268,172 +231,6 @@ def test_leaving_with_zero_gradient_is_reported_and_the_path_goes_on():
     np.testing.assert_array_equal(path.assumptions_ok, [[True] * 3] * 3 + [[False, True, True]])
     assert np.all(path.epsilon_discrepancy <= 1e-9) and np.all(path.perturbation_spread <= 1e-9)
     _check_invariants(path)
-
-
-# ----------------------------------------------------------------------------------------------
-# The Newton polish of phase (B).
-
-
-def _polish(model, support, beta_start, *, matrix_at=None, steps=20):
-    """Run phase (B)'s Newton polish on ``support`` from ``beta_start`` (no coordinate counts as leaving), starting
-    from ``∂g/∂β`` at ``matrix_at`` (default: at ``beta_start``, so that the first step is a Newton step)."""
-    coords = np.flatnonzero(support)
-    red = _phase_b.reduce_support(coords, np.sign(beta_start), model.p)
-    y = np.where(red.mask, np.sqrt(np.abs(beta_start[red.index])), 0.0)
-    at = np.where(red.mask, (beta_start if matrix_at is None else matrix_at)[red.index], 0.0)
-
-    @eqx.filter_jit
-    def run(model, index, mask, signs, y, at, stationary):
-        g_on = reduced_g(model, index, mask)
-        active = jnp.sum(mask)
-        dg = _phase_b._dg(g_on, at, active)
-        return _phase_b._newton(g_on, dg, signs, y, mask, jnp.zeros_like(mask), stationary, steps, active)
-
-    with jax.enable_x64(True):
-        model = jax.tree_util.tree_map(lambda x: jnp.asarray(x) if eqx.is_array(x) else x, model)
-        stationary = 1e-12 * np.max(np.abs(np.asarray(model.g(jnp.zeros(model.p)))))
-        y, converged, residuals = run(model, red.index, red.mask, red.signs, y, at, stationary)
-    beta = np.zeros(model.p)
-    beta[coords] = (red.signs * np.asarray(y) ** 2)[red.mask]
-    return beta, bool(converged), np.asarray(residuals), stationary
-
-
-def test_newton_polish_is_exact_in_one_step_for_an_orthonormal_design():
-    """g(β) = β* − β is linear, so Newton's method lands on the stationary point of each stage (known from the
-    theory oracle) in one step and stops at the next residual."""
-    beta_star = np.array([0.5, -3.0, 0.0, 1.25])
-    model = models.diagonal_linear(n=N, p=P, orthonormal=True, beta_star=beta_star, seed=3).model
-    order = theory.greedy_orthonormal_stages(beta_star).order
-    for k in range(1, order.size + 1):
-        support = np.isin(np.arange(P), order[:k])
-        start = np.where(support, beta_star * (1 + 0.2 * np.random.default_rng(k).standard_normal(P)), 0.0)
-        beta, converged, residuals, stationary = _polish(model, support, start)
-        assert converged and residuals[1] <= stationary and np.isnan(residuals[2])
-        np.testing.assert_allclose(beta, np.where(support, beta_star, 0.0), rtol=1e-12)
-
-
-@pytest.fixture(scope="module")
-def small_head():
-    task = models.diagonal_attention(n=200, tokens=4, dim=3, teacher_nonzero=(2, 2), seed=1)
-    return task, _quiet(task.model, check_assumptions=False)
-
-
-def test_newton_polish_converges_on_the_attention_head(small_head):
-    """From 1 % off the stationary point. With ∂g/∂β at the start the chord iteration gains at least 10× per step
-    (measured: 360×, then ~50×), which at 4 active slots is cheaper than a rebuild. With ∂g/∂β from 30 % off,
-    the first step loses (the chord with that matrix diverges), so the matrix is rebuilt there; every step after
-    it gains again (measured: 7× from there, then 50× and ~24×)."""
-    task, path = small_head
-    support, target = path.support[-1], path.beta[-1]
-    start = target * (1 + 0.01 * np.cos(np.arange(target.size)))
-    for matrix_at, most in ((None, 8), (1.3 * target, 11)):
-        beta, converged, residuals, stationary = _polish(task.model, support, start, matrix_at=matrix_at)
-        r = residuals[~np.isnan(residuals)]
-        assert converged and r.size <= most and r[-1] <= stationary
-        np.testing.assert_allclose(beta, target, rtol=1e-9, atol=1e-12)
-        gains = r[:-1] / r[1:]
-        if matrix_at is None:
-            assert np.all(gains >= 10)
-        else:
-            assert gains[0] < 1 and np.all(gains[1:] >= 5)
-
-
-def test_restricted_hessian_is_the_hessian_of_the_loss_on_the_support(small_head):
-    """Assumption 4.3's Hessian, ``−4 D (∂g/∂β) D − 2 diag(s ⊙ g)``, against ``jax.hessian`` of ``ũ ↦ L(s ⊙ ũ²)``
-    at a point that is not stationary (so that the ``g`` term counts), padded slots zero."""
-    task, path = small_head
-    support = path.support[-1]
-    red = _phase_b.reduce_support(np.flatnonzero(support), np.sign(path.beta[-1]), task.model.p)
-    y = np.where(red.mask, np.sqrt(np.abs(path.beta[-1][red.index])) * 1.2, 0.0)
-    with jax.enable_x64(True):
-        model = jax.tree_util.tree_map(lambda x: jnp.asarray(x) if eqx.is_array(x) else x, task.model)
-        hess = np.asarray(_phase_b.restricted_hessian(model, red.index, red.mask, red.signs, jnp.asarray(y)))
-        k = int(red.mask.sum())
-
-        def loss(u):
-            return model.loss_of_beta(jnp.zeros(model.p).at[red.index[:k]].set(red.signs[:k] * u * u))
-
-        expected = np.zeros_like(hess)
-        expected[:k, :k] = np.asarray(jax.hessian(loss)(jnp.asarray(y[:k])))
-    np.testing.assert_allclose(hess, expected, rtol=1e-10, atol=1e-12 * np.abs(expected).max())
-
-
-LOGISTIC_BETA = np.array([2.0, 0.5, 1.0, 0.0])  # the last slot is padding
-
-
-def _logistic_flow(dg0, *, tol, y0, t1, steady=0.0, dt0=0.1):
-    """Phase (B)'s flow on an orthonormal design, ``g(β) = β* − β``: with ``s = +1`` each ``z = log y`` solves
-    ``dz/dt = β*_i − e^{2z}``. Runs :func:`_phase_b._w_flow` from the matrix ``dg0`` to ``t1`` (or until every
-    ``|g_i| ≤ steady``), the last slot padding."""
-    mask = jnp.asarray(LOGISTIC_BETA > 0)
-    signs = jnp.ones(4)
-
-    @jax.jit
-    def run(dg0, z0, tol, t1, steady, dt0):
-        def field(z):
-            return jnp.where(mask, LOGISTIC_BETA - jnp.where(mask, jnp.exp(2 * z), 0.0), 0.0)
-
-        def stop(z, f):
-            return jnp.all(jnp.abs(f) <= steady)
-
-        def dg_of(z):
-            return -jnp.eye(4)
-
-        return _phase_b._w_flow(field, dg_of, signs, mask, z0, dg0, stop, dt0, t1, tol, 10_000)
-
-    with jax.enable_x64(True):
-        z0 = jnp.where(mask, jnp.log(jnp.asarray(y0, dtype=jnp.float64)), 0.0)
-        return jax.tree_util.tree_map(np.asarray, run(jnp.asarray(dg0, dtype=jnp.float64), z0, tol, t1, steady, dt0))
-
-
-def _logistic_exact(y0, t):
-    """``y² = β* / (1 + (β*/y0² − 1) e^{−2β* t})``, the solution of ``dy/dt = y (β* − y²)``, as ``log y``."""
-    b = LOGISTIC_BETA[:3]
-    return 0.5 * np.log(b / (1 + (b / y0**2 - 1) * np.exp(-2 * b * t)))
-
-
-@pytest.mark.parametrize("dg0", [-np.eye(4), np.zeros((4, 4)), 3 * np.eye(4) + 0.5])
-def test_w_flow_matches_the_logistic_solution_from_any_matrix(dg0):
-    """The W-method keeps its order for any matrix ``A``: from the exact ``∂g/∂β = −I``, from 0 and from a wrong
-    matrix of the wrong sign (Broyden's update corrects it along the steps), it follows the exact solution from
-    y = 1e-5 (the escape of a new coordinate: a straight line in z, then the turn onto the steady state) with the
-    global error of order 2 at a local error ``tol`` per step, ``∝ tol^{2/3}`` (measured: 0.17 tol^{2/3})."""
-    y0 = np.array([1e-5, 0.3, 2.0, 1.0])
-    errors = []
-    for tol in (1e-4, 1e-6):
-        end = _logistic_flow(dg0, tol=tol, y0=y0, t1=4.0)
-        assert end.t == 4.0 and not end.done and end.z[3] == 0.0  # the padded slot stays put
-        errors.append(np.max(np.abs(end.z[:3] - _logistic_exact(y0[:3], 4.0))))
-        assert errors[-1] <= 0.5 * tol ** (2 / 3)
-    assert errors[0] / errors[1] >= 10  # 100^{2/3} = 21.5
-
-
-def test_w_flow_rejects_an_overflowing_step():
-    """A first step of 300 sends the escaping coordinate to ``z ≈ 600``, where ``e^{2z}`` overflows and g is not
-    finite: the step is rejected and shortened (never accepted as inf or NaN), and the flow goes on to the same
-    accuracy as from a sensible first step."""
-    y0 = np.array([1e-5, 0.3, 2.0, 1.0])
-    exact = _logistic_exact(y0[:3], 400.0)
-    sensible = _logistic_flow(-np.eye(4), tol=1e-4, y0=y0, t1=400.0)
-    wild = _logistic_flow(-np.eye(4), tol=1e-4, y0=y0, t1=400.0, dt0=300.0)
-    assert wild.t == 400.0 and np.all(np.isfinite(wild.z))
-    for end in (sensible, wild):
-        assert np.max(np.abs(end.z[:3] - exact)) <= 0.5 * 1e-4 ** (2 / 3)
-    assert sensible.steps < wild.steps <= sensible.steps + 10
-
-
-def test_w_flow_stops_when_steady():
-    """``stop`` is checked after accepted steps: with ``|g_i| ≤ 1e-4`` the flow stops at the end of the step during
-    which the exact solution gets there (at t = 10.03, set by the slowest coordinate: β* = 0.5, rate 2β* = 1; the
-    steps grow as the solution settles)."""
-    y0 = np.array([1e-5, 0.3, 2.0, 1.0])
-    end = _logistic_flow(-np.eye(4), tol=1e-3, y0=y0, t1=1e6, steady=1e-4)
-    assert end.done and end.steps < 40
-    assert np.max(np.abs(LOGISTIC_BETA[:3] - np.exp(2 * end.z[:3]))) <= 1e-4
-    ts = np.linspace(0, 20, 4001)
-    exact = np.array([np.max(np.abs(LOGISTIC_BETA[:3] - np.exp(2 * _logistic_exact(y0[:3], t)))) for t in ts])
-    first = ts[np.argmax(exact <= 1e-4)]
-    assert first == pytest.approx(10.03, abs=0.01) and end.t - end.h_accepted <= first <= end.t
 
 
 def _window_times(path: GreedyPath, *, margin: float, b_margin: float, per_window: int = 3):
@@ -460,7 +257,7 @@ def _window_times(path: GreedyPath, *, margin: float, b_margin: float, per_windo
 @pytest.mark.slow  # fast twin: test_correlated_design_matches_flow_at_small_alpha
 def test_attention_head_matches_flow():
     task = models.diagonal_attention(n=200, tokens=4, dim=3, teacher_nonzero=(2, 2), seed=1)
-    path = _quiet(task.model, u0=task.u0, v0=task.v0)
+    path = quiet(task.model, u0=task.u0, v0=task.v0)
     assert path.num_stages >= 2 and path.result == "successful"
     _check_invariants(path)
     _compare_with_flow(task, path)
@@ -469,7 +266,7 @@ def test_attention_head_matches_flow():
 @pytest.mark.slow
 def test_attention_head_matches_flow_larger():
     task = models.diagonal_attention(n=200, tokens=4, dim=6, seed=0)
-    path = _quiet(task.model, u0=task.u0, v0=task.v0)
+    path = quiet(task.model, u0=task.u0, v0=task.v0)
     assert path.num_stages >= 3
     _check_invariants(path)
     _compare_with_flow(task, path)
@@ -504,7 +301,7 @@ def _compare_with_flow(task, path, log_alpha=np.log(1e-100)):
 def test_ties_are_reported_and_broken_by_index():
     beta_star = np.array([0.5, -2.0, 2.0, 0.0])
     with pytest.warns(AssumptionWarning, match=r"tied between β\[1\] and β\[2\]") as record:
-        path = greedy_limit(_linear(beta_star))
+        path = greedy_limit(linear(beta_star))
     assert record[0].filename == __file__  # the warning points at the caller
     np.testing.assert_array_equal(path.activated, [1, 2, 0])
     np.testing.assert_allclose(path.times[1:], [0.5, 0.5, 2.0])
@@ -550,7 +347,7 @@ def test_degenerate_minimum_fails_4_3():
 
 
 def test_zero_gradient_at_start_gives_empty_path():
-    path = _quiet(_linear(np.zeros(P)))
+    path = quiet(linear(np.zeros(P)))
     assert path.num_stages == 0 and path.result == "successful"
     np.testing.assert_array_equal(path.times, [0.0])
     np.testing.assert_array_equal(path.beta, np.zeros((1, P)))
@@ -560,14 +357,14 @@ def test_zero_gradient_at_start_gives_empty_path():
 
 def test_max_stages_stops_with_the_next_delta():
     beta_star = np.array([0.5, -3.0, 0.0, 1.25])
-    path = _quiet(_linear(beta_star), max_stages=1)
+    path = quiet(linear(beta_star), max_stages=1)
     assert path.num_stages == 1 and path.result == "max_stages"
     assert path.final_delta[3] == pytest.approx(1 / 1.25 - 1 / 3)
-    assert _quiet(_linear(beta_star), max_stages=0).times.shape == (1,)
+    assert quiet(linear(beta_star), max_stages=0).times.shape == (1,)
 
 
 def test_degenerate_initialisation_is_an_error():
-    model = _linear(np.array([1.0, 0.5, 0.0, 0.0]))
+    model = linear(np.array([1.0, 0.5, 0.0, 0.0]))
     u0 = np.array([1.0, 0.3, -0.5, 0.2])
     v0 = np.array([0.1, 0.2, 0.5, 0.1])
     with pytest.raises(ValueError, match=r"\|u0_i\| = \|v0_i\| at coordinates \[2\] \(β\[2\]\).*Assumption 4.2"):
@@ -579,12 +376,12 @@ def test_degenerate_initialisation_is_an_error():
 def test_near_degenerate_initialisation_warns_and_the_path_is_unchanged():
     """A relative gap ||u0_i| − |v0_i|| of 1e-13 is not degenerate (only an exact tie is): the path is the same,
     with a warning that the flow reaches it only for log(1/α) ≫ log(1e13) = 29.9."""
-    model = _linear(np.array([1.0, 0.5, 0.0, 0.0]))
+    model = linear(np.array([1.0, 0.5, 0.0, 0.0]))
     u0 = np.array([1.0, 0.3, -0.5, 0.2])
     v0 = np.array([0.1, 0.2, 0.5 * (1 + 1e-13), 0.1])
     with pytest.warns(AssumptionWarning, match=r"near-degenerate.*coordinates \[2\] \(β\[2\]\).*= 29\.9"):
         path = greedy_limit(model, u0=u0, v0=v0, check_assumptions=False)
-    plain = _quiet(model, check_assumptions=False)
+    plain = quiet(model, check_assumptions=False)
     np.testing.assert_array_equal(path.activated, plain.activated)
     np.testing.assert_array_equal(path.beta, plain.beta)
     assert path.warnings == ()  # the initialisation is not an assumption of a stage
@@ -593,11 +390,11 @@ def test_near_degenerate_initialisation_warns_and_the_path_is_unchanged():
 def test_phase_b_failure_raises_or_is_recorded():
     """A phase (B) that cannot become steady (here: one solver step allowed) ends the path: with throw=True
     an error saying where and why, with throw=False the path up to there, the failure in result and message."""
-    model = _linear(np.array([0.5, -3.0, 0.0, 1.25]))
+    model = linear(np.array([0.5, -3.0, 0.0, 1.25]))
     tight = GreedyTolerances(max_steps=1)
     with pytest.raises(RuntimeError, match=r"phase \(B\) of stage 0 \(activating β\[1\]\).*max_steps = 1.*throw=False"):
         greedy_limit(model, tolerances=tight)
-    path = _quiet(model, tolerances=tight, throw=False)
+    path = quiet(model, tolerances=tight, throw=False)
     assert path.result == "phase_b_failed" and path.num_stages == 0
     assert path.message.startswith("phase (B) of stage 0 (activating β[1]) did not reach a stationary point")
     np.testing.assert_array_equal(path.assumptions_ok, [[True, True, False]])
@@ -632,7 +429,7 @@ def test_separable_cross_entropy_has_no_minimiser():
     X = rng.standard_normal((20, 2))
     Y = (X @ np.array([1.0, -0.5]) > 0).astype(int)
     model = DiagonalModel(lambda x, beta: jnp.stack([0.0, x @ beta]), X, Y, p=2, loss="cross_entropy")
-    path = _quiet(model, check_assumptions=False, throw=False)
+    path = quiet(model, check_assumptions=False, throw=False)
     assert path.result == "no_minimiser" and path.num_stages == 1 and path.loss[1] > 0.2
     assert path.message.startswith(
         "no minimiser at stage 2: on the support {β[0], β[1]} the loss falls along the ray β ↦ s·β (L = 7.19e-10, "
@@ -650,16 +447,16 @@ def test_tolerances_are_validated():
         GreedyTolerances(max_steps=True)
     assert GreedyTolerances(epsilons=(1e-5, 1e-3)).epsilons == (1e-3, 1e-5)
     with pytest.raises(TypeError, match="GreedyTolerances"):
-        greedy_limit(_linear(np.ones(P)), tolerances={"g_zero": 1e-3})
+        greedy_limit(linear(np.ones(P)), tolerances={"g_zero": 1e-3})
 
 
 def test_g_zero_threshold_ends_the_path():
     """A coordinate whose gradient is below g_zero · ‖g(0)‖_∞ never activates (its Δ counts as ∞)."""
     beta_star = np.array([1.0, 5e-7, 0.0, 0.0])
-    path = _quiet(_linear(beta_star))
+    path = quiet(linear(beta_star))
     np.testing.assert_array_equal(path.activated, [0])
     assert path.result == "successful"
-    loose = _quiet(_linear(beta_star), tolerances=GreedyTolerances(g_zero=1e-8, stationary=1e-12))
+    loose = quiet(linear(beta_star), tolerances=GreedyTolerances(g_zero=1e-8, stationary=1e-12))
     np.testing.assert_array_equal(loose.activated, [0, 1])
 
 

@@ -43,18 +43,6 @@ def test_loss_at_teacher_is_zero(task):
     assert evaluate_loss(task.model, np.zeros(task.model.p)) > 1e-3
 
 
-def test_attention_head_is_eq_1():
-    """``softmax(X diag(β_KQ) Xᵀ) X diag(β_VO)`` (paper eq. 1, diagonal weights, no 1/√d), checked in NumPy."""
-    rng = np.random.default_rng(0)
-    X, kq, vo = rng.standard_normal((5, 3)), rng.standard_normal(3), rng.standard_normal(3)
-    scores = X @ np.diag(kq) @ X.T
-    attn = np.exp(scores - scores.max(axis=1, keepdims=True))
-    attn /= attn.sum(axis=1, keepdims=True)
-    with jax.enable_x64(True):
-        out = np.asarray(models.attention_head(jnp.asarray(X), jnp.asarray(kq), jnp.asarray(vo)))
-    np.testing.assert_allclose(out, attn @ X @ np.diag(vo), rtol=1e-13)
-
-
 def test_g_against_finite_differences(task):
     """g = −∇_β L (the sign convention of docs/math.md), checked by central differences in float64."""
     m = task.model
@@ -65,17 +53,6 @@ def test_g_against_finite_differences(task):
     g = evaluate_g(m, beta)
     assert g.dtype == np.float64 and g.shape == (m.p,)
     np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-8 * (1 + np.abs(g).max()))
-
-
-def test_attention_g_written_out_equals_autodiff():
-    """The head's hand-written g (one fused pass) is jax.grad of its loss to rounding, on all samples and a batch."""
-    m = TASKS["attention"]().model
-    generic = DiagonalModel(m.h, m.X, m.Y, p=m.p, loss=m.loss)
-    with jax.enable_x64(True):
-        beta = jnp.asarray(0.7 * np.random.default_rng(2).standard_normal(m.p))
-        for batch in (None, jnp.array([3, 0, 7])):
-            want = generic.g(beta, batch=batch)
-            np.testing.assert_allclose(m.g(beta, batch=batch), want, rtol=0, atol=1e-13 * float(jnp.abs(want).max()))
 
 
 @given(st.integers(1, 5000))
@@ -104,14 +81,6 @@ def test_blocked_sums_equal_one_pass():
         np.testing.assert_allclose(m.g(beta), one_pass, rtol=0, atol=1e-14 * scale)
         np.testing.assert_allclose(generic.g(beta), one_pass, rtol=0, atol=1e-13 * scale)
         np.testing.assert_allclose(m.loss_of_beta(beta), loss, rtol=1e-14)
-
-
-def test_orthonormal_design_gives_g_equal_beta_star_minus_beta():
-    task = TASKS["linear_orthonormal"]()
-    X = task.model.X
-    np.testing.assert_allclose(X.T @ X / X.shape[0], np.eye(X.shape[1]), atol=1e-12)
-    beta = np.linspace(-1, 1, 6)
-    np.testing.assert_allclose(evaluate_g(task.model, beta), task.teacher_beta - beta, atol=1e-12)
 
 
 def test_batched_evaluation_and_float64_without_global_x64():
@@ -216,11 +185,3 @@ def test_rebuilt_models_share_one_compilation(name):
             model = TASKS[name]().model
             g(model, jnp.zeros(model.p))
     assert len(traces) == 1
-
-
-def test_describe_model_says_what_p_and_n_count():
-    from gradflow._registry import family_of
-
-    X, Y = np.ones((3, 2)), np.ones(3)
-    model = DiagonalModel(lambda x, b: x @ b, X, Y, p=2)
-    assert family_of(model).describe_model(model) == "p = 2 coordinates, n = 3 samples"

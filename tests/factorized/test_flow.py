@@ -1,11 +1,11 @@
 """The exact flow of factorised models (docs/math.md, *Full weights: the exact flow*) against closed forms, direct
-float64 integration and the diagonal engine; the conservation law; bad input; gradient descent.
+float64 integration and the diagonal engine; the conservation law; bad input (gradient descent: test_gd.py; the
+sorting gauge: test_qr.py).
 
 The default tests share one compilation: matrix factorisation of a 4×3 matrix, Kvaerno5, 21 output times.
 """
 
 import diffrax as dfx
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -160,21 +160,6 @@ def test_bad_input():
         gradflow.simulate_gd(m, u0=u0, v0=v0, alpha=0.1, lr=0.1, steps=1, optimizer="adam")
 
 
-def test_gd_is_the_flow_as_lr_goes_to_zero():
-    """Gradient descent's error against the flow is first order in lr (halving lr halves it)."""
-    task = models.matrix_factorization(m=4, n=3, singular_values=(3.0, 1.5), seed=1)
-    flow = _flow(task.model, task.u0, task.v0, alpha=1e-2)
-    L = np.log(1e2)
-    errs = []
-    for k in (50, 100):  # records land on TS: τ step 0.05 = k lr / L
-        gd = gradflow.simulate_gd(
-            task.model, u0=task.u0, v0=task.v0, alpha=1e-2, lr=0.05 * L / k, steps=20 * k, record_every=k
-        )
-        np.testing.assert_allclose(gd.ts, TS, atol=1e-12)
-        errs.append(np.abs(gd.W[0] - flow.W[0]).max())
-    assert 1.8 < errs[0] / errs[1] < 2.2 and errs[1] < 0.05
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("log_alpha", [-10.0, -1e4])
 def test_one_by_one_factors_are_the_diagonal_engine(log_alpha):
@@ -247,59 +232,3 @@ def test_batched_over_alpha_is_the_runs_one_by_one():
         for i, one in enumerate(ones):
             np.testing.assert_allclose(batch.log_singular_values[0][i], one.log_singular_values[0], rtol=1e-9)
             np.testing.assert_allclose(batch.W[0][i], one.W[0], atol=1e-9)
-
-
-def test_sorting_gauge_rotates_the_columns_only():
-    """A swap of the sorting gauge is ``Z → Z O`` (``Z Zᵀ``, hence ``W``, unchanged; ``C̄ → OᵀC̄O`` stays
-    ``ZᵀJZ``), keeps ``R̃`` unit upper triangular, and a pass of ``sort_pass`` puts the log scales in order."""
-    from gradflow._factorized._qr import Factor, _swap, sort_pass
-
-    rng = np.random.default_rng(0)
-    m, k = 4, 3
-    base = np.linalg.qr(rng.standard_normal((7, k)))[0] + 1e-3 * rng.standard_normal((7, k))
-    z = base * np.array([1e-3, 1.0, 1e3])  # nearly orthogonal columns: log scales increasing in QR order
-    q, r = np.linalg.qr(z)
-    s = np.sign(np.diag(r))
-    q, r = q * s, r * s[:, None]
-    J = np.diag([1.0] * m + [-1.0] * (7 - m))
-    f = Factor(Q=q, rho=np.log(np.diag(r)), R=r / np.diag(r)[:, None], C=z.T @ J @ z)
-
-    def Z(g):
-        return np.asarray(g.Q) @ (np.exp(np.asarray(g.rho))[:, None] * np.asarray(g.R))
-
-    with jax.enable_x64(True):
-        g = jax.tree_util.tree_map(np.asarray, eqx.filter_jit(_swap)(jax.tree_util.tree_map(jnp.asarray, f), 1))
-        h, changed = eqx.filter_jit(sort_pass)(jax.tree_util.tree_map(jnp.asarray, f))
-    for out in (g, jax.tree_util.tree_map(np.asarray, h)):
-        np.testing.assert_allclose(Z(out) @ Z(out).T, z @ z.T, atol=1e-9)
-        np.testing.assert_allclose(np.asarray(out.C), Z(out).T @ J @ Z(out), atol=1e-8)
-        R = np.asarray(out.R)
-        np.testing.assert_allclose(np.tril(R, -1), 0.0, atol=1e-15)
-        np.testing.assert_allclose(np.diag(R), 1.0, atol=1e-15)
-    assert bool(changed) and g.rho[1] > g.rho[2]
-    assert np.all(np.diff(np.asarray(h.rho)) < 0.5 * np.log1p(np.diag(np.asarray(h.R), 1) ** 2) + 1.0)
-
-
-_GD_TRACES = []
-
-
-def _counting_product(x, Ws):
-    _GD_TRACES.append(1)  # runs once per trace: counts compilations
-    return x @ Ws[0] @ x
-
-
-def test_gd_at_any_alpha_steps_and_record_every_reuses_one_compilation():
-    """GD's records come in blocks of 64 per compiled call, α and the record interval as data: the float64 GD of a
-    demo at several α (different step counts and intervals) compiles once; records cut at any length."""
-    rng = np.random.default_rng(0)
-    X = rng.standard_normal((20, 3))
-    model = gradflow.FactorizedModel(_counting_product, X, np.einsum("si,ij,sj->s", X, np.eye(3), X), shapes=[(3, 3)])
-    kw = dict(u0=(np.eye(3),), v0=(np.eye(3),), lr=0.01)
-    long = gradflow.simulate_gd(model, alpha=1e-2, steps=200, record_every=1, **kw)  # blocks of 64, the last partial
-    traced = len(_GD_TRACES)
-    for alpha, steps, every in ((1e-2, 150, 3), (1e-2, 120, 2), (1e-4, 130, 1), (1e-8, 192, 3)):
-        run = gradflow.simulate_gd(model, alpha=alpha, steps=steps, record_every=every, **kw)
-        assert run.W[0].shape == (steps // every + 1, 3, 3)
-        if alpha == 1e-2:
-            np.testing.assert_array_equal(run.W[0], long.W[0][: steps + 1 : every])
-    assert len(_GD_TRACES) == traced

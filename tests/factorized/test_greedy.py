@@ -1,49 +1,15 @@
-"""Tests for the greedy low-rank limit of factorised models (gradflow/_glrl.py) against the matrix
-factorisation closed form (theory.matrix_factorization_stages) and, for matrix sensing, the exact flow."""
-
-import warnings
+"""Tests for the greedy low-rank limit of factorised models (gradflow/_factorized/_greedy.py) against the matrix
+factorisation closed form (theory.matrix_factorization_stages) and, for matrix sensing, the exact flow; the path's
+views are in test_path.py."""
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
+from two_mf import M1, M2, SIGMA_1, SIGMA_2, two_mf_model
 
 import gradflow
 import theory
 from gradflow import models
-
-# Two independent matrix factorisations, L = ½‖W_1 − M_1‖² + ½‖W_2 − M_2‖²: every stage is a closed form,
-# and the two weight matrices take turns. W_2 has width 2, so M_2's third mode is never learned.
-SIGMA_1, SIGMA_2 = np.array([3.0, 1.5, 0.4]), np.array([2.0, 1.0, 0.25])
-
-
-def _low_rank(seed, m, n, sigma):
-    rng = np.random.default_rng(seed)
-    a, _ = np.linalg.qr(rng.standard_normal((m, sigma.size)))
-    b, _ = np.linalg.qr(rng.standard_normal((n, sigma.size)))
-    return (a * sigma) @ b.T
-
-
-M1, M2 = _low_rank(1, 4, 3, SIGMA_1), _low_rank(2, 3, 3, SIGMA_2)
-
-
-def _two_factorizations(x, Ws):
-    del x
-    return jnp.concatenate([Ws[0].ravel(), Ws[1].ravel()])
-
-
-def two_mf_model():
-    Y = np.concatenate([M1.ravel(), M2.ravel()])[None]
-    return gradflow.FactorizedModel(
-        _two_factorizations, np.zeros((1, 1)), Y, shapes=[(4, 3), (3, 3)], widths=[3, 2], names=("W1", "W2")
-    )
-
-
-@pytest.fixture(scope="module")
-def mf_path():
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # no assumption fails on a matrix factorisation with distinct σ
-        return gradflow.greedy_limit(two_mf_model())
 
 
 def test_matrix_factorization_closed_form(mf_path):
@@ -98,44 +64,6 @@ def test_assumption_diagnostics(mf_path):
     assert np.all(path.epsilon_discrepancy <= 1e-6) and np.all(path.perturbation_spread <= 1e-6)
     expected_gap = [1 - 1.5 / 3, 1 - 1 / 2, 1 - 0.4 / 1.5, 1 - 0.25 / 1, 1.0]
     np.testing.assert_allclose(path.singular_gap, expected_gap, rtol=1e-9)
-
-
-def test_path_evaluation(mf_path):
-    path = mf_path
-    tau = np.array([0.0, 0.4, 0.6, 10.0])
-    np.testing.assert_array_equal(path.stage_at(tau), [0, 1, 2, 5])
-    np.testing.assert_array_equal(path.loss_at(tau), path.loss[[0, 1, 2, 5]])
-    W1, W2 = path.weights_at(tau)
-    assert W1.shape == (4, 4, 3) and W2.shape == (4, 3, 3)
-    np.testing.assert_array_equal(W2[2], path.W[1][2])
-    assert path.sleeping_at(tau).shape == (4, 2, 3)
-    with pytest.raises(ValueError, match="non-negative"):
-        path.stage_at(-1.0)
-
-
-def test_limit_b_laid_out_as_the_flows(mf_path):
-    """``b_at`` gives, per weight matrix, the log scales of its singular values in descending σ, as a flow's ``b``:
-    0 for the learned directions, then the sleeping exponents ascending (``sleeping_at``, NaN-padded per matrix)."""
-    path = mf_path
-    tau = np.array([0.0, 0.4, 0.6, 10.0])
-    b = path.b_at(tau)
-    assert [x.shape for x in b] == [(4, 3), (4, 2)]  # the widths k_j
-    np.testing.assert_array_equal(b[0][0], 1.0)
-    for j, width in enumerate((3, 2)):
-        ranks = path.ranks[path.stage_at(tau), j]
-        sleeping = np.sort(path.sleeping_at(tau)[:, j], axis=-1)
-        for t, r in enumerate(ranks):
-            np.testing.assert_array_equal(b[j][t, :r], 0.0)
-            np.testing.assert_allclose(b[j][t, r:], sleeping[t, : width - r])
-        assert np.all(np.diff(b[j], axis=-1) >= 0)  # ascending b: descending σ
-
-
-def test_old_names_warn_and_work(mf_path):
-    with pytest.warns(DeprecationWarning, match=r"FactorizedGreedyPath.W_at\(\) is deprecated"):
-        old = mf_path.W_at([0.5])
-    np.testing.assert_array_equal(old[1], mf_path.weights_at([0.5])[1])
-    with pytest.warns(DeprecationWarning, match="FactorizedGreedyPath.factor is deprecated"):
-        np.testing.assert_array_equal(mf_path.factor, mf_path.activated)
 
 
 def test_max_stages_and_failures():

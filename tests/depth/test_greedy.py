@@ -1,9 +1,11 @@
-"""Unbalanced starts of depth-L diagonal networks (docs/depth.md, *The clock*; `theory.derive_unbalanced_clock`):
-the greedy limit's clocks against the quadrature oracle and against independent DOP853 solves of the raw layers, and
-the greedy limit of a start that crosses zero against the exact flow."""
+"""The depth-L greedy limit (docs/depth.md, *The greedy limit*): its stages against Saxe's learning times, the
+clocks of sleeping coordinates, its checkpoint, and from unbalanced starts (*The clock*;
+`theory.derive_unbalanced_clock`) the clocks against the quadrature oracle and against independent DOP853 solves of
+the raw layers, and the greedy limit of a start that crosses zero against the exact flow."""
 
 import numpy as np
 import pytest
+from depth_common import MODEL3, W_BALANCED, S, whitened
 from scipy.integrate import solve_ivp
 
 import gradflow
@@ -82,3 +84,42 @@ def test_a_start_that_crosses_zero_is_learned_with_the_other_sign_as_the_flow_le
     flow = gradflow.simulate_flow(model, u0=W0, ts=ts, log_alpha=-40.0)
     assert flow.result == "successful"
     np.testing.assert_allclose(flow.beta, path.weights_at(ts), atol=1e-6)
+
+
+@pytest.mark.parametrize("depth", [3, pytest.param(4, marks=pytest.mark.slow)])
+def test_greedy_limit_gives_saxe_learning_times(depth):
+    """Whitened modes from balanced starts W0 = a0: T_k = a0^{-(L-2)} / ((L-2) s_k), β^k the staircase of s."""
+    a0 = np.array([1.0, 0.8, 1.3])
+    W0 = np.broadcast_to(a0, (depth, 3)).copy()
+    path = gradflow.greedy_limit(MODEL3 if depth == 3 else whitened(depth), u0=W0)
+    order = np.argsort(a0 ** -(depth - 2) / S)
+    np.testing.assert_allclose(path.times[1:], np.sort(a0 ** -(depth - 2) / ((depth - 2) * S)), rtol=1e-9)
+    np.testing.assert_array_equal(path.activated, order)
+    for k in range(1, 4):
+        expected = np.where(np.isin(np.arange(3), order[:k]), S, 0.0)
+        np.testing.assert_allclose(path.beta[k], expected, atol=1e-7)
+    assert path.result == "successful" and np.all(path.hessian_min_eig[1:] > 0)
+
+
+def test_greedy_limit_clock_moves_linearly_and_depends_on_the_start():
+    """A coordinate with s g < 0 never wakes from a balanced start; its clock grows as (L − 2)|g| τ."""
+    W0 = np.ones((3, 3))
+    W0[0, 1] = -1.0  # β_1 < 0 from the start, g_1 = 2 wants it positive: it cannot change sign
+    path = gradflow.greedy_limit(MODEL3, u0=W0)
+    np.testing.assert_array_equal(path.activated, [0, 2])
+    np.testing.assert_allclose(path.times[1:], [1 / 3, 1.0])
+    assert path.b_at(2.0)[1] == pytest.approx(1.0 + 2.0 * 2.0)  # c = 1 + (L−2)|g| τ
+    with pytest.raises(ValueError, match="DiagonalModel"):
+        gradflow.greedy_limit(whitened(2), u0=np.ones((2, 3)))
+
+
+def test_greedy_checkpoint_resumes_and_refuses_another_start(balanced_path, tmp_path):
+    full = balanced_path
+    file = tmp_path / "path.npz"
+    first = gradflow.greedy_limit(MODEL3, u0=W_BALANCED, max_stages=1, checkpoint=file)
+    assert first.num_stages == 1
+    resumed = gradflow.greedy_limit(MODEL3, u0=W_BALANCED, checkpoint=file)
+    np.testing.assert_array_equal(resumed.times, full.times)
+    np.testing.assert_array_equal(resumed.beta, full.beta)
+    with pytest.raises(ValueError, match="another greedy path"):
+        gradflow.greedy_limit(MODEL3, u0=2 * W_BALANCED, checkpoint=file)

@@ -1,0 +1,37 @@
+"""The deep linear family's text (gradflow/_deep_linear/_report.py): the greedy path's table, row by row from the
+path, on a stand-in path."""
+
+from types import SimpleNamespace
+
+import numpy as np
+
+from gradflow._deep_linear._report import greedy_rows, greedy_summary
+
+
+def path():
+    """A stand-in for a two-stage DeepLinearGreedyPath of a rank-2 W, the second stage time a conjecture."""
+    return SimpleNamespace(
+        times=np.array([0.0, 0.5, 1.25]),
+        conjectured=np.array([False, False, True]),
+        loss=np.array([2.5, 0.5, 0.0]),
+        gradient_singular_values=np.array([[2.0, 1.0], [1.0, 0.0], [0.0, 0.0]]),
+        delta_gap=np.array([0.75, np.inf]),
+        epsilon_discrepancy=np.array([1e-12, 2e-12]),
+        stationarity=np.array([0.0, 1e-13, 1e-14]),
+        result="successful",
+        message="",
+        warnings=("a warning",),
+    )
+
+
+def test_the_greedy_table_is_the_paths():
+    header, rows = greedy_rows(path())
+    assert header == ["k", "T_k", "T_k a conjecture", "L(W^k)", "σ_1(G_k)", "σ_2(G_k)", "gap to runner-up"] + [
+        "ε discrepancy",
+        "stationarity",
+    ]
+    assert rows[0] == [0, 0.0, "no", 2.5, 2.0, 1.0, None, None, 0.0]
+    assert rows[2] == [2, 1.25, "yes", 0.0, 0.0, 0.0, np.inf, 2e-12, 1e-14]
+    text = greedy_summary(path())
+    assert "| 2 | 1.25 | yes |" in text
+    assert "The path ends with: successful." in text and text.endswith("- a warning\n")

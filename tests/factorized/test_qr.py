@@ -1,0 +1,37 @@
+"""The continuous-QR state of a factorised flow (gradflow/_factorized/_qr.py): the sorting gauge."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def test_sorting_gauge_rotates_the_columns_only():
+    """A swap of the sorting gauge is ``Z → Z O`` (``Z Zᵀ``, hence ``W``, unchanged; ``C̄ → OᵀC̄O`` stays
+    ``ZᵀJZ``), keeps ``R̃`` unit upper triangular, and a pass of ``sort_pass`` puts the log scales in order."""
+    from gradflow._factorized._qr import Factor, _swap, sort_pass
+
+    rng = np.random.default_rng(0)
+    m, k = 4, 3
+    base = np.linalg.qr(rng.standard_normal((7, k)))[0] + 1e-3 * rng.standard_normal((7, k))
+    z = base * np.array([1e-3, 1.0, 1e3])  # nearly orthogonal columns: log scales increasing in QR order
+    q, r = np.linalg.qr(z)
+    s = np.sign(np.diag(r))
+    q, r = q * s, r * s[:, None]
+    J = np.diag([1.0] * m + [-1.0] * (7 - m))
+    f = Factor(Q=q, rho=np.log(np.diag(r)), R=r / np.diag(r)[:, None], C=z.T @ J @ z)
+
+    def Z(g):
+        return np.asarray(g.Q) @ (np.exp(np.asarray(g.rho))[:, None] * np.asarray(g.R))
+
+    with jax.enable_x64(True):
+        g = jax.tree_util.tree_map(np.asarray, eqx.filter_jit(_swap)(jax.tree_util.tree_map(jnp.asarray, f), 1))
+        h, changed = eqx.filter_jit(sort_pass)(jax.tree_util.tree_map(jnp.asarray, f))
+    for out in (g, jax.tree_util.tree_map(np.asarray, h)):
+        np.testing.assert_allclose(Z(out) @ Z(out).T, z @ z.T, atol=1e-9)
+        np.testing.assert_allclose(np.asarray(out.C), Z(out).T @ J @ Z(out), atol=1e-8)
+        R = np.asarray(out.R)
+        np.testing.assert_allclose(np.tril(R, -1), 0.0, atol=1e-15)
+        np.testing.assert_allclose(np.diag(R), 1.0, atol=1e-15)
+    assert bool(changed) and g.rho[1] > g.rho[2]
+    assert np.all(np.diff(np.asarray(h.rho)) < 0.5 * np.log1p(np.diag(np.asarray(h.R), 1) ** 2) + 1.0)
