@@ -2,6 +2,7 @@
 (slow: each compiles the flow) the flow against Saxe's closed form, DOP853 on the raw layers and the diagonal family
 at depth 2."""
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from depth_common import S, whitened
@@ -140,3 +141,33 @@ def test_flow_cost_is_flat_in_log_alpha(unoptimised_xla):
     steps = flow.stats["num_steps"]
     assert steps[1] <= 1.5 * steps[0], steps
     np.testing.assert_allclose(flow.beta[1, -1], S, rtol=1e-8)
+
+
+def _tied_regression(depth):
+    """Woodworth et al.'s tied regression ``β = u^L − v^L`` as a ``DepthModel`` of 2d coordinates whose difference
+    is β (``h(x; w) = ⟨x, w_+ − w_−⟩``), every layer starting at α: a balanced start stays balanced, every layer
+    moving as ``dw/dt = w^{L−1} g``, the tied flow ``du/dt = L u^{L−1} g`` slowed by L."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(5, 3))
+    Y = X @ np.array([1.5, -0.8, 0.0]) + 0.1 * rng.normal(size=5)
+    model = gradflow.DepthModel(lambda x, w: jnp.dot(x, w[:3] - w[3:]), X, Y, p=6, depth=depth)
+    return model, X, Y
+
+
+@pytest.mark.parametrize(
+    "depth, alpha",
+    [(3, 1e-2), pytest.param(3, 1e-3, marks=pytest.mark.slow), pytest.param(4, 1e-2, marks=pytest.mark.slow)],
+)  # slow: each compiles a flow (the fast twin: L = 3, α = 1e-2)
+def test_tied_weights_follow_woodworths_trajectory(depth, alpha):
+    """The flow of tied diagonal linear regression against Woodworth et al.'s exact trajectory
+    (``theory.woodworth_tied_beta``: ``β(t) = α^L h_L(α^{L−2} L(L−2) Xᵀμ(t))``, μ by DOP853), at the tied time
+    ``t = τ α^{−(L−2)} / L``, through the jumps and to the fit."""
+    model, X, Y = _tied_regression(depth)
+    ts = np.linspace(0.0, 3.0 / (depth - 2), 31)
+    flow = gradflow.simulate_flow(model, u0=np.ones((depth, 6)), ts=ts, alpha=alpha, rtol=1e-10, atol=1e-12)
+    beta = np.asarray(flow.beta)[:, :3] - np.asarray(flow.beta)[:, 3:]
+    exact = theory.woodworth_tied_beta(ts * alpha ** -(depth - 2) / depth, X, Y, alpha, depth, rtol=1e-13)
+    assert np.max(np.abs(exact[-1])) > 1.0  # the trajectory learned its coordinates
+    np.testing.assert_allclose(beta, exact, rtol=0, atol=1e-7)  # the oracle's own error: ~1e-8 at L = 4
+    plateau = np.abs(exact) < 1e-3  # where an absolute tolerance says nothing: relative, as the flow's tolerance
+    np.testing.assert_allclose(beta[plateau], exact[plateau], rtol=1e-5)

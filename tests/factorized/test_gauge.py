@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from dense_reference import dense_min_eig_off_gauge
 
 from gradflow import models
 from gradflow._factorized import _gauge
@@ -51,3 +52,33 @@ def test_the_projection_removes_the_gauge_directions_only():
     once = np.asarray(_gauge.project_off_gauge(layout, blocks, jnp.asarray(x)))
     np.testing.assert_allclose(_gauge.project_off_gauge(layout, blocks, jnp.asarray(once)), once, atol=1e-12)
     assert abs(once @ gauge) < 1e-10 * np.linalg.norm(gauge) * np.linalg.norm(x)  # orthogonal to the gauge
+
+
+def test_gauge_projection_and_min_eig():
+    """The projection removes exactly the gauge directions (U X, −V Xᵀ) and is orthogonal; the Lanczos eigenvalue off
+    them is the dense one, at a stage of a head with two active factors of ranks 2 and 1."""
+    task = models.attention_full(n=20, tokens=3, dim=4, teacher_kq=(1, 0.5), teacher_vo=(1, 0.5))
+    model = jax.tree_util.tree_map(lambda x: jnp.asarray(x) if eqx.is_array(x) else x, task.model)
+    layout = Layout(model.shapes, model.widths)
+    rng = np.random.default_rng(1)
+    ranks = (2, 1)
+    y = layout.balanced([rng.standard_normal((4, 4)) for _ in range(2)], ranks)
+    active = np.flatnonzero(layout.mask(ranks))
+    blocks = _gauge.gauge_blocks(layout, jnp.asarray(y))
+
+    def project(x):
+        full = np.zeros(layout.size)
+        full[active] = x
+        return np.asarray(_gauge.project_off_gauge(layout, blocks, jnp.asarray(full)))[active]
+
+    basis = np.stack([project(e) for e in np.eye(active.size)], axis=1)
+    np.testing.assert_allclose(basis, basis.T, atol=1e-12)
+    np.testing.assert_allclose(basis @ basis, basis, atol=1e-12)
+    assert round(np.trace(basis)) == active.size - (4 + 1)  # r_j² gauge directions per factor
+    (u, v), _ = layout.split(y)
+    x = rng.standard_normal((4, 4))
+    x[2:], x[:, 2:] = 0, 0
+    factors = [(u @ x, -v @ x.T), (np.zeros((4, 4)), np.zeros((4, 4)))]
+    np.testing.assert_allclose(project(layout.flat(factors)[active]), 0, atol=1e-12)
+    eig = _gauge.min_eig_off_gauge(model, layout, y, ranks)
+    assert eig == pytest.approx(dense_min_eig_off_gauge(model, layout, y, ranks), rel=1e-10, abs=1e-12)

@@ -9,23 +9,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-import scipy.linalg
+from dense_reference import dense_loss as _loss
+from dense_reference import dense_min_eig_off_gauge
 
 import gradflow
 from gradflow import models
-from gradflow._factorized import _gauge, _krylov, _phase_b
 from gradflow._factorized import _greedy as factorized_greedy
-from gradflow._factorized._layout import Layout
+from gradflow._factorized import _phase_b
 
 
 @pytest.fixture(autouse=True)
 def float64():
     with jax.enable_x64(True):
         yield
-
-
-def _loss(model, layout, y):
-    return model.loss_of_weights(layout.products(y))
 
 
 def _dense_newton(model, layout, y, mask, support, stationary, steps):
@@ -82,24 +78,6 @@ def dense_phase_b(model, layout, starts, mask, thresholds, max_steps, newton_ste
     return jax.lax.map(one, starts)
 
 
-def dense_min_eig_off_gauge(model, layout, y, ranks):
-    """The smallest eigenvalue of the dense Hessian of the active entries on an orthonormal basis off the gauge."""
-    active = np.flatnonzero(layout.mask(ranks))
-    hess = np.asarray(jax.jit(jax.hessian(lambda z: _loss(model, layout, z)))(jnp.asarray(y)))[np.ix_(active, active)]
-    gauge = []
-    for j, ((u, v), r) in enumerate(zip(layout.split(y), ranks)):
-        for a in range(r):
-            for c in range(r):
-                x = np.zeros((u.shape[1], u.shape[1]))
-                x[a, c] = 1.0
-                factors = [(np.zeros_like(uu), np.zeros_like(vv)) for uu, vv in layout.split(y)]
-                factors[j] = (u @ x, -v @ x.T)
-                gauge.append(layout.flat(factors)[active])
-    basis, _, _ = np.linalg.svd(np.array(gauge).T, full_matrices=True)
-    off = basis[:, len(gauge) :]
-    return float(np.linalg.eigvalsh(off.T @ (0.5 * (hess + hess.T)) @ off)[0])
-
-
 def _greedy_pair(task, monkeypatch):
     """The path from the Hessian-free phase (B), and from the dense reference."""
     path = gradflow.greedy_limit(task.model, u0=task.u0, v0=task.v0)
@@ -141,80 +119,6 @@ def test_matches_the_dense_method(task, monkeypatch):
     """The same path as the dense method, on heads with d = 3 and 6 (whose later phases (B) turn stiff) and on
     matrix sensing."""
     _assert_same_path(*_greedy_pair(task, monkeypatch))
-
-
-def test_steihaug_cg_is_the_pseudo_inverse_newton_step():
-    """On a singular positive semi-definite H with g in its range: −H⁺ g inside the ball, the boundary outside it, and
-    the boundary along a direction of negative curvature."""
-    rng = np.random.default_rng(0)
-    q, _ = np.linalg.qr(rng.standard_normal((12, 12)))
-    lam = np.concatenate([np.geomspace(1e-3, 5.0, 9), np.zeros(3)])
-    H = (q * lam) @ q.T
-    g = H @ rng.standard_normal(12)
-    newton = -np.linalg.pinv(H, rcond=1e-12, hermitian=True) @ g
-    matvec = lambda v: jnp.asarray(H) @ v  # noqa: E731
-    step, value, iterations = _krylov.steihaug_cg(matvec, jnp.asarray(g), 10 * np.linalg.norm(newton), 1e-12, 100)
-    np.testing.assert_allclose(step, newton, rtol=1e-9, atol=1e-12 * np.linalg.norm(newton))
-    assert float(value) == pytest.approx(0.5 * g @ newton, rel=1e-10)  # the model's minimum, −½ gᵀH⁺g
-    assert 9 <= iterations <= 20
-    radius = 0.3 * np.linalg.norm(newton)
-    step, value, _ = _krylov.steihaug_cg(matvec, jnp.asarray(g), radius, 1e-12, 100)
-    assert np.linalg.norm(step) == pytest.approx(radius, rel=1e-12)
-    step = np.asarray(step)
-    assert float(value) == pytest.approx(g @ step + 0.5 * step @ H @ step, rel=1e-10) and value < 0
-    indefinite = (q * np.concatenate([[-1.0], lam[1:]])) @ q.T
-    step, _, _ = _krylov.steihaug_cg(lambda v: jnp.asarray(indefinite) @ v, jnp.asarray(g), 2.0, 1e-12, 100)
-    assert np.linalg.norm(step) == pytest.approx(2.0, rel=1e-12)
-
-
-@pytest.mark.parametrize("k", [1, 3])
-def test_krylov_phi(k):
-    """φ_k(−hH) v and H φ_k(−hH) v against the matrix exponential of ``[[−hH, v, 0], [0, 0, I], [0, 0, 0]]``, whose
-    last column holds φ_k(−hH) v (Sidje 1998), for H with one negative eigenvalue (the growth of a column near a
-    saddle) and a stiff spread of positive ones (h λ up to 40)."""
-    rng = np.random.default_rng(2)
-    q, _ = np.linalg.qr(rng.standard_normal((40, 40)))
-    lam = np.concatenate([[-1.5], np.geomspace(1e-4, 50.0, 39)])
-    H = (q * lam) @ q.T
-    v, h = rng.standard_normal(40), 0.8
-    augmented = np.zeros((40 + k, 40 + k))
-    augmented[:40, :40], augmented[:40, 40] = -h * H, v
-    augmented[40:, 40:] = np.eye(k, k=1)
-    expected = scipy.linalg.expm(augmented)[:40, -1]
-    w, hw, steps, converged = _krylov.krylov_phi(lambda x: jnp.asarray(H) @ x, jnp.asarray(v), h, k, 1e-12)
-    assert converged and steps < 40
-    np.testing.assert_allclose(w, expected, rtol=0, atol=1e-10 * np.linalg.norm(expected))
-    np.testing.assert_allclose(hw, H @ expected, rtol=0, atol=1e-9 * np.linalg.norm(H @ expected))
-
-
-def test_gauge_projection_and_min_eig():
-    """The projection removes exactly the gauge directions (U X, −V Xᵀ) and is orthogonal; the Lanczos eigenvalue off
-    them is the dense one, at a stage of a head with two active factors of ranks 2 and 1."""
-    task = models.attention_full(n=20, tokens=3, dim=4, teacher_kq=(1, 0.5), teacher_vo=(1, 0.5))
-    model = jax.tree_util.tree_map(lambda x: jnp.asarray(x) if eqx.is_array(x) else x, task.model)
-    layout = Layout(model.shapes, model.widths)
-    rng = np.random.default_rng(1)
-    ranks = (2, 1)
-    y = layout.balanced([rng.standard_normal((4, 4)) for _ in range(2)], ranks)
-    active = np.flatnonzero(layout.mask(ranks))
-    blocks = _gauge.gauge_blocks(layout, jnp.asarray(y))
-
-    def project(x):
-        full = np.zeros(layout.size)
-        full[active] = x
-        return np.asarray(_gauge.project_off_gauge(layout, blocks, jnp.asarray(full)))[active]
-
-    basis = np.stack([project(e) for e in np.eye(active.size)], axis=1)
-    np.testing.assert_allclose(basis, basis.T, atol=1e-12)
-    np.testing.assert_allclose(basis @ basis, basis, atol=1e-12)
-    assert round(np.trace(basis)) == active.size - (4 + 1)  # r_j² gauge directions per factor
-    (u, v), _ = layout.split(y)
-    x = rng.standard_normal((4, 4))
-    x[2:], x[:, 2:] = 0, 0
-    factors = [(u @ x, -v @ x.T), (np.zeros((4, 4)), np.zeros((4, 4)))]
-    np.testing.assert_allclose(project(layout.flat(factors)[active]), 0, atol=1e-12)
-    eig = _gauge.min_eig_off_gauge(model, layout, y, ranks)
-    assert eig == pytest.approx(dense_min_eig_off_gauge(model, layout, y, ranks), rel=1e-10, abs=1e-12)
 
 
 def test_flow_through_stiffness():
