@@ -9,3 +9,7 @@ from ._options import DeepLinearSolver as DeepLinearSolver
 from ._results import DeepLinearFlowResult as DeepLinearFlowResult
 from ._results import DeepLinearFlowState as DeepLinearFlowState
 from ._results import DeepLinearGDResult as DeepLinearGDResult
+from ._tasks import deep_linear_regression as deep_linear_regression
+from ._tasks import deep_linear_regression_model as deep_linear_regression_model
+from ._tasks import deep_matrix_factorization as deep_matrix_factorization
+from ._tasks import deep_matrix_factorization_model as deep_matrix_factorization_model

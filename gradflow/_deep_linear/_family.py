@@ -11,7 +11,7 @@ import numpy as np
 
 from .._kit._family import ModelFamily, check_path_of
 from .._kit._plots import plot_loss, save_figure
-from .._kit._task import Builtin
+from .._kit._task import BOOLEAN, NON_NEGATIVE, POSITIVE, SINGULAR_VALUES, Builtin
 from .._kit._trajectory import time_unit
 from ._checks import check_resolved
 from ._compare import DeepLinearComparison, compare
@@ -23,6 +23,38 @@ from ._options import DeepLinearSolver
 from ._plots import LABELS, plot_singular_values
 from ._report import comparison_report, greedy_summary
 from ._results import DeepLinearFlowResult, DeepLinearGDResult
+from ._tasks import SINGULAR_VALUES as TEACHER_SINGULAR_VALUES
+from ._tasks import deep_linear_regression, deep_matrix_factorization
+
+TASKS: Mapping[str, Builtin] = MappingProxyType(
+    {
+        "deep_matrix_factorization": Builtin(
+            deep_matrix_factorization,
+            ("m", "n", "depth"),
+            "deep_linear",
+            ("singular_values",),
+            sweep=dict(
+                m=POSITIVE, n=POSITIVE, depth=POSITIVE, singular_values=SINGULAR_VALUES, aligned=BOOLEAN, width=POSITIVE
+            ),
+        ),
+        "deep_linear_regression": Builtin(
+            deep_linear_regression,
+            ("m", "n", "samples", "depth"),
+            "deep_linear",
+            ("singular_values",),
+            sweep=dict(
+                m=POSITIVE,
+                n=POSITIVE,
+                samples=POSITIVE,
+                depth=POSITIVE,
+                singular_values=SINGULAR_VALUES,
+                noise=NON_NEGATIVE,
+                width=POSITIVE,
+            ),
+        ),
+    }
+)
+"""The built-in tasks of deep linear networks (a [`DeepLinearModel`][gradflow.DeepLinearModel]) by name."""
 
 
 class DeepLinearFamily(ModelFamily):
@@ -32,8 +64,23 @@ class DeepLinearFamily(ModelFamily):
     name: ClassVar[str] = "deep_linear"
     model_type: ClassVar[type] = DeepLinearModel
     solver_type: ClassVar[type] = DeepLinearSolver
-    tasks: ClassVar[Mapping[str, Builtin]] = MappingProxyType({})
-    size_options: ClassVar[Mapping[str, str]] = MappingProxyType({})
+    tasks: ClassVar[Mapping[str, Builtin]] = TASKS
+    size_options: ClassVar[Mapping[str, str]] = MappingProxyType(
+        {
+            "m": "rows of W (deep_matrix_factorization, deep_linear_regression: outputs)",
+            "n": "columns of W (deep_matrix_factorization, deep_linear_regression: inputs)",
+            "samples": "samples of the whitened design, >= n (deep_linear_regression; default 2n)",
+            "depth": "layers L = 2 … 6 of a deep linear network (deep_matrix_factorization, deep_linear_regression; "
+            "default 3)",
+        }
+    )
+    teacher_options: ClassVar[Mapping[str, str]] = MappingProxyType(
+        {
+            "singular_values": "of the teacher W* (deep_matrix_factorization, deep_linear_regression), at most "
+            "min(m, n) of them (default " + " ".join(f"{v:g}" for v in TEACHER_SINGULAR_VALUES) + ", or its first "
+            "min(m, n))",
+        }
+    )
     weights_column: ClassVar[str] = "W"
     worst_columns: ClassVar[tuple[tuple[str, str], ...]] = (
         ("weights", "W"),

@@ -1,7 +1,11 @@
 """Built-in models with diagonal weights (docs/math.md, *Models with diagonal weights*), with full, factorised
-weights (*Full weights: the exact flow*) and depth-L diagonal networks (docs/depth.md), each with a seeded data
-generator; every family's built-in tasks by name (``TASKS``)."""
+weights (*Full weights: the exact flow*), depth-L diagonal networks (docs/depth.md) and deep linear networks
+(docs/deep-linear.md), each with a seeded data generator; every family's built-in tasks by name (``TASKS``)."""
 
+from .._deep_linear import deep_linear_regression as deep_linear_regression
+from .._deep_linear import deep_linear_regression_model as deep_linear_regression_model
+from .._deep_linear import deep_matrix_factorization as deep_matrix_factorization
+from .._deep_linear import deep_matrix_factorization_model as deep_matrix_factorization_model
 from .._depth import depth_linear as depth_linear
 from .._depth import depth_linear_model as depth_linear_model
 from .._depth import saxe_modes as saxe_modes
@@ -32,6 +36,10 @@ __all__ = [
     "attention_full_model",
     "attention_head",
     "builtin",
+    "deep_linear_regression",
+    "deep_linear_regression_model",
+    "deep_matrix_factorization",
+    "deep_matrix_factorization_model",
     "depth_linear",
     "depth_linear_model",
     "diagonal_attention",
