@@ -81,6 +81,7 @@ class DeepLinearFamily(ModelFamily):
             "min(m, n))",
         }
     )
+    pipeline: ClassVar[str | None] = "gradflow._deep_linear._pipeline:PIPELINE"
     weights_column: ClassVar[str] = "W"
     worst_columns: ClassVar[tuple[tuple[str, str], ...]] = (
         ("weights", "W"),

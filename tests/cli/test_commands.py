@@ -141,13 +141,14 @@ def test_demo_flags_come_from_the_families(capsys):
     """``gradflow demo`` has a flag for every family's demo that declares one (the registry's pipelines), refuses
     two, and says which demos have a paper size."""
     flags = {d.flag for d in _commands.demos().values()}
-    assert flags == {None, "--full-weights", "--depth"}
+    assert flags == {None, "--full-weights", "--depth", "--deep-linear"}
     from gradflow._cli import build_parser
 
     with pytest.raises(SystemExit):
         build_parser(networks=False).parse_args(["demo", "--help"])
     shown = capsys.readouterr().out
     assert "--full-weights" in shown and "Saxe's modes" in shown and "with --full-weights: the paper" in shown
+    assert "--deep-linear" in shown and "aligned deep matrix factorisation" in " ".join(shown.split())
     assert main(["demo", "--full-weights", "--depth"]) == 2
     assert "--full-weights and --depth are different demos: give one" in capsys.readouterr().err
     assert main(["demo", "--depth", "--paper-size"]) == 2
