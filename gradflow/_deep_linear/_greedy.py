@@ -26,6 +26,7 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 from .._config import check_interrupt
+from .._kit import _checkpoint
 from .._kit._assumptions import warn
 from .._kit._greedy import AbstractGreedyPath, GreedyTolerances
 from .._results import RESULTS
@@ -82,6 +83,12 @@ class DeepLinearGreedyPath(AbstractGreedyPath):
 @eqx.filter_jit
 def _gradient(model, W):
     return model.G(W)
+
+
+def _probe(model):
+    """The loss and ``G`` at a fixed generic ``W`` (``_checkpoint.fingerprint``)."""
+    W = jax.numpy.asarray(0.3 * np.random.default_rng(20260).standard_normal(model.shape))
+    return model.loss_of_weights(W), _gradient(model, W)
 
 
 def _pack(layers):
@@ -190,11 +197,52 @@ def phase_b(model: DeepLinearModel, layers, scale: float, tol: GreedyTolerances,
     return _unpack(y, shapes), stationarity, False
 
 
+def _clock_rule(Uk, sk, Vkt, live, P0, consumed, L: int) -> tuple[float, float, np.ndarray, np.ndarray]:
+    """``(Δ, gap, u, v)`` of a later stage (the module's clock rule): the live singular pair ``(u_i, v_i)`` of ``G_k =
+    Uk diag(sk) Vkt`` whose clock, from ``P0 = W0_L ⋯ W0_1`` less what the stages before ``consumed``, reaches 0
+    first, after ``Δ``; the relative gap to the runner-up's."""
+    clocks = []
+    for i in np.flatnonzero(live):
+        ui, vi = Uk[:, i], Vkt[i]
+        c = abs(float(ui @ P0 @ vi)) ** (-(L - 2) / L) if ui @ P0 @ vi != 0 else math.inf
+        c -= (L - 2) * sum(float(ui @ Gj @ vi) * dt for Gj, dt in consumed)
+        clocks.append((max(c, 0.0) / ((L - 2) * sk[i]), i))
+    clocks.sort()
+    delta, i = clocks[0]
+    gap = (clocks[1][0] - delta) / max(delta, 1e-300) if len(clocks) > 1 else math.inf
+    return delta, gap, Uk[:, i], Vkt[i]
+
+
+def _kept(model, stages: list, transitions: list) -> tuple[list, ...]:
+    """The records of :func:`greedy`'s loop for the stages a checkpoint kept (none: the start ``W^0``): ``times``,
+    ``Ws``, ``conjectured``, the singular values of ``G_k`` and the loss (but the last stage's), the stationarity,
+    ``Δ``, the gaps, the ε discrepancies, the warnings (emitted again) and ``(G_j, T_{j+1} − T_j)``."""
+    times, Ws, conj, stat = [0.0], [np.asarray(stages[0]["W"])], [False], [0.0]
+    gsv, loss, deltas, gaps, eps_disc, warnings_, consumed = [], [], [], [], [], [], []
+    for j, step in enumerate(transitions):
+        gsv.append(np.linalg.svd(step["G"], compute_uv=False))
+        loss.append(float(model.loss_of_weights(Ws[-1])))
+        consumed.append((step["G"], float(step["delta"])))
+        times.append(times[-1] + float(step["delta"]))
+        deltas.append(float(step["delta"]))
+        gaps.append(float(step["gap"]))
+        eps_disc.append(float(step["discrepancy"]))
+        conj.append(j >= 1)
+        stat.append(float(step["stationarity"]))
+        Ws.append(np.asarray(stages[j + 1]["W"]))
+        for text in step["warnings"]:
+            warnings_.append(text)
+            warn(text)
+    return times, Ws, conj, gsv, loss, stat, deltas, gaps, eps_disc, warnings_, consumed
+
+
 def greedy(
     model: DeepLinearModel, *, u0, v0, max_stages, tolerances, check_assumptions, seed, progress, checkpoint=None
 ):
-    """``greedy_limit`` for a deep linear network from the layers' directions ``u0`` (L ≥ 3)."""
-    del check_assumptions, seed  # no perturbed runs (Assumption 4.4) yet
+    """``greedy_limit`` for a deep linear network from the layers' directions ``u0`` (L ≥ 3). ``checkpoint``: a file
+    that keeps the finished stages (``gradflow._kit._checkpoint.Checkpoint``), resumed by a later call with the same
+    model, ``u0`` and tolerances."""
+    del check_assumptions  # no perturbed runs (Assumption 4.4) yet
     if model.depth == 2:
         raise ValueError(
             "greedy_limit of a DeepLinearModel needs depth L ≥ 3; at L = 2 the network is a FactorizedModel "
@@ -203,10 +251,6 @@ def greedy(
     if v0 is not None:
         raise ValueError(
             "a DeepLinearModel takes its layers' directions as u0, a tuple of L matrices; v0 is not taken."
-        )
-    if checkpoint is not None:
-        raise ValueError(
-            "greedy_limit keeps no checkpoint for a DeepLinearModel yet (docs/deep-linear.md, What is left)."
         )
     if u0 is None:
         raise ValueError(
@@ -221,12 +265,18 @@ def greedy(
     scale = float(np.linalg.norm(G, 2))
     if not (np.isfinite(scale) and scale > 0):
         raise ValueError(f"the gradient at W = 0 is {'zero' if scale == 0 else 'not finite'}: the flow never leaves 0.")
-    times, Ws, conj, gsv, loss, stat = [0.0], [W], [False], [], [], [0.0]
-    deltas, gaps, eps_disc, warnings_ = [], [], [], []
-    consumed = []  # (G_j, T_{j+1} − T_j) of the stages before
+    stages, transitions = [dict(W=W)], []
+    if checkpoint is not None:
+        key = dict(model=_checkpoint.fingerprint(model, _probe), u0=W0, tolerances=tol)
+        checkpoint = _checkpoint.Checkpoint(checkpoint, key, np.random.default_rng(seed))
+        stages, transitions = checkpoint.start(stages[0], max_stages, progress)
+    times, Ws, conj, gsv, loss, stat, deltas, gaps, eps_disc, warnings_, consumed = _kept(model, stages, transitions)
+    W = Ws[-1]
+    G = np.asarray(_gradient(model, W))
     result, message = RESULTS.successful.value, ""
     try:
-        for k in range(rank + 1):
+        for k in range(len(times) - 1, rank + 1):
+            emitted = len(warnings_)
             gsv.append(np.linalg.svd(G, compute_uv=False))
             loss.append(float(model.loss_of_weights(W)))
             if k == rank:
@@ -247,16 +297,7 @@ def greedy(
                     message = "T = ∞: the α-free flow from u0 does not blow up"
                     break
             else:
-                clocks = []
-                for i in np.flatnonzero(live):
-                    ui, vi = Uk[:, i], Vkt[i]
-                    c = abs(float(ui @ P0 @ vi)) ** (-(L - 2) / L) if ui @ P0 @ vi != 0 else math.inf
-                    c -= (L - 2) * sum(float(ui @ Gj @ vi) * dt for Gj, dt in consumed)
-                    clocks.append((max(c, 0.0) / ((L - 2) * sk[i]), i))
-                clocks.sort()
-                delta, i = clocks[0]
-                gap = (clocks[1][0] - delta) / max(delta, 1e-300) if len(clocks) > 1 else math.inf
-                u, v = Uk[:, i], Vkt[i]
+                delta, gap, u, v = _clock_rule(Uk, sk, Vkt, live, P0, consumed, L)
             if gap <= tol.tie:
                 warnings_.append(
                     f"stage {k + 1}: the two candidate directions are tied (relative gap {gap:.3g} ≤ {tol.tie:g}): the "
@@ -286,6 +327,11 @@ def greedy(
                 )
                 warn(warnings_[-1])
             consumed.append((G, delta))
+            stages.append(dict(W=W_new))
+            step = dict(G=G, delta=delta, gap=gap, discrepancy=disc, stationarity=stationarity)
+            transitions.append(dict(step, warnings=warnings_[emitted:]))
+            if checkpoint is not None:
+                checkpoint.save(stages, transitions)
             times.append(times[-1] + delta)
             deltas.append(delta)
             gaps.append(gap)

@@ -7,6 +7,8 @@ import math
 import numpy as np
 import pytest
 
+import gradflow
+from gradflow import models
 from gradflow._cli import main
 from gradflow._deep_linear._pipeline import (
     PIPELINE,
@@ -128,3 +130,25 @@ def test_compare_command(tmp_path, capsys):
     assert "needs --depth 3 or more" in capsys.readouterr().err
     assert main(argv + ["--alpha", "1e-1", "--samples", "4"]) == 2
     assert "--samples does not apply to deep_matrix_factorization" in capsys.readouterr().err
+
+
+def test_greedy_command_and_its_checkpoint(tmp_path, capsys):
+    """``gradflow greedy`` of a deep linear task (it keeps a checkpoint); a path resumed from a checkpoint of its
+    first stage equals the one computed at once."""
+    argv = ["greedy", "--model", "deep_linear_regression", "--m", "2", "--n", "3", "--singular-values", "2", "1"]
+    assert main(argv + ["--out", str(tmp_path / "cli")]) == 0
+    assert "T_k a conjecture" in capsys.readouterr().out
+    assert (tmp_path / "cli" / "greedy.md").exists() and not (tmp_path / "cli" / "greedy-stages.npz").exists()
+    task = models.deep_linear_regression(m=2, n=3, singular_values=(2.0, 1.0))
+    whole = gradflow.greedy_limit(task.model, u0=task.u0)
+    kept = tmp_path / "stages.npz"
+    first = gradflow.greedy_limit(task.model, u0=task.u0, max_stages=1, checkpoint=kept)
+    assert first.times.size == 2 and kept.exists()
+    resumed = gradflow.greedy_limit(task.model, u0=task.u0, checkpoint=kept)
+    np.testing.assert_array_equal(resumed.times, whole.times)
+    np.testing.assert_array_equal(resumed.W, whole.W)
+    np.testing.assert_array_equal(resumed.conjectured, whole.conjectured)
+    np.testing.assert_array_equal(resumed.loss, whole.loss)
+    other = models.deep_linear_regression(m=2, n=3, singular_values=(2.0, 1.0), seed=1)
+    with pytest.raises(ValueError, match="keeps the stages of another greedy path"):
+        gradflow.greedy_limit(other.model, u0=other.u0, checkpoint=kept)
