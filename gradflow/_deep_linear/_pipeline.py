@@ -371,7 +371,12 @@ def deep_linear_report(config: DeepLinearDemoConfig, runs: list[DeepLinearRun], 
     text += "at L = 2, for the aligned start) and the stage time detected on each exact flow (the first τ where the "
     text += f"loss has covered {config.threshold:g} of the drop L(W^(k−1)) → L(W^k)):\n\n"
     text += markdown_table(*stage_rows(config, runs))
-    if not config.aligned:
+    if config.aligned:
+        text += (
+            "\n`conjectured` marks the T_k of the clock rule (k ≥ 2), exact for this aligned start: they equal Saxe's "
+            "closed form beside them.\n"
+        )
+    else:
         text += (
             "\nThe start is not aligned with the teacher: T_1 is exact, the later T_k are the clock rule's conjecture "
             "(docs/deep-linear.md, *The greedy limit*), which the flows test here.\n"
