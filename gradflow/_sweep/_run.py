@@ -229,15 +229,23 @@ def _setting_model(name: str, setting: tuple) -> Any:
     return builtin(name).build(**dict(setting), seed=0).model
 
 
-def _times(config: SweepConfig, path) -> np.ndarray:
+def _times(config: SweepConfig, path, task: SweepTask) -> np.ndarray:
     """The recorded times of a task's flows: as [`compare_limits`][gradflow.compare_limits] picks them for the sweep's
-    scales (refined around every stage time down to the smallest α's jumps), or an even grid. One grid for every α of
-    a task, so that its flows share their shapes: one compilation, and one batch on accelerators (refining per α
-    made every point compile its own solve: the test sweep took 81 s instead of 18 s)."""
+    scales (refined around every stage time down to the smallest α's jumps, whose width in τ is the task's family's
+    ``time_unit``: ``α^{L−2}`` at depth L), or an even grid. One grid for every α of a task, so that its flows share
+    their shapes: one compilation, and one batch on accelerators (refining per α made every point compile its own
+    solve: the test sweep took 81 s instead of 18 s)."""
     if path is None:
         return np.linspace(0.0, config.tau_max, config.num_times)
+    model = _setting_model(task.model, task.setting)
+    unit = family_named(builtin(task.model).family).time_unit(model, float(np.min(config.log_alphas)))
     return default_times(
-        path.times, num=config.num_times, horizon=config.tau_max, delta=config.delta, log_alphas=config.log_alphas
+        path.times,
+        num=config.num_times,
+        horizon=config.tau_max,
+        delta=config.delta,
+        log_alphas=config.log_alphas,
+        time_unit=unit,
     )
 
 
@@ -257,7 +265,7 @@ def _flows(config: SweepConfig, todo: list[SweepPoint], paths: dict, out: Path, 
             write_point(out, point.hash, point_rows(point, error=path))
             bar.update()
             continue
-        runs.append((point, path, _times(config, path)))
+        runs.append((point, path, _times(config, path, point.task)))
     if vmap_batches(config.batching):  # the families that batch the flows of many models; the others run alone
         shards = [family_named(builtin(point.task.model).family).shards_models for point, _, _ in runs]
         _flows_batched(config, [run for run, sharded in zip(runs, shards) if sharded], out, bar)

@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -21,7 +22,7 @@ from gradflow._cli import main
 from gradflow._io import config_hash
 from gradflow._kit._comparison import default_times
 from gradflow._sweep import SweepConfig, _run, _summary
-from gradflow._sweep._grid import greedy_key, grid, point_rows
+from gradflow._sweep._grid import SweepTask, greedy_key, grid, point_rows
 from gradflow._sweep._io import read_point, write_table
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -405,3 +406,15 @@ def _csv_cell(value):
     if isinstance(value, list):
         return str(value)
     return "" if value is None else str(value)
+
+
+def test_a_depth_tasks_grid_resolves_its_jumps():
+    """The sweep refines a task's recorded times down to its family's jump width, ``0.01 α^{L−2}`` at depth L (as
+    ``compare_limits`` does), not the ``0.01 / log(1/α)`` of depth 2, so that the detected stage times of depth tasks
+    are not the grid's."""
+    config = SweepConfig.from_mapping(dict(alphas=[1e-2, 1e-4], model=[dict(name="saxe_modes", depth=3)]))
+    path = SimpleNamespace(times=np.array([0.0, 1 / 3, 1 / 2, 1.0]))
+    ts = _run._times(config, path, SweepTask("saxe_modes", (("depth", 3),), 0))
+    for stage_time in path.times[1:]:
+        offsets = np.abs(ts - stage_time)
+        assert np.min(offsets[offsets > 0]) == pytest.approx(0.01 * 1e-4, rel=1e-6)
