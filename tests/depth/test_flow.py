@@ -171,3 +171,19 @@ def test_tied_weights_follow_woodworths_trajectory(depth, alpha):
     np.testing.assert_allclose(beta, exact, rtol=0, atol=1e-7)  # the oracle's own error: ~1e-8 at L = 4
     plateau = np.abs(exact) < 1e-3  # where an absolute tolerance says nothing: relative, as the flow's tolerance
     np.testing.assert_allclose(beta[plateau], exact[plateau], rtol=1e-5)
+
+
+@pytest.mark.parametrize("depth", [3, pytest.param(4, marks=pytest.mark.slow)])  # slow: another compilation
+def test_plateaus_do_not_stall_where_rounding_meets_stiffness(depth):
+    """Tied regression with a Gaussian design (``g`` carries rounding): at ``α^{L−2}`` = 2e-8 and 1.2e-8 the exact
+    solve of the awake coordinates on plateaus stalled (τ = 0.4 of 3 after 3,000 steps at L = 3) where ``g``'s
+    rounding, amplified by ``α^{−(L−2)}``, met Newton's tolerance; now every scale takes the steps of the smallest."""
+    model, _, _ = _tied_regression(depth)
+    ts = np.linspace(0.0, 3.0 / (depth - 2), 7)
+    steps = []
+    for eps in (2e-8, 1.2e-8, 1e-20):
+        log_alpha = np.log(eps) / (depth - 2)
+        flow = gradflow.simulate_flow(model, u0=np.ones((depth, 6)), ts=ts, log_alpha=log_alpha, max_steps=1000)
+        steps.append(int(flow.stats["num_steps"]))
+        assert np.max(np.abs(flow.beta[-1, :3] - flow.beta[-1, 3:])) > 1.0
+    assert max(steps) <= 1.1 * steps[-1], steps
