@@ -31,7 +31,7 @@ from .._config import PerCore
 from .._demo._pipelines import Demo, Pipeline
 from .._demo._steps import DemoSteps, flow_name
 from .._io import config_hash, write_csv, write_json
-from .._kit._checks import check_scales
+from .._kit._checks import check_depth_demo, check_scales
 from .._kit._comparison import default_delta, default_times, detect
 from .._kit._plots import alpha_colours, log_alpha_of, new_figure, plot_convergence, run_colours, save_figure
 from .._kit._report import figures_and_runtime, format_alpha, markdown_table, worst_exponents
@@ -76,14 +76,7 @@ class DeepLinearDemoConfig:
     threshold: float = 0.5
 
     def __post_init__(self):
-        if self.model not in TASKS:
-            raise ValueError(
-                f"model must be a built-in task of the deep linear family, one of {sorted(TASKS)}; got {self.model!r}."
-            )
-        if "depth" in dict(self.model_options):
-            raise ValueError("give the depths as depths=(...), not as a model option.")
-        if not self.depths or any(d not in DEPTHS for d in self.depths):
-            raise ValueError(f"depths must be a non-empty tuple of depths in {DEPTHS}; got {self.depths!r}.")
+        check_depth_demo(self.model, self.model_options, self.depths, tasks=TASKS, allowed=DEPTHS, family="deep linear")
         if max(self.depths) < 3:
             raise ValueError(
                 "depths must hold one L ≥ 3: the greedy limit of a deep linear network, which the demo compares the "

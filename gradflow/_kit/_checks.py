@@ -201,6 +201,19 @@ def check_scales(alpha, log_alpha, *, names: tuple[str, str] = ("alpha", "log_al
     return log_a, arr.ndim == 1
 
 
+def check_depth_demo(model: str, model_options, depths, *, tasks, allowed, family: str) -> None:
+    """A demo over depths: ``model`` a built-in task of the ``family`` (``tasks``), the depth not among its
+    ``model_options`` (the demo sets it), and ``depths`` a non-empty tuple of the family's ``allowed`` depths."""
+    if model not in tasks:
+        raise ValueError(
+            f"model must be a built-in task of the {family} family, one of {sorted(tasks)}; got {model!r}."
+        )
+    if "depth" in dict(model_options):
+        raise ValueError("give the depths as depths=(...), not as a model option.")
+    if not depths or any(d not in allowed for d in depths):
+        raise ValueError(f"depths must be a non-empty tuple of depths in {allowed}; got {depths!r}.")
+
+
 def check_times(ts) -> np.ndarray:
     """Rescaled output times: 1-D, finite, ``ts[0] ≥ 0``, strictly increasing."""
     arr = np.asarray(ts, dtype=np.float64)

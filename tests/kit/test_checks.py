@@ -8,6 +8,7 @@ from gradflow._kit._checks import (
     EPS,
     RESOLUTION,
     check_coordinate_model,
+    check_depth_demo,
     check_int,
     check_log_range,
     check_scales,
@@ -99,3 +100,17 @@ def test_a_coordinate_model_is_checked_and_kept_as_float64():
         check_coordinate_model(h, [[1, 2]], [3], p=0, loss="square", names=None)
     with pytest.raises(ValueError, match=r"\(p = 3\)"):  # h at β = 0 of shape (p,) fails: the hint names p
         check_coordinate_model(h, [[1, 2]], [3], p=3, loss="square", names=None)
+
+
+def test_a_depth_demos_task_and_depths():
+    """A demo over depths takes a task of its family, without a depth among the task's options, and depths of the
+    family's, each refusal naming what to give."""
+    tasks, allowed = {"saxe_modes": None}, (2, 3, 4)
+    check_depth_demo("saxe_modes", (("n", 3),), (2, 3), tasks=tasks, allowed=allowed, family="depth")
+    with pytest.raises(ValueError, match=r"built-in task of the depth family, one of \['saxe_modes'\]; got 'x'"):
+        check_depth_demo("x", (), (3,), tasks=tasks, allowed=allowed, family="depth")
+    with pytest.raises(ValueError, match=r"depths=\(\.\.\.\), not as a model option"):
+        check_depth_demo("saxe_modes", (("depth", 3),), (3,), tasks=tasks, allowed=allowed, family="depth")
+    for depths in ((), (3, 7)):
+        with pytest.raises(ValueError, match=r"non-empty tuple of depths in \(2, 3, 4\)"):
+            check_depth_demo("saxe_modes", (), depths, tasks=tasks, allowed=allowed, family="depth")
