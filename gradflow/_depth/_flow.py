@@ -159,6 +159,9 @@ def solve_one(model: DepthModel, W0, log_alpha: float, ts, rtol: float, atol: fl
     )
     log_eps = (L - 2) * log_alpha
     eps = float(np.exp(log_eps))
+    # a clock is read no lower than the vector field reads it (``_field._split``: a ≤ 2 a_wake); the dense output of
+    # the step that runs past a wake may dip below, even below 0, within the tolerance, just before the event
+    clock_floor = max(float(np.exp((L - 2) * (log_alpha - np.log(2.0) - log_wake))), 1e-150) if L > 2 else 0.0
     consts = dict(C=jnp.asarray(red.C), sigma_o=jnp.asarray(red.sigma_o), log_alpha=jnp.asarray(log_alpha))
     settled = jnp.asarray(SETTLED * atol)
 
@@ -232,7 +235,7 @@ def solve_one(model: DepthModel, W0, log_alpha: float, ts, rtol: float, atol: fl
         ys, s_final, z_final, proposed, pid_state, counts, event, spent, done, code = jax.tree_util.tree_map(
             lambda x: np.asarray(x) if isinstance(x, jax.Array) and x.ndim else x, out
         )
-        ys = np.asarray(ys)
+        ys = np.where(run.kind == CLOCK, np.maximum(np.asarray(ys), clock_floor), np.asarray(ys))
         s_start, s_final = run.s, float(s_final)
         tau_start = run.tau
         run.s = s_final

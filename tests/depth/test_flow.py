@@ -187,3 +187,17 @@ def test_plateaus_do_not_stall_where_rounding_meets_stiffness(depth):
         steps.append(int(flow.stats["num_steps"]))
         assert np.max(np.abs(flow.beta[-1, :3] - flow.beta[-1, 3:])) > 1.0
     assert max(steps) <= 1.1 * steps[-1], steps
+
+
+def test_outputs_at_the_stage_times_themselves_are_finite():
+    """At log α = −1000 a jump takes no τ at all, and the step that runs past a wake is placed back by the event: its
+    dense output just before the event may put the waking clock at or below 0 within the tolerance. An output time
+    exactly at ``T_k`` (4e-15 before the wake, in float64) read that as a NaN β in a successful flow; the clock is now
+    read no lower than the vector field reads it (a ≤ 2 a_wake), so β there is the plateau's."""
+    T = 1.0 / S
+    ts = np.sort(np.concatenate([[0.0, 1.2 * T.max()], T, T - 1e-12, T + 1e-12]))
+    flow = gradflow.simulate_flow(whitened(3), u0=np.ones((3, 3)), ts=ts, log_alpha=-1000.0)
+    assert flow.result == "successful" and np.all(np.isfinite(flow.beta))
+    for i, Ti in enumerate(T):
+        at, after = np.flatnonzero(ts == Ti)[0], np.flatnonzero(ts == Ti + 1e-12)[0]
+        assert abs(flow.beta[at, i]) < 1e-12 and flow.beta[after, i] == pytest.approx(S[i], rel=1e-9)
