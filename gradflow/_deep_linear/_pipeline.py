@@ -33,7 +33,14 @@ from .._demo._steps import DemoSteps, flow_name
 from .._io import config_hash, write_csv, write_json
 from .._kit._checks import check_depth_demo, check_scales
 from .._kit._comparison import default_delta, default_times, detect
-from .._kit._plots import alpha_colours, log_alpha_of, new_figure, plot_convergence, run_colours, save_figure
+from .._kit._plots import (
+    log_alpha_of,
+    new_figure,
+    plot_convergence,
+    plot_stage_times_by_depth,
+    run_colours,
+    save_figure,
+)
 from .._kit._report import figures_and_runtime, format_alpha, markdown_table, worst_exponents
 from .._kit._task import Task
 from .._kit._trajectory import time_unit
@@ -322,37 +329,23 @@ def plot_curves(runs: list[DeepLinearRun]):
 def plot_stage_times(config: DeepLinearDemoConfig, runs: list[DeepLinearRun]):
     """Stage times against L: the greedy limit's (filled; open where conjectured), Saxe's closed form (crosses) and
     those detected on every flow (small dots, one colour per α)."""
-    fig = new_figure(figsize=(6, 4.2))
-    ax = fig.add_subplot()
-    colours = alpha_colours(config.log_alphas)
-    labelled = set()
-
-    def label(text):
-        if text in labelled:
-            return None
-        labelled.add(text)
-        return text
-
-    for run in runs:
-        K = np.asarray(run.path.times).size - 1
-        closed = closed_form_times(config, run)
-        conjectured = getattr(run.path, "conjectured", np.zeros(K + 1, bool))
-        for k in range(1, K + 1):
-            x = run.depth + 0.08 * (k - (K + 1) / 2)
-            fill = "none" if conjectured[k] else "black"
-            text = "greedy T_k (open: conjectured)" if run.depth > 2 else "Saxe's limit at L = 2"
-            ax.plot(x, run.path.times[k], "o", color="black", mfc=fill, ms=6, label=label(text))
-            if np.isfinite(closed[k - 1]):
-                ax.plot(x, closed[k - 1], "x", color="tab:red", ms=9, label=label("Saxe's closed form"))
-            for a, colour in enumerate(colours):
-                text = "detected on each flow (darker: smaller α)"
-                ax.plot(x + 0.02, run.detected[a, k - 1], ".", color=colour, ms=4, label=label(text))
-    ax.set_xticks([run.depth for run in runs])
-    ax.set_xlabel("depth L")
-    ax.set_ylabel("stage time (τ = t α^{L−2}; t / log(1/α) at L = 2)")
-    ax.set_title("Stage times against depth: Saxe's 1/((L−2) s_k), 1/s_k at L = 2")
-    ax.legend(fontsize=8)
-    return fig
+    rows = [
+        (
+            run.depth,
+            run.path.times,
+            closed_form_times(config, run),
+            run.detected,
+            getattr(run.path, "conjectured", None),
+        )
+        for run in runs
+    ]
+    return plot_stage_times_by_depth(
+        rows,
+        config.log_alphas,
+        greedy_label=lambda depth: "greedy T_k (open: conjectured)" if depth > 2 else "Saxe's limit at L = 2",
+        closed_label="Saxe's closed form",
+        title="Stage times against depth: Saxe's 1/((L−2) s_k), 1/s_k at L = 2",
+    )
 
 
 def deep_linear_report(config: DeepLinearDemoConfig, runs: list[DeepLinearRun], step, figures, key: str) -> str:

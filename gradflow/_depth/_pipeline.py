@@ -32,7 +32,15 @@ from .._demo._steps import DemoSteps, flow_name
 from .._io import config_hash, write_csv, write_json
 from .._kit._checks import check_depth_demo, check_scales
 from .._kit._comparison import default_delta, default_times
-from .._kit._plots import alpha_colours, log_alpha_of, new_figure, plot_convergence, run_colours, save_figure, stairs
+from .._kit._plots import (
+    log_alpha_of,
+    new_figure,
+    plot_convergence,
+    plot_stage_times_by_depth,
+    run_colours,
+    save_figure,
+    stairs,
+)
 from .._kit._report import distance_tables, figures_and_runtime, fmt, format_alpha, markdown_table, worst_exponents
 from .._kit._task import Task
 from .._kit._trajectory import time_unit
@@ -359,41 +367,17 @@ def plot_curves(runs: list[DepthRun]):
 def plot_stage_times(config: DepthDemoConfig, runs: list[DepthRun]):
     """Stage times against L: the greedy limit's (filled), the closed form's (crosses) and those detected on every
     flow (small dots, one colour per α)."""
-    fig = new_figure(figsize=(6, 4.2))
-    ax = fig.add_subplot()
-    colours = alpha_colours(config.log_alphas)
-    for run in runs:
-        K = np.asarray(run.path.times).size - 1
-        closed = closed_form_times(config, run.depth, run.path)
-        for k in range(1, K + 1):
-            x = run.depth + 0.08 * (k - (K + 1) / 2)
-            ax.plot(
-                x,
-                run.path.times[k],
-                "o",
-                color="black",
-                ms=6,
-                label="greedy T_k" if run is runs[0] and k == 1 else None,
-            )
-            if np.isfinite(closed[k - 1]):
-                ax.plot(
-                    x,
-                    closed[k - 1],
-                    "x",
-                    color="tab:red",
-                    ms=9,
-                    label="closed form" if run is runs[0] and k == 1 else None,
-                )
-            for a, colour in enumerate(colours):
-                first = run is runs[0] and k == 1 and a == len(colours) - 1
-                label = "detected on each flow (darker: smaller α)" if first else None
-                ax.plot(x + 0.02, run.comparison.detected_times[a, k - 1], ".", color=colour, ms=4, label=label)
-    ax.set_xticks([run.depth for run in runs])
-    ax.set_xlabel("depth L")
-    ax.set_ylabel("stage time (τ = t α^{L−2}; t / log(1/α) at L = 2)")
-    ax.set_title("Stage times against depth: Saxe's 1/((L−2) s_k) and 1/s_k at L = 2")
-    ax.legend(fontsize=8)
-    return fig
+    rows = [
+        (run.depth, run.path.times, closed_form_times(config, run.depth, run.path), run.comparison.detected_times, None)
+        for run in runs
+    ]
+    return plot_stage_times_by_depth(
+        rows,
+        config.log_alphas,
+        greedy_label=lambda depth: "greedy T_k",
+        closed_label="closed form",
+        title="Stage times against depth: Saxe's 1/((L−2) s_k) and 1/s_k at L = 2",
+    )
 
 
 def plot_separation(config: DepthDemoConfig, runs: list[DepthRun]):

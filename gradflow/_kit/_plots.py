@@ -99,6 +99,42 @@ def label_axes(ax, *, ylabel: str, title: str, xlabel: str = TAU) -> None:
     ax.legend(fontsize=8, loc="best")
 
 
+def plot_stage_times_by_depth(rows, log_alphas, *, greedy_label, closed_label: str, title: str) -> Figure:
+    """Stage times against the depth L, the stages of one depth side by side: the greedy limit's ``T_k`` (filled;
+    open where conjectured), a closed form's (crosses) and those detected on every flow (dots, one colour per α,
+    darker for smaller α). ``rows``: per depth ``(L, T, closed, detected, conjectured)``, ``T`` the limit's ``T_0 …
+    T_K``, ``closed`` its ``T_1 … T_K`` in closed form (NaN: none), ``detected`` theirs on each flow (one row per
+    ``log_alphas``), ``conjectured`` a flag per ``T_k`` or None; ``greedy_label(L)`` names the limit's points."""
+    fig = new_figure(figsize=(6, 4.2))
+    ax = fig.add_subplot()
+    colours = alpha_colours(log_alphas)
+    labelled = set()
+
+    def label(text):
+        if text in labelled:
+            return None
+        labelled.add(text)
+        return text
+
+    for depth, T, closed, detected, conjectured in rows:
+        K = np.asarray(T).size - 1
+        for k in range(1, K + 1):
+            x = depth + 0.08 * (k - (K + 1) / 2)
+            fill = "none" if conjectured is not None and conjectured[k] else "black"
+            ax.plot(x, T[k], "o", color="black", mfc=fill, ms=6, label=label(greedy_label(depth)))
+            if np.isfinite(closed[k - 1]):
+                ax.plot(x, closed[k - 1], "x", color="tab:red", ms=9, label=label(closed_label))
+            for a, colour in enumerate(colours):
+                text = "detected on each flow (darker: smaller α)"
+                ax.plot(x + 0.02, detected[a, k - 1], ".", color=colour, ms=4, label=label(text))
+    ax.set_xticks([row[0] for row in rows])
+    ax.set_xlabel("depth L")
+    ax.set_ylabel("stage time (τ = t α^{L−2}; t / log(1/α) at L = 2)")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    return fig
+
+
 def plot_loss(flows, path=None, *, title: str = "Loss") -> Figure:
     """Loss against rescaled time for every run, the greedy staircase ``L(θ^k)`` dashed (Figure 6): any family's runs, each holding one α."""
     fig = new_figure(figsize=(7, 4.2))

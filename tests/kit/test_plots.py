@@ -7,7 +7,15 @@ from types import SimpleNamespace
 import numpy as np
 from matplotlib.image import imread
 
-from gradflow._kit._plots import by_alpha, draw_greedy, label_axes, new_figure, plot_loss, save_figure
+from gradflow._kit._plots import (
+    by_alpha,
+    draw_greedy,
+    label_axes,
+    new_figure,
+    plot_loss,
+    plot_stage_times_by_depth,
+    save_figure,
+)
 
 
 def _path():
@@ -53,3 +61,27 @@ def test_runs_by_alpha_and_the_greedy_limit():
     stair = [line for line in ax.get_lines() if len(line.get_xdata())][0]
     assert stair.get_drawstyle() == "steps-post" and stair.get_linestyle() == "--"
     assert ax.get_xlabel().startswith("rescaled time τ") and ax.get_title() == "t"
+
+
+def test_stage_times_by_depth_draw_every_stage_once_labelled():
+    """Per depth and stage: the limit's ``T_k`` (open where conjectured), the closed form's where it has one, and one
+    dot per α at the detected time; each kind labelled once, the ticks at the depths."""
+    log_alphas = np.log([1e-2, 1e-4])
+    rows = [
+        (3, np.array([0.0, 1 / 3, 1 / 2]), np.array([1 / 3, 1 / 2]), np.array([[0.30, 0.45], [0.33, 0.49]]), None),
+        (4, np.array([0.0, 1 / 6]), np.array([np.nan]), np.array([[0.16], [0.166]]), np.array([False, True])),
+    ]
+    fig = plot_stage_times_by_depth(
+        rows, log_alphas, greedy_label=lambda depth: f"greedy at {depth}", closed_label="closed", title="T"
+    )
+    ax = fig.axes[0]
+    lines = ax.get_lines()
+    assert len(lines) == 3 * (1 + 2) + 2  # three stages: the limit and two α each; the closed form where finite
+    limits = [line for line in lines if line.get_marker() == "o"]
+    assert [float(line.get_ydata()[0]) for line in limits] == [1 / 3, 1 / 2, 1 / 6]
+    assert [line.get_markerfacecolor() for line in limits][-1] == "none"  # conjectured: open
+    dots = [float(line.get_ydata()[0]) for line in lines if line.get_marker() == "."]
+    assert dots == [0.30, 0.33, 0.45, 0.49, 0.16, 0.166]
+    labels = [text.get_text() for text in ax.get_legend().get_texts()]
+    assert labels == ["greedy at 3", "closed", "detected on each flow (darker: smaller α)", "greedy at 4"]
+    assert list(ax.get_xticks()) == [3, 4]
