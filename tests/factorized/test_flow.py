@@ -49,7 +49,8 @@ def _logistic(log_alpha, sbar):
     return -np.sort(-np.where(SIG > 0, grow, ls0 + 0 * t), axis=1)
 
 
-@pytest.mark.parametrize("log_alpha", [-1e4, -50.0])
+@pytest.mark.parametrize("log_alpha", [pytest.param(-1e4, marks=pytest.mark.slow), -50.0])  # slow: its fast twins
+# are −50 here and the leaps' closed form at log α = −1e7 (tests/factorized/test_leap.py)
 def test_matrix_factorization_closed_form(log_alpha):
     """The log singular values follow the scalar logistic per mode, far below float64's range included."""
     M, u0, v0, sbar = _aligned()
