@@ -94,9 +94,8 @@ def simulate_flow(
             step cost one. ``"auto"`` (the default): ``"vmap"`` on a GPU or TPU, ``"separate"`` on the CPU,
             where it is 24× faster on the dense attention head (docs/benchmarks.md, *Batches of runs on the
             CPU*).
-        solver: the options of the model's family for its solver: a [`DiagonalSolver`][gradflow.DiagonalSolver]
-            (``jacobian_rank``) for a ``DiagonalModel``, a [`FactorizedSolver`][gradflow.FactorizedSolver]
-            (``method``) for a ``FactorizedModel``; None: the family's defaults.
+        solver: the solver options of the model's family, an instance of its options class (docs' Vocabulary
+            page, *The families*); None: the family's defaults.
         progress: show a progress bar (tqdm, by the rescaled time reached; only for a solve that lasts more than
             a few seconds).
         throw: as in diffrax: raise a ``RuntimeError`` if a run does not reach ``ts[-1]``. With
@@ -112,25 +111,19 @@ def simulate_flow(
             start state), α outside (0, 1), both or neither of ``alpha``/``log_alpha``, both or neither
             of ``u0, v0``/``start``, a batch of states and of scales of different sizes, or ``ts`` not
             increasing from ``τ ≥ 0``; a scale or a time that float64 cannot resolve at the tolerances (``log α``
-            below ``−2.25e6`` at ``atol = 1e-8``, a range that grows with ``atol + rtol``; for a factorised model
-            ``−2.25e7``, see below; ``τ log(1/α)`` beyond ``4.5e12``: docs/floating-point.md), with the supported
-            range in the message.
+            below ``−2.25e6`` at ``atol = 1e-8`` for diagonal weights, a range that grows with ``atol + rtol`` and
+            that each family states for its own state; ``τ log(1/α)`` beyond ``4.5e12``: docs/floating-point.md),
+            with the supported range in the message.
         RuntimeError: with ``throw=True``, the solver did not reach ``ts[-1]`` (the message says where it
             stopped and why).
         Interrupted: Ctrl-C (a ``KeyboardInterrupt``, whatever ``throw``): the solve is run in segments of about half
             a second and stops at the end of the one under way; the exception's ``result`` is the flow up to
             where each run got (``result == "interrupted"`` for the runs it stopped, later times ``+inf``).
 
-    A [`FactorizedModel`][gradflow.FactorizedModel] (``u0, v0`` tuples of factors) gets its own exact flow and
-    a [`FactorizedFlowResult`][gradflow.FactorizedFlowResult] (docs/math.md, *Full weights: the exact flow*), solved
-    by the method its ``FactorizedSolver`` names: ``"leap"`` (explicit steps where the flow moves, leaps along the
-    plateaus, whose cost does not grow with ``log(1/α)``; docs/math.md, *Plateau leaps*), ``"split"`` (the leaps,
-    with implicit steps on the awake columns and Magnus steps on the sleeping ones where explicit steps sit at their
-    stability limit; docs/math.md, *The split integrator*), ``"tsit5"`` (explicit steps throughout, their number ∝
-    ``log(1/α)``), ``"kvaerno5"`` (L-stable, with a dense Jacobian of the state) or ``"auto"`` (the default:
-    ``"leap"``); a string ``solver="leap"`` is the deprecated spelling of ``solver=FactorizedSolver(method="leap")``.
-    Its range of scales is that of the log scales of the factors, ``ρ ∈ [2 log α, O(1)]``:
-    ``2 |log α| 2⁻⁵² ≤ atol + 2 rtol |log α|`` (``|log α| ≤ 2.25e7`` at ``atol = 1e-8``).
+    Every family solves its own exact flow, from the start in its own layout (``u0, v0`` as above for models with
+    diagonal weights; tuples of factors, or the layers' directions in ``u0`` alone, for the others), and returns its
+    own flow result with the shared vocabulary; the table of the families (docs' Vocabulary page, *The families*)
+    names each one's model, options and results, and their pages the flows' methods and ranges of scales.
     """
     family = family_of(model)
     log_a, batched = check_scales(alpha, log_alpha)
@@ -195,8 +188,8 @@ def simulate_gd(
     Args:
         model: the model and data.
         u0, v0: initialisation directions, shape ``(p,)``, with ``|u0_i| ≠ |v0_i|`` (as in
-            [`simulate_flow`][gradflow.simulate_flow]); for a [`DepthModel`][gradflow.DepthModel], ``u0`` holds the
-            layers' directions, shape ``(L, p)`` (``w_l(0) = α u0[l]``), and ``v0`` is None.
+            [`simulate_flow`][gradflow.simulate_flow]), in the layout of the model's family, as for
+            [`simulate_flow`][gradflow.simulate_flow].
         alpha: the scale in (0, 1), or a 1-D array of scales (trained together, vmapped).
         log_alpha: ``log α`` (< 0) instead of ``alpha``, scalar or 1-D array. Gradient descent trains the
             weights themselves, so α must be a normal float64 number (``α ≥ 2.2e-308``, ``log α ≥ −708``).
@@ -215,10 +208,8 @@ def simulate_gd(
             after that step NaN.
 
     Returns:
-        A [`GDResult`][gradflow.GDResult]; for a [`FactorizedModel`][gradflow.FactorizedModel] (``u0, v0``
-        tuples of factors, ``optimizer="gd"`` only) a [`FactorizedGDResult`][gradflow.FactorizedGDResult]; for a
-        [`DepthModel`][gradflow.DepthModel] a [`DepthGDResult`][gradflow.DepthGDResult], whose ``ts`` are
-        ``step · lr · α^{L−2}`` (``L ≥ 3``).
+        The GD result of the model's family (docs' Vocabulary page, *The families*), its ``ts`` in the family's
+        rescaled time, ``step · lr · dτ/dt``; a family may take only some optimizers (its page says which).
     """
     family = family_of(model)
     log_a, batched = check_scales(alpha, log_alpha)
@@ -268,9 +259,8 @@ def greedy_limit(
     *Algorithm 1: the greedy limit*).
 
     Args:
-        model: the model with diagonal weights, or a [`FactorizedModel`][gradflow.FactorizedModel]: then the
-            greedy low-rank limit (docs/math.md, *Full weights: the greedy low-rank limit*) comes back as a
-            [`FactorizedGreedyPath`][gradflow.FactorizedGreedyPath].
+        model: a model of any family; the path is the family's (docs' Vocabulary page, *The families*; its page
+            gives its algorithm, e.g. the greedy low-rank limit of full weights, docs/math.md).
         u0, v0: optional initialisation directions. They do not change the path (only ``b^0 = 1``
             enters), but they are checked against Assumption 4.2 (``|u0_i| ≠ |v0_i|``, else a
             ``ValueError`` naming the coordinates; a near-degenerate gap is an ``AssumptionWarning``, as
@@ -304,8 +294,8 @@ def greedy_limit(
         RuntimeError: with ``throw=True``, the path could not go on (see ``Returns``).
         Interrupted: Ctrl-C (a ``KeyboardInterrupt``, whatever ``throw``) while a stage is computed; the
             exception's ``result`` is the path up to the last finished stage (``result == "interrupted"``). Phase
-            (B) runs as compiled calls bounded by ``tolerances.max_steps`` (for a factorised model one per start, ε
-            and perturbed, for a diagonal one one per stage): Ctrl-C takes effect when the call under way returns.
+            (B) runs as compiled calls bounded by ``tolerances.max_steps``: Ctrl-C takes effect when the call under
+            way returns.
 
     Ties in eq. (9) (Δ within ``tolerances.tie · T_{k+1}``) are broken towards the lowest coordinate
     index; the other tied coordinates land on ``b ∈ {0, 2}`` too and are activated at the next stages
@@ -354,18 +344,14 @@ def compare_limits(
     comparison measures*).
 
     Args:
-        model: a ``DiagonalModel``, or a [`FactorizedModel`][gradflow.FactorizedModel]: then the comparison
-            is a [`RankComparison`][gradflow.RankComparison] with the greedy low-rank limit (docs/math.md, *Full
-            weights: comparing the limits*).
+        model: a model of any family; the comparison is the family's (docs' Vocabulary page, *The families*).
         alpha / log_alpha: the initialisation scales, a 1-D array (or one number) of distinct α or ``log α``
             (give one of them; with ``flows``, neither: the flows' own). ``alphas=``/``log_alphas=`` are the
             deprecated names.
         u0, v0: the initialisation direction, ``θ(0) = α (u0, v0)``, checked once for every run as in
-            [`simulate_flow`][gradflow.simulate_flow]; for a ``FactorizedModel`` tuples of initial factors
-            (``U_j(0) = α u0[j]``, ``V_j(0) = α v0[j]``); a family whose start is ``u0`` alone (a
-            [`DepthModel`][gradflow.DepthModel]'s layer directions) takes no ``v0``.
-        path: the greedy limit of ``model`` (``greedy_limit(model, u0=u0, v0=v0)`` if None; a
-            ``FactorizedGreedyPath`` for a ``FactorizedModel``), checked against the model's family and shapes.
+            [`simulate_flow`][gradflow.simulate_flow], in the layout of the model's family (a family whose start is
+            ``u0`` alone takes no ``v0``).
+        path: the greedy limit of ``model`` (``greedy_limit(model, u0=u0, v0=v0)`` if None: the family's path), checked against the model's family and shapes.
         delta: window margin in rescaled time (default :func:`default_delta`); it must leave a recorded time in
             some window.
         ts: rescaled times to record, past the first stage time ``T_1`` (default :func:`default_times`: 1000 points
@@ -379,9 +365,8 @@ def compare_limits(
         threshold: the fraction of each loss drop that marks a detected stage time.
         flows: precomputed runs, [`Trajectory`][gradflow.Trajectory] objects (one batched result or one
             per α, e.g. ``FlowResult``), to use instead of running the flow, at the α they record (``alpha`` or
-            ``log_alpha``, if given, must list the same, in order); for a ``FactorizedModel`` one
-            batched ``FactorizedFlowResult`` or one per α (anything with ``ts``, ``W``, ``log_singular_values``,
-            ``loss``, ``log_alpha``).
+            ``log_alpha``, if given, must list the same, in order); for another family, its flow results, or
+            anything with the fields its comparison reads.
         flow_options: more ``simulate_flow`` options (``atol``, ``rtol``, ``max_steps``, ``throw``, ...).
         throw: as for [`simulate_flow`][gradflow.simulate_flow]: raise a ``RuntimeError`` if a run fails (the flows
             and the gradient descents run with this ``throw`` unless ``flow_options`` or ``gd`` say otherwise).
@@ -389,8 +374,8 @@ def compare_limits(
             says which runs are not finite from when (``comparison.gd`` has its own).
 
     Returns:
-        A [`Comparison`][gradflow.Comparison] (a [`RankComparison`][gradflow.RankComparison] for a
-        ``FactorizedModel``) with a ``result``: ``"successful"``, ``"run_failed"``, or ``"single_scale"`` (one α:
+        The comparison of the model's family (a [`Comparison`][gradflow.Comparison] for diagonal weights;
+        docs' Vocabulary page, *The families*) with a ``result``: ``"successful"``, ``"run_failed"``, or ``"single_scale"`` (one α:
         the distances, but no rates). It keeps the flows (``comparison.runs``) and the greedy limit
         (``comparison.path``): [`gradflow.plot`](api-plot.md) draws them and [`gradflow.report`][gradflow.report]
         writes the report without running anything again.

@@ -241,3 +241,17 @@ def test_docs_build_strict(tmp_path):
     assert "WARNING" not in proc.stderr, proc.stderr
     assert (site / "index.html").exists()
     assert (site / "math" / "index.html").exists()
+
+
+def test_the_families_table_is_the_registry():
+    """docs/vocabulary.md's table of the families, which the entry points' docstrings point to, has one row per
+    registered family naming its model, solver options and four result types, in the registry's order."""
+    from gradflow._registry import FAMILIES
+
+    text = (ROOT / "docs" / "vocabulary.md").read_text()
+    table = text.split("## The families", 1)[1].split("\n\n")[2]
+    rows = [[cell.strip().strip("`") for cell in line.split("|")[1:-2]] for line in table.splitlines()[2:]]
+    want = [
+        [f.name, f.model_type.__name__, f.solver_type.__name__, *(t.__name__ for t in f.result_types)] for f in FAMILIES
+    ]
+    assert rows == want

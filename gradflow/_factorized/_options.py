@@ -17,7 +17,13 @@ class FactorizedSolver:
         method: the integrator. ``"leap"``: explicit steps where the flow moves, leaps along the plateaus, whose
             cost does not grow with ``log(1/α)`` (docs/math.md, *Plateau leaps*); ``"tsit5"``: explicit steps
             throughout, their number ∝ ``log(1/α)``; ``"kvaerno5"``: L-stable, with a dense Jacobian of the state;
-            ``"auto"`` (the default): ``"leap"``. A leap counts as a step for ``max_steps``.
+            ``"split"``: the leaps, with implicit steps on the awake columns and Magnus steps on the sleeping ones
+            where explicit steps sit at their stability limit (docs/math.md, *The split integrator*); ``"auto"``
+            (the default): ``"leap"``. A leap counts as a step for ``max_steps``; ``simulate_flow(solver="leap")``,
+            a string, is the deprecated spelling of ``solver=FactorizedSolver(method="leap")``.
+
+    The flow's range of scales is that of the log scales of the factors, ``ρ ∈ [2 log α, O(1)]``:
+    ``2 |log α| 2⁻⁵² ≤ atol + 2 rtol |log α|`` (``|log α| ≤ 2.25e7`` at ``atol = 1e-8``).
     """
 
     method: str = "auto"
