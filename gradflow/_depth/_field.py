@@ -92,7 +92,7 @@ def vector_field(s, z, args: Args):
     ``G = dy/dt`` (the implicit function's derivative, with a Baumgarte term ``κ`` pulling back any drift). That drops
     the lag ``ε (dy_A/dτ) / λ``, ε times the manifold's own speed, which on a plateau only the sleeping coordinates
     (``|β_i| ≤ 10⁻² atol``) drive: held and solved exactly, the flows differ by at most 2.5e-10 relative at ε = 1e-4
-    and 1e-6 (docs/depth.md).
+    and 1e-6 (docs/depth.md; tests/depth/test_flow.py::test_holding_the_slow_manifold_changes_the_flow_below_its_tolerance).
     """
     L = args.model.depth
     log_eps = (L - 2) * args.log_alpha

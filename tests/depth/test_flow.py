@@ -205,3 +205,24 @@ def test_outputs_at_the_stage_times_themselves_are_finite():
     for i, Ti in enumerate(T):
         at, after = np.flatnonzero(ts == Ti)[0], np.flatnonzero(ts == Ti + 1e-12)[0]
         assert abs(flow.beta[at, i]) < 1e-12 and flow.beta[after, i] == pytest.approx(S[i], rel=1e-9)
+
+
+@pytest.mark.slow  # two compilations; the fast twin: test_plateaus_do_not_stall_where_rounding_meets_stiffness
+@pytest.mark.parametrize("depth", [3, 4])
+def test_holding_the_slow_manifold_changes_the_flow_below_its_tolerance(depth, monkeypatch):
+    """Where both apply (α^{L−2} = 1e-4, 1e-6), the plateaus held on the awake coordinates' slow manifold and solved
+    exactly give the same flow to 1e-9 relative (measured: 2.5e-10), far below ``atol``: the hold drops only the lag
+    ``α^{L−2}`` times the manifold's speed (docs/depth.md), which justifies holding it from α^{L−2} = 1e-5 down."""
+    from gradflow._depth import _field
+    from gradflow._depth import _flow as depth_flow
+
+    model, _, _ = _tied_regression(depth)
+    ts = np.linspace(0.0, 3.0 / (depth - 2), 61)
+    log_alpha = np.log([1e-4, 1e-6]) / (depth - 2)
+    flows = []
+    for threshold in (1e-8, 1.0):  # exact plateaus at both scales, then held at both
+        monkeypatch.setattr(_field, "EPS_MANIFOLD", threshold)
+        monkeypatch.setattr(depth_flow, "EPS_MANIFOLD", threshold)
+        flows.append(np.asarray(gradflow.simulate_flow(model, u0=np.ones((depth, 6)), ts=ts, log_alpha=log_alpha).beta))
+    exact, held = flows
+    np.testing.assert_allclose(held, exact, rtol=1e-9, atol=1e-300)
