@@ -13,7 +13,15 @@ from scipy.integrate import solve_ivp
 
 import gradflow
 from gradflow._deep_linear._gauge import active_mask, gauge_directions
-from gradflow._deep_linear._greedy import _pack, _unpack, balanced_layers, first_escape, perturbed_layers, stage_hessian
+from gradflow._deep_linear._greedy import (
+    _flat_jacobian,
+    _pack,
+    _unpack,
+    balanced_layers,
+    first_escape,
+    perturbed_layers,
+    stage_hessian,
+)
 from gradflow._deep_linear._model import layer_velocities
 from gradflow._kit._assumptions import AssumptionWarning
 
@@ -98,7 +106,8 @@ def test_hessian_on_the_rank_k_stratum_of_matrix_factorisation(depth):
     ``D(A_L ⋯ A_1)`` (the complement of the gauge, which is that map's kernel), has the closed-form spectrum of
     :func:`hessian_spectrum` at the truncations (k = 1, 2, 3: smallest ``s_k^{(L−2)/L}(s_k − s_{k+1})``) and at the
     rank-1 point holding the SECOND triple (smallest ``s_2^{(L−2)/L}(s_2 − s_1) < 0``: not a minimum); the family's
-    ``stage_hessian`` is its smallest, and ``gauge_directions`` span that kernel."""
+    ``stage_hessian`` is its smallest, ``gauge_directions`` span that kernel, and the layers' full Hessian vanishes on
+    the sleeping hidden coordinates' entries."""
     m, n, L = 4, 3, depth
     rng = np.random.default_rng(5)
     U, V = np.linalg.qr(rng.standard_normal((m, 3)))[0], np.linalg.qr(rng.standard_normal((n, 3)))[0]
@@ -127,6 +136,9 @@ def test_hessian_on_the_rank_k_stratum_of_matrix_factorisation(depth):
         jacobian = np.stack([product(y + step).imag.ravel() for step in steps], axis=1) / 1e-30
         with jax.enable_x64(True):
             smallest = stage_hessian(model, W, k)
+            full = np.asarray(_flat_jacobian(model, _pack(layers), model.layer_shapes))
+        asleep = ~active_mask(model.layer_shapes, k)  # flat at a stationary point (L ≥ 3): rows and columns 0
+        np.testing.assert_allclose(full[asleep], 0.0, atol=1e-12)
         basis = scipy.linalg.orth(jacobian.T)
         assert basis.shape[1] == k * (m + n - k)
         eigs = np.linalg.eigvalsh(basis.T @ hessian @ basis)
