@@ -30,6 +30,7 @@ from .._kit import _checkpoint
 from .._kit._assumptions import warn
 from .._kit._greedy import AbstractGreedyPath, GreedyTolerances
 from .._results import RESULTS
+from ._gauge import min_eig_off_gauge
 from ._model import DeepLinearModel, check_layers, layer_velocities, product
 
 _ESCAPED = 36.0  # (L−2)ρ at which the blow-up's integral is cut: the tail e^{−36}/((L−2)λ) is added in closed form
@@ -50,8 +51,23 @@ class DeepLinearGreedyPath(AbstractGreedyPath):
             pair's Δ, or for stage 1 the relative gap ``(σ_1 − σ_2)/σ_1`` of ``G_0``).
         loss: ``(K+1,)`` ``L(W^k)``; stationarity: ``(K+1,)`` ``max |W_{>l}ᵀ G W_{<l}ᵀ|`` at the layers of ``W^k``
             over ``σ_1(G_0)``; epsilon_discrepancy: ``(K,)`` ``‖W^{k+1}(ε_1) − W^{k+1}(ε_2)‖ / ‖W^{k+1}‖`` of phase (B)
-            from the two smallest ε of the tolerances; final_delta, runner_up, hessian_min_eig, perturbation_spread
-            (NaN: not run), assumptions_ok, result, message, warnings: as for the other families' paths.
+            from the two smallest ε of the tolerances.
+        hessian_min_eig: ``(K+1,)`` the smallest eigenvalue of the Hessian of ``L(W_L ⋯ W_1)`` in the layers at the
+            balanced layers of ``W^k``, on the rank-``k`` stratum (the entries of their first ``k`` hidden
+            coordinates) and off the gauge ``W_l ↦ M_l W_l M_{l−1}^{−1}`` (gradflow/_deep_linear/_gauge.py): positive
+            exactly when ``W^k`` is a strict local minimum of ``L`` on the rank-``k`` matrices (Assumption 4.3, read
+            for matrices); for ``½‖W − M‖²`` at its truncations ``s_k^{(L−2)/L}(s_k − s_{k+1})``. ``∞`` at
+            ``W^0 = 0``; NaN: not run (``check_assumptions=False``).
+        perturbation_spread: ``(K,)`` the largest ``‖W(p) − W^{k+1}‖ / ‖W^{k+1}‖`` over phase (B) from
+            ``tolerances.perturbations`` perturbed starts (:func:`perturbed_layers` of the start at the larger ε;
+            Assumption 4.4); NaN: not run.
+        assumptions_ok: ``(K+1, 3)`` per stage ``k``: the escape out of it is unique (4.2: the runner-up's relative
+            gap above ``tolerances.tie``), ``W^k`` is a strict local minimum (4.3: ``hessian_min_eig`` above
+            ``tolerances.hessian · σ_1(G_0) · σ_1(W^k)^{(L−2)/L}``, the layers' Hessian having the units of ``G``
+            times the layers' size to the ``L − 2``), and phase (B) out of it ends at one point (4.4: the ε
+            discrepancy within ``epsilon_agreement`` and the spread within ``spread``); a check not run reads true.
+            Each failure is also an ``AssumptionWarning`` (those of 4.3 once the path is done).
+        final_delta, runner_up, result, message, warnings: as for the other families' paths.
     """
 
     W: np.ndarray
@@ -197,6 +213,72 @@ def phase_b(model: DeepLinearModel, layers, scale: float, tol: GreedyTolerances,
     return _unpack(y, shapes), stationarity, False
 
 
+def _phase_b_start(model: DeepLinearModel, W, k: int, pair, G, eps: float):
+    """Phase (B)'s start from ``W^k`` (rank ``k``) with the pair ``(u, v)`` of ``G`` at ``ε``: balanced layers
+    holding ``W^k`` and ``ε^{L/(L−2)} u vᵀ`` (per-layer scale ``ε^{1/(L−2)}``: the new mode escapes after
+    ``t ≈ 1/((L−2) ε uᵀGv)``, the first window's length), and that window."""
+    u, v = pair
+    L = model.depth
+    e = eps ** (1.0 / (L - 2))
+    return balanced_layers(W, k, model.layer_shapes, (u, e**L, v)), 1.0 / ((L - 2) * eps * float(u @ G @ v))
+
+
+def perturbed_layers(layers, rank: int, size: float, rng: np.random.Generator):
+    """``layers`` (held in their first ``rank`` hidden coordinates) with Gaussian noise, clipped to ±3, on those
+    coordinates' entries (Assumption 4.4's perturbed starts, the family's analogue of the kit's
+    ``perturbed_starts``): each such row of ``W_1 … W_{L−1}`` and column of ``W_L`` moves by about ``size`` times
+    its norm, in a random direction, so that the new mode moves relative to its own small scale and the sleeping
+    coordinates stay asleep. Additive, not the kit's multiplicative noise: that keeps the zero entries of an aligned
+    start's layers, and with them a flow that stays aligned (it would miss a phase (B) that ends at a saddle)."""
+    out = [w.copy() for w in layers]
+    for l, w in enumerate(out):
+        last = l == len(out) - 1
+        block = w[:, :rank] if last else w[:rank, :] if l == 0 else w[:rank, :rank]
+        axis = 0 if last else 1
+        rms = np.linalg.norm(block, axis=axis, keepdims=True) / np.sqrt(block.shape[axis])
+        block += size * np.clip(rng.standard_normal(block.shape), -3.0, 3.0) * rms
+    return out
+
+
+def stage_hessian(model: DeepLinearModel, W: np.ndarray, k: int) -> float:
+    """The smallest eigenvalue of the Hessian of ``L(W_L ⋯ W_1)`` in the layers at the balanced layers of the
+    rank-``k`` ``W`` (:func:`balanced_layers`), on the rank-``k`` stratum and off the gauge
+    (gradflow/_deep_linear/_gauge.py: positive exactly when ``W`` is a strict local minimum of ``L`` on the rank-``k``
+    matrices). The Hessian is minus the Jacobian of the layers' velocities, phase (B)'s compiled program."""
+    layers = balanced_layers(W, k, model.layer_shapes)
+    hessian = -np.asarray(_flat_jacobian(model, _pack(layers), tuple(model.layer_shapes)))
+    return min_eig_off_gauge(hessian, layers, k)
+
+
+def _hessian_checks(model: DeepLinearModel, Ws, scale: float, tol: GreedyTolerances):
+    """``(eigenvalues, ok, warnings)``: :func:`stage_hessian` of every stage ``W^k`` (``∞`` at ``W^0 = 0``, which has
+    no direction on its stratum), whether it is above ``tol.hessian · σ_1(G_0) · σ_1(W^k)^{(L−2)/L}`` (the layers'
+    Hessian has the units of ``G`` times the layers' size to the ``L − 2``), and the warnings where not."""
+    L, eigs, messages = model.depth, [math.inf], []
+    ok = np.ones(len(Ws), bool)
+    for k, W in enumerate(Ws[1:], start=1):
+        eigs.append(stage_hessian(model, W, k))
+        ok[k] = eigs[-1] > tol.hessian * scale * float(np.linalg.norm(W, 2)) ** ((L - 2) / L)
+        if not ok[k]:
+            messages.append(
+                f"W^{k} is not a strict local minimum at rank {k}: the Hessian in the layers has smallest eigenvalue "
+                f"{eigs[-1]:.3g} on the rank-{k} layers off the gauge directions."
+            )
+    return np.asarray(eigs), ok, messages
+
+
+def _perturbation_spread(model, W, k: int, pair, G, W_new, scale: float, tol: GreedyTolerances, rng) -> float:
+    """Assumption 4.4: the largest ``‖W(p) − W^{k+1}‖ / ‖W^{k+1}‖`` over ``tol.perturbations`` runs of phase (B)
+    from :func:`perturbed_layers` of the start at the larger of the two ε (``∞`` for a run that does not become
+    stationary)."""
+    start, horizon = _phase_b_start(model, W, k, pair, G, tol.epsilons[-2])
+    size, spread = max(float(np.linalg.norm(W_new)), 1e-300), 0.0
+    for _ in range(tol.perturbations):
+        layers, _, ok = phase_b(model, perturbed_layers(start, k + 1, tol.perturbation, rng), scale, tol, horizon)
+        spread = max(spread, float(np.linalg.norm(product(layers) - W_new)) / size if ok else math.inf)
+    return spread
+
+
 def _clock_rule(Uk, sk, Vkt, live, P0, consumed, L: int) -> tuple[float, float, np.ndarray, np.ndarray]:
     """``(Δ, gap, u, v)`` of a later stage (the module's clock rule): the live singular pair ``(u_i, v_i)`` of ``G_k =
     Uk diag(sk) Vkt`` whose clock, from ``P0 = W0_L ⋯ W0_1`` less what the stages before ``consumed``, reaches 0
@@ -239,10 +321,11 @@ def _kept(model, stages: list, transitions: list) -> tuple[list, ...]:
 def greedy(
     model: DeepLinearModel, *, u0, v0, max_stages, tolerances, check_assumptions, seed, progress, checkpoint=None
 ):
-    """``greedy_limit`` for a deep linear network from the layers' directions ``u0`` (L ≥ 3). ``checkpoint``: a file
-    that keeps the finished stages (``gradflow._kit._checkpoint.Checkpoint``), resumed by a later call with the same
-    model, ``u0`` and tolerances."""
-    del check_assumptions  # no perturbed runs (Assumption 4.4) yet
+    """``greedy_limit`` for a deep linear network from the layers' directions ``u0`` (L ≥ 3). ``check_assumptions``:
+    the Hessian of every ``W^k`` on its rank-``k`` stratum (:func:`stage_hessian`) and phase (B) from perturbed starts
+    (:func:`_perturbation_spread`, seeded by ``seed``); see :class:`DeepLinearGreedyPath`. ``checkpoint``: a file that
+    keeps the finished stages (``gradflow._kit._checkpoint.Checkpoint``), resumed by a later call with the same model,
+    ``u0``, tolerances, ``check_assumptions`` and ``seed``."""
     if model.depth == 2:
         raise ValueError(
             "greedy_limit of a DeepLinearModel needs depth L ≥ 3; at L = 2 the network is a FactorizedModel "
@@ -266,9 +349,12 @@ def greedy(
     if not (np.isfinite(scale) and scale > 0):
         raise ValueError(f"the gradient at W = 0 is {'zero' if scale == 0 else 'not finite'}: the flow never leaves 0.")
     stages, transitions = [dict(W=W)], []
+    rng = np.random.default_rng(seed)  # the perturbations of Assumption 4.4
     if checkpoint is not None:
-        key = dict(model=_checkpoint.fingerprint(model, _probe), u0=W0, tolerances=tol)
-        checkpoint = _checkpoint.Checkpoint(checkpoint, key, np.random.default_rng(seed))
+        key = dict(
+            model=_checkpoint.fingerprint(model, _probe), u0=W0, tolerances=tol, check=check_assumptions, seed=seed
+        )
+        checkpoint = _checkpoint.Checkpoint(checkpoint, key, rng)
         stages, transitions = checkpoint.start(stages[0], max_stages, progress)
     times, Ws, conj, gsv, loss, stat, deltas, gaps, eps_disc, warnings_, consumed = _kept(model, stages, transitions)
     W = Ws[-1]
@@ -306,9 +392,7 @@ def greedy(
                 warn(warnings_[-1])
             ends = []
             for eps in tol.epsilons[-2:]:
-                e = eps ** (1.0 / (L - 2))  # per-layer scale: the new mode escapes after t ≈ 1/((L−2) ε σ)
-                layers = balanced_layers(W, k, model.layer_shapes, (u, e**L, v))
-                horizon = 1.0 / ((L - 2) * eps * float(u @ G @ v))
+                layers, horizon = _phase_b_start(model, W, k, (u, v), G, eps)
                 layers, stationarity, ok = phase_b(model, layers, scale, tol, horizon)
                 if not ok:
                     result = RESULTS.phase_b_failed.value
@@ -326,9 +410,18 @@ def greedy(
                     f"{tol.epsilon_agreement:g}: the ε → 0 limit is not reached"
                 )
                 warn(warnings_[-1])
+            spread = math.nan
+            if check_assumptions and tol.perturbations:
+                spread = _perturbation_spread(model, W, k, (u, v), G, W_new, scale, tol, rng)
+                if spread > tol.spread:
+                    warnings_.append(
+                        f"stage {k + 1}: Assumption 4.4 fails: perturbing phase (B)'s start moves its endpoint by "
+                        f"{spread:.3g} (relative), more than spread = {tol.spread:g}"
+                    )
+                    warn(warnings_[-1])
             consumed.append((G, delta))
             stages.append(dict(W=W_new))
-            step = dict(G=G, delta=delta, gap=gap, discrepancy=disc, stationarity=stationarity)
+            step = dict(G=G, delta=delta, gap=gap, discrepancy=disc, stationarity=stationarity, spread=spread)
             transitions.append(dict(step, warnings=warnings_[emitted:]))
             if checkpoint is not None:
                 checkpoint.save(stages, transitions)
@@ -360,10 +453,19 @@ def greedy(
     b = np.ones((K + 1, rank))
     for k in range(K + 1):
         b[k, :k] = 0.0
-    ok = np.ones((K + 1, 3), bool)
+    hessian, minimum = np.full(K + 1, np.nan), np.ones(K + 1, bool)
+    hessian[0] = math.inf
+    if check_assumptions:
+        hessian, minimum, messages = _hessian_checks(model, Ws, scale, tol)
+        for text in messages:
+            warnings_.append(text)
+            warn(text)
+    spread = np.array([float(t["spread"]) for t in transitions[:K]])
+    ok = np.ones((K + 1, 3), bool)  # Assumptions 4.2 (a unique escape), 4.3 (a strict local minimum), 4.4
+    ok[:, 1] = minimum
     for k, gap in enumerate(gaps):
-        ok[k, 2] = gap > tol.tie and eps_disc[k] <= tol.epsilon_agreement
-    nan = np.full(K + 1, np.nan)
+        ok[k, 0] = gap > tol.tie
+        ok[k, 2] = eps_disc[k] <= tol.epsilon_agreement and not spread[k] > tol.spread
     return DeepLinearGreedyPath(
         times=np.asarray(times),
         b=b,
@@ -371,10 +473,10 @@ def greedy(
         final_delta=np.array([np.inf]),  # the next Δ is not computed
         delta_gap=np.asarray(gaps),
         runner_up=np.full(K, -1),
-        hessian_min_eig=nan,
+        hessian_min_eig=hessian,
         stationarity=np.asarray(stat),
         epsilon_discrepancy=np.asarray(eps_disc),
-        perturbation_spread=nan,
+        perturbation_spread=spread,
         assumptions_ok=ok,
         result=result,
         message=message,

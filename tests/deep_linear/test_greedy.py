@@ -1,15 +1,29 @@
 """The deep linear family's greedy low-rank limit (docs/deep-linear.md, *The greedy limit*): the first escape time
-against a direct solve of the α-free flow, the stages of the aligned whitened task against Saxe's times, and
-(slow: compiles flows) the first escape against the exact flow as α → 0."""
+against a direct solve of the α-free flow, the stages of the aligned whitened task against Saxe's times, the
+assumption checks (the Hessian on the rank-k stratum off the gauge against its closed form for matrix factorisation,
+the perturbed phase-(B) runs, and both failing at a stage that holds a saddle), and (slow: compiles flows) the first
+escape against the exact flow as α → 0."""
 
+import jax
 import numpy as np
 import pytest
+import scipy.linalg
 from deep_linear_common import A0, S, aligned, whitened
 from scipy.integrate import solve_ivp
 
 import gradflow
-from gradflow._deep_linear._greedy import _pack, _unpack, first_escape
+from gradflow._deep_linear._gauge import active_mask, gauge_directions
+from gradflow._deep_linear._greedy import (
+    _flat_jacobian,
+    _pack,
+    _unpack,
+    balanced_layers,
+    first_escape,
+    perturbed_layers,
+    stage_hessian,
+)
 from gradflow._deep_linear._model import layer_velocities
+from gradflow._kit._assumptions import AssumptionWarning
 
 
 def saxe_stage_times(depth, s=S, a0=A0):
@@ -46,11 +60,17 @@ def test_first_escape_is_the_blow_up_of_the_alpha_free_flow(depth):
     assert u @ G0 @ v == pytest.approx(sv[k], rel=1e-6)
 
 
-def test_greedy_stages_of_the_aligned_whitened_task():
+@pytest.fixture(scope="module")
+def aligned_path():
+    """The greedy limit of the whitened task from the aligned start at L = 3, with its checks (the default)."""
+    return gradflow.greedy_limit(whitened(3), u0=aligned(3))
+
+
+def test_greedy_stages_of_the_aligned_whitened_task(aligned_path):
     """Balanced start aligned with ``M = diag(s)`` (L = 3): ``T_r = 1/(a⁰_r s_r)`` in the clocks' order, ``W^k`` the
     learned modes of M, ``T_1`` exact and the others flagged conjectures."""
     depth = 3
-    path = gradflow.greedy_limit(whitened(depth), u0=aligned(depth))
+    path = aligned_path
     times, order = saxe_stage_times(depth)
     np.testing.assert_allclose(path.times, np.concatenate([[0.0], times]), rtol=1e-9)
     for k in range(4):
@@ -63,6 +83,126 @@ def test_greedy_stages_of_the_aligned_whitened_task():
     np.testing.assert_allclose(path.weights_at(np.array([0.1, 0.7])), path.W[[0, 2]])
 
 
+def hessian_spectrum(held, sleeping, m, n, depth):
+    """The eigenvalues of the Hessian of ``½‖W − M‖²`` in the layers at the balanced layers of the stationary point
+    holding the singular values ``held`` of ``M`` (``sleeping``: the others of its ``min(m, n)``), on the rank-k
+    stratum and off the gauge (gradflow/_deep_linear/_gauge.py): the blocks' own, the sleeping row-column pairs, the
+    unpaired sleeping rows or columns."""
+    L = depth
+    own = [
+        (a**2 - b**2) / (a ** (2 / L) - b ** (2 / L)) if a != b else L * a ** (2 * (L - 1) / L)
+        for a in held
+        for b in held
+    ]
+    pairs = [a ** ((L - 2) / L) * (a + sign * b) for a in held for b in sleeping for sign in (1, -1)]
+    unpaired = [a ** (2 * (L - 1) / L) for a in held for _ in range(abs(m - n))]
+    return np.sort(own + pairs + unpaired)
+
+
+@pytest.mark.parametrize("depth", [3, 4])
+def test_hessian_on_the_rank_k_stratum_of_matrix_factorisation(depth):
+    """``½‖W − M‖²``, M 4×3 with singular values 3, 2, 1: the Hessian of the loss as a function of the blocks
+    ``A_1 ∈ R^{k×n}, A_l ∈ R^{k×k}, A_L ∈ R^{m×k}`` (dense, by complex steps of its gradient), in an orthonormal basis of the row space of
+    ``D(A_L ⋯ A_1)`` (the complement of the gauge, which is that map's kernel), has the closed-form spectrum of
+    :func:`hessian_spectrum` at the truncations (k = 1, 2, 3: smallest ``s_k^{(L−2)/L}(s_k − s_{k+1})``) and at the
+    rank-1 point holding the SECOND triple (smallest ``s_2^{(L−2)/L}(s_2 − s_1) < 0``: not a minimum); the family's
+    ``stage_hessian`` is its smallest, ``gauge_directions`` span that kernel, and the layers' full Hessian vanishes on
+    the sleeping hidden coordinates' entries."""
+    m, n, L = 4, 3, depth
+    rng = np.random.default_rng(5)
+    U, V = np.linalg.qr(rng.standard_normal((m, 3)))[0], np.linalg.qr(rng.standard_normal((n, 3)))[0]
+    M = (U * S) @ V.T
+    model = gradflow.models.deep_matrix_factorization_model(M, depth=L)
+    for held in ([0], [0, 1], [0, 1, 2], [1]):
+        k = len(held)
+        sleeping = [i for i in range(3) if i not in held]
+        W = (U[:, held] * S[held]) @ V[:, held].T
+        layers = balanced_layers(W, k, model.layer_shapes)
+        y = _pack(layers)[active_mask(model.layer_shapes, k)]  # the blocks A_1, …, A_L, packed
+        shapes = [(k, n)] + [(k, k)] * (L - 2) + [(m, k)]
+
+        def product(z, shapes=shapes):
+            blocks = _unpack(z, shapes)
+            out = blocks[0]
+            for a in blocks[1:]:
+                out = a @ out
+            return out
+
+        def gradient(z, shapes=shapes):  # ∂L/∂A_l = −A_{>l}ᵀ (M − W) A_{<l}ᵀ
+            return -_pack(layer_velocities(_unpack(z, shapes), M - product(z)))
+
+        steps = 1e-30j * np.eye(y.size)  # complex steps: derivatives of polynomials to rounding
+        hessian = np.stack([gradient(y + step).imag for step in steps], axis=1) / 1e-30
+        jacobian = np.stack([product(y + step).imag.ravel() for step in steps], axis=1) / 1e-30
+        with jax.enable_x64(True):
+            smallest = stage_hessian(model, W, k)
+            full = np.asarray(_flat_jacobian(model, _pack(layers), model.layer_shapes))
+        asleep = ~active_mask(model.layer_shapes, k)  # flat at a stationary point (L ≥ 3): rows and columns 0
+        np.testing.assert_allclose(full[asleep], 0.0, atol=1e-12)
+        basis = scipy.linalg.orth(jacobian.T)
+        assert basis.shape[1] == k * (m + n - k)
+        eigs = np.linalg.eigvalsh(basis.T @ hessian @ basis)
+        expected = hessian_spectrum(S[held], S[sleeping], m, n, L)
+        np.testing.assert_allclose(eigs, expected, rtol=1e-10, atol=1e-12)
+        assert smallest == pytest.approx(expected[0], rel=1e-10)
+        gauge = gauge_directions(layers, k)
+        assert np.linalg.matrix_rank(gauge) == (L - 1) * k * k == y.size - basis.shape[1]
+        np.testing.assert_allclose(jacobian @ gauge, 0.0, atol=1e-12)
+    assert smallest == pytest.approx(S[1] ** ((L - 2) / L) * (S[1] - S[0]), rel=1e-10) and smallest < 0
+
+
+def test_perturbed_layers_move_the_held_coordinates_only():
+    """Each of the first ``rank`` hidden coordinates' rows (columns of ``W_L``) moves by about ``size`` of its norm,
+    the new mode's as much relative to its own small scale, and the sleeping coordinates stay zero."""
+    W = np.diag([3.0, 2.0, 0.0, 0.0])
+    shapes = [(4, 4)] * 4
+    layers = balanced_layers(W, 2, shapes, (np.eye(4)[2], 1e-12, np.eye(4)[2]))
+    moved = perturbed_layers(layers, 3, 1e-2, np.random.default_rng(0))
+    for l, (before, after) in enumerate(zip(layers, moved)):
+        np.testing.assert_array_equal(after[3:] if l < 3 else after[:, 3:], 0.0)
+        if l in (1, 2):
+            np.testing.assert_array_equal(after[:, 3:], 0.0)
+        rows = (before[:3], after[:3]) if l < 3 else (before[:, :3].T, after[:, :3].T)
+        change = np.linalg.norm(rows[1] - rows[0], axis=1) / np.linalg.norm(rows[0], axis=1)
+        assert np.all((change > 1e-3) & (change < 5e-2)), change
+
+
+def test_greedy_checks_on_the_aligned_whitened_task(aligned_path):
+    """At the truncations the Hessian's smallest eigenvalue is ``s_k^{1/3}(s_k − s_{k+1})`` (``3 s_3^{4/3}`` at full
+    rank), the perturbed phase-(B) runs end where the unperturbed one does, and every check holds."""
+    path, depth = aligned_path, 3
+    s = np.sort(S)[::-1]
+    expected = [s[k - 1] ** ((depth - 2) / depth) * (s[k - 1] - (s[k] if k < 3 else 0.0)) for k in (1, 2)]
+    expected += [depth * s[2] ** (2 * (depth - 1) / depth)]
+    assert path.hessian_min_eig[0] == np.inf
+    np.testing.assert_allclose(path.hessian_min_eig[1:], expected, rtol=1e-7)
+    assert path.perturbation_spread.shape == (3,) and np.all(path.perturbation_spread <= 1e-8)
+    assert path.assumptions_ok.all() and path.warnings == ()
+
+
+def test_greedy_checks_flag_a_stage_at_a_saddle():
+    """An aligned start with mode 2 larger than mode 1 (``a⁰ = (0.5, 1, 1)``, L = 3) learns ``s_2`` first: ``W^1 =
+    s_2 e_2 e_2ᵀ`` is a stationary point but not a minimum on the rank-1 matrices (the Hessian's smallest eigenvalue
+    ``s_2^{1/3}(s_2 − s_1) < 0``, Assumption 4.3), and phase (B) from perturbed starts leaves it for ``s_1 e_1 e_1ᵀ``
+    (spread ``‖s_1 e_1e_1ᵀ − s_2 e_2e_2ᵀ‖ / s_2``, Assumption 4.4): both warned and flagged. Without the checks,
+    neither runs."""
+    model, W0 = whitened(3), aligned(3, np.array([0.5, 1.0, 1.0]))
+    with pytest.warns(AssumptionWarning) as caught:
+        path = gradflow.greedy_limit(model, u0=W0, max_stages=1)
+    np.testing.assert_allclose(path.W[1], np.diag([0.0, S[1], 0.0]), atol=1e-8)
+    assert path.hessian_min_eig[1] == pytest.approx(S[1] ** (1 / 3) * (S[1] - S[0]), rel=1e-7)
+    assert path.perturbation_spread[0] == pytest.approx(np.hypot(S[0], S[1]) / S[1], rel=1e-6)
+    assert path.assumptions_ok.tolist() == [[True, True, False], [True, False, True]]
+    texts = [str(w.message) for w in caught if w.category is AssumptionWarning]
+    assert any("Assumption 4.4 fails" in t for t in texts) and any(
+        "W^1 is not a strict local minimum" in t for t in texts
+    )
+    assert path.warnings == tuple(texts)
+    unchecked = gradflow.greedy_limit(model, u0=W0, max_stages=1, check_assumptions=False)
+    assert np.isnan(unchecked.hessian_min_eig[1]) and np.isnan(unchecked.perturbation_spread).all()
+    assert unchecked.assumptions_ok.all() and unchecked.warnings == ()
+
+
 def test_greedy_refuses_depth_two_and_a_missing_start():
     with pytest.raises(ValueError, match="FactorizedModel"):
         gradflow.greedy_limit(whitened(2), u0=aligned(2))
@@ -72,8 +212,15 @@ def test_greedy_refuses_depth_two_and_a_missing_start():
 
 @pytest.mark.slow
 def test_greedy_stages_at_depth_four():
-    path = gradflow.greedy_limit(whitened(4), u0=aligned(4))
+    """At L = 4 the aligned start (``a⁰ = 1, 0.8, 1.2``) learns ``s_3`` before ``s_2``: ``W^2`` holds the triples 1
+    and 3, not a minimum on the rank-2 matrices (``s_3^{1/2}(s_3 − s_2) = −1``), and the checks say so (fast twin:
+    test_greedy_checks_flag_a_stage_at_a_saddle)."""
+    with pytest.warns(AssumptionWarning, match="W\\^2 is not a strict local minimum"):
+        path = gradflow.greedy_limit(whitened(4), u0=aligned(4))
     np.testing.assert_allclose(path.times[1:], saxe_stage_times(4)[0], rtol=1e-9)
+    np.testing.assert_allclose(path.hessian_min_eig[1:], [np.sqrt(3), -1.0, 4.0], rtol=1e-7)
+    assert path.assumptions_ok[:, 1].tolist() == [True, True, False, True]
+    assert path.perturbation_spread[1] > 0.1 and path.perturbation_spread[[0, 2]].max() <= 1e-8
 
 
 @pytest.mark.slow

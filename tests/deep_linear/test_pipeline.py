@@ -134,7 +134,8 @@ def test_compare_command(tmp_path, capsys):
 
 def test_greedy_command_and_its_checkpoint(tmp_path, capsys):
     """``gradflow greedy`` of a deep linear task (it keeps a checkpoint); a path resumed from a checkpoint of its
-    first stage equals the one computed at once."""
+    first stage equals the one computed at once, its checks included; a checkpoint is refused for another model,
+    ``check_assumptions`` or ``seed``."""
     argv = ["greedy", "--model", "deep_linear_regression", "--m", "2", "--n", "3", "--singular-values", "2", "1"]
     assert main(argv + ["--out", str(tmp_path / "cli")]) == 0
     assert "T_k a conjecture" in capsys.readouterr().out
@@ -149,6 +150,11 @@ def test_greedy_command_and_its_checkpoint(tmp_path, capsys):
     np.testing.assert_array_equal(resumed.W, whole.W)
     np.testing.assert_array_equal(resumed.conjectured, whole.conjectured)
     np.testing.assert_array_equal(resumed.loss, whole.loss)
+    np.testing.assert_array_equal(resumed.hessian_min_eig, whole.hessian_min_eig)
+    np.testing.assert_array_equal(resumed.perturbation_spread, whole.perturbation_spread)  # the perturbations resume
     other = models.deep_linear_regression(m=2, n=3, singular_values=(2.0, 1.0), seed=1)
     with pytest.raises(ValueError, match="keeps the stages of another greedy path"):
         gradflow.greedy_limit(other.model, u0=other.u0, checkpoint=kept)
+    for options in (dict(check_assumptions=False), dict(seed=1)):
+        with pytest.raises(ValueError, match="keeps the stages of another greedy path"):
+            gradflow.greedy_limit(task.model, u0=task.u0, checkpoint=kept, **options)
