@@ -138,7 +138,7 @@ class DeepLinearFamily(ModelFamily):
         def shapes(path):
             return f"W of shape {tuple(np.shape(path.W)[-2:])}"
 
-        fields = ("times", "W", "b", "loss", "b_at", "conjectured")
+        fields = ("times", "W", "b", "loss", "b_at")
         check_path_of(model, path, DeepLinearGreedyPath, fields, shapes, f"W of shape {tuple(model.shape)}")
 
     compare = staticmethod(compare)

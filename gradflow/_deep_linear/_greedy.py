@@ -3,21 +3,26 @@ Li, Luo & Lyu's greedy low-rank learning (ICLR 2021; InRank §3) in the rescaled
 
 Stage ``k`` holds a rank-``k`` stationary point ``W^k`` of the balanced layers (``W^0 = 0``). Stage ``k + 1`` adds a
 singular pair ``(u, v)`` of ``G_k = −∇L(W^k)`` to balanced factors of ``W^k`` at a small per-layer scale and runs
-the layers' flow (phase (B)) to the rank-``(k+1)`` stationary point ``W^{k+1}``. The stage times:
+the layers' flow (phase (B)) to the rank-``(k+1)`` stationary point ``W^{k+1}``. Every stage time comes from the
+α-free flow of the sleeping layers:
 
-- ``T_1`` exactly (Jacot et al. 2021): while ``W = O(α^L)`` the layers in units of α obey the α-free
-  ``dŴ_l/dτ = Ŵ_{>l}ᵀ G_0 Ŵ_{<l}ᵀ`` from ``Ŵ = W0``, which blows up at ``T_1`` along a balanced rank-one direction
-  ``u vᵀ`` (a singular pair of ``G_0``, not necessarily the top one). Written ``Ŵ = e^ρ Θ``, ``‖Θ‖ = 1``, in the time
-  ``ds = e^{(L−2)ρ} dτ`` it is the bounded flow ``dΘ/ds = F(Θ) − ⟨Θ, F(Θ)⟩Θ``, ``dρ/ds = ⟨Θ, F(Θ)⟩`` and
-  ``T_1 = ∫_0^∞ e^{−(L−2)ρ} ds``.
-- later stages by the per-mode clocks: a singular pair ``(u_i, v_i)`` of ``G_k`` has the clock
-  ``c_i = |u_iᵀ P0 v_i|^{−(L−2)/L} − (L−2) Σ_{j<k} (u_iᵀ G_j v_i)(T_{j+1} − T_j)`` (``P0 = W0_L ⋯ W0_1``), which
-  reaches 0 after ``Δ_i = c_i / ((L−2) σ_i(G_k))``; the smallest ``Δ`` activates. Exact for balanced starts aligned
-  with a whitened task (Saxe: ``T = c_r / ((L−2) s_r)``); otherwise a conjecture, flagged in ``conjectured``.
+- on plateau ``k`` the layers are ``A^k + α S``: ``A^k`` balanced layers of ``W^k``, and ``S``, the sleeping layers in
+  units of α, held off the learned subspaces ``Q_h`` of every space ``h = 0 … L`` (input, hidden, output; the other
+  blocks of ``S`` relax at rates ``O(1)`` in ``t`` and vanish as α → 0). ``S`` obeys the α-free
+  ``dS_l/dτ = S_{>l}ᵀ G_k S_{<l}ᵀ``, which keeps it off the ``Q_h`` (``G_k`` is: ``U_kᵀ G_k = 0 = G_k V_k``), and
+  blows up after ``Δ`` along a balanced rank-one direction ``b_l b_{l−1}ᵀ`` (``u = b_L``, ``v = b_0``: a singular
+  pair of ``G_k``, not necessarily the top one). Written ``S = e^ρ Θ``, ``‖Θ‖ = 1``, in the time ``ds = e^{(L−2)ρ} dτ``
+  it is the bounded flow ``dΘ/ds = F(Θ) − ⟨Θ, F(Θ)⟩Θ``, ``dρ/ds = ⟨Θ, F(Θ)⟩`` and ``Δ = ∫_0^∞ e^{−(L−2)ρ} ds``. At
+  ``k = 0`` this is Jacot et al.'s first escape (2021), from ``S = W0``.
+- what is left of ``S`` at the escape, off the ``b_h``, passes the jump unchanged (the jump is ``O(α^{L−2})`` wide
+  in τ) and is projected off the new learned subspaces of ``A^{k+1}``, phase (B)'s end from ``A^k + e b_l b_{l−1}ᵀ``
+  in the same hidden coordinates. Checked against the exact flow (tests/deep_linear/test_greedy.py): on a Gaussian
+  start the flow's stage times approach every ``T_k`` like α.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import equinox as eqx
@@ -34,6 +39,10 @@ from ._gauge import min_eig_off_gauge
 from ._model import DeepLinearModel, check_layers, layer_velocities, product
 
 _ESCAPED = 36.0  # (L−2)ρ at which the blow-up's integral is cut: the tail e^{−36}/((L−2)λ) is added in closed form
+# the rest of S is read where S has grown by this factor, and then flowed on alone to the escape: what the blow-up's
+# own pull on it still adds is about e^{−ρ} of it, and later the rest (e^{−ρ} of Θ) would drown in the error of Θ
+_REST_GROWTH = 1e7
+_NOISE = 1e-9  # a rest this small relative to S (the error of Θ times e^ρ is ≲ 1e-5 of S) is rounding
 
 
 class DeepLinearGreedyPath(AbstractGreedyPath):
@@ -45,10 +54,10 @@ class DeepLinearGreedyPath(AbstractGreedyPath):
         W: ``(K+1, m, n)`` the stationary points ``W^k`` (``W^0 = 0``).
         b: ``(K+1, rank)`` the limit of ``log σ / (L log α)`` on each plateau: 0 for the ``k`` learned singular
             values, 1 for the sleeping ones (it does not move within a plateau for ``L ≥ 3``).
-        conjectured: ``(K+1,)`` whether ``T_k`` is a conjecture (the clock rule for ``k ≥ 2``; ``T_1`` is exact).
         gradient_singular_values: ``(K+1, min(m, n))`` the singular values of ``G_k = −∇L(W^k)``.
-        delta: ``(K,)`` ``T_{k+1} − T_k``; delta_gap: ``(K,)`` the relative gap to the runner-up's time (the next
-            pair's Δ, or for stage 1 the relative gap ``(σ_1 − σ_2)/σ_1`` of ``G_0``).
+        delta: ``(K,)`` ``T_{k+1} − T_k``; delta_gap: ``(K,)`` the runner-up's lag: after the escape out of stage
+            ``k``, the time what is left of ``S`` would take to escape under the same ``G_k``, over ``Δ`` (near 0: two
+            directions escape together, and which is learned first is fragile).
         loss: ``(K+1,)`` ``L(W^k)``; stationarity: ``(K+1,)`` ``max |W_{>l}ᵀ G W_{<l}ᵀ|`` at the layers of ``W^k``
             over ``σ_1(G_0)``; epsilon_discrepancy: ``(K,)`` ``‖W^{k+1}(ε_1) − W^{k+1}(ε_2)‖ / ‖W^{k+1}‖`` of phase (B)
             from the two smallest ε of the tolerances.
@@ -71,7 +80,6 @@ class DeepLinearGreedyPath(AbstractGreedyPath):
     """
 
     W: np.ndarray
-    conjectured: np.ndarray
     gradient_singular_values: np.ndarray
     delta: np.ndarray
     depth: int = eqx.field(static=True)
@@ -117,42 +125,102 @@ def _unpack(y, shapes):
     return [y[o : o + k].reshape(s) for o, k, s in zip(offsets, sizes, shapes)]
 
 
-def first_escape(G0: np.ndarray, W0, depth: int) -> tuple[float, np.ndarray, np.ndarray]:
-    """``(T_1, u, v)``: the blow-up time of ``dŴ_l/dτ = Ŵ_{>l}ᵀ G_0 Ŵ_{<l}ᵀ`` from ``Ŵ = W0`` and the rank-one
-    direction ``u vᵀ`` it blows up along (see the module), by DOP853 in the bounded variables ``(Θ, ρ, τ)``."""
-    shapes = [w.shape for w in W0]
-    y0 = _pack(W0)
+@dataclasses.dataclass(frozen=True)
+class Escape:
+    """How the α-free flow of the sleeping layers ``S`` under ``G`` escapes (the module's first bullet): after
+    ``delta`` (∞: it does not), along the unit balanced layers ``direction[l] = b_{l+1} b_lᵀ`` (``u = b_L``,
+    ``v = b_0``), leaving ``rest``: ``S`` off the ``b_h`` at the escape."""
+
+    delta: float
+    direction: tuple
+    u: np.ndarray
+    v: np.ndarray
+    rest: tuple
+
+
+def escape(G: np.ndarray, S, depth: int) -> Escape:
+    """The blow-up of ``dS_l/dτ = S_{>l}ᵀ G S_{<l}ᵀ`` from ``S`` (see the module), by DOP853 in the bounded
+    variables ``(Θ, ρ, τ)``: the time, the direction and what is left of ``S`` off it."""
+    shapes = [w.shape for w in S]
+    y0 = _pack(S)
     r0 = float(np.linalg.norm(y0))
     L = depth
+    never = Escape(math.inf, tuple(np.zeros(s) for s in shapes), np.zeros(G.shape[0]), np.zeros(G.shape[1]), tuple(S))
+    if r0 == 0.0:
+        return never
+
+    def growth(theta):
+        F = _pack(layer_velocities(_unpack(theta, shapes), G))
+        return F, float(theta @ F)
 
     def rhs(_, z):
-        theta = z[:-2]
-        F = _pack(layer_velocities(_unpack(theta, shapes), G0))
-        lam = float(theta @ F)
-        return np.concatenate([F - lam * theta, [lam, math.exp(-(L - 2) * z[-2])]])
+        F, lam = growth(z[:-2])
+        return np.concatenate([F - lam * z[:-2], [lam, math.exp(min(-(L - 2) * z[-2], 700.0))]])
 
     def escaped(_, z):
         return (L - 2) * z[-2] - _ESCAPED
 
-    escaped.terminal = True
-    z0 = np.concatenate([y0 / r0, [math.log(r0), 0.0]])
-    z, s = z0, 0.0
+    def settled(_, z):
+        return z[-2] - math.log(_REST_GROWTH * r0)
+
+    escaped.terminal, settled.direction = True, 1.0
+    z, s, read = np.concatenate([y0 / r0, [math.log(r0), 0.0]]), 0.0, None
     for _ in range(60):  # windows of s until ρ reaches the cut (each window doubles)
-        sol = solve_ivp(rhs, (s, s + max(1.0, s)), z, method="DOP853", rtol=1e-12, atol=1e-14, events=escaped)
+        sol = solve_ivp(
+            rhs, (s, s + max(1.0, s)), z, method="DOP853", rtol=1e-12, atol=1e-14, events=(escaped, settled)
+        )
+        if read is None and sol.y_events[1].size:
+            read = sol.y_events[1][0]
         z, s = sol.y[:, -1], float(sol.t[-1])
         if sol.status == 1:
             break
         check_interrupt()
     else:
-        return math.inf, np.zeros(G0.shape[0]), np.zeros(G0.shape[1])
-    theta = z[:-2]
-    lam = float(theta @ _pack(layer_velocities(_unpack(theta, shapes), G0)))
+        return never
+    read = z if read is None else read
+    theta = _unpack(z[:-2], shapes)
+    lam = growth(z[:-2])[1]
     tau = float(z[-1]) + math.exp(-(L - 2) * z[-2]) / ((L - 2) * lam)
-    U, _, Vt = np.linalg.svd(product(_unpack(theta, shapes)))
-    u, v = U[:, 0], Vt[0]
-    if u @ G0 @ v < 0:
-        u = -u
-    return tau, u, v
+    b = [np.linalg.svd(theta[0])[2][0]]
+    for layer in theta:
+        b.append(layer @ b[-1] / np.linalg.norm(layer @ b[-1]))
+    direction = tuple(np.outer(b[l + 1], b[l]) for l in range(L))
+    rest = _off_direction([math.exp(read[-2]) * w for w in _unpack(read[:-2], shapes)], b)
+    if np.linalg.norm(_pack(rest)) <= _NOISE * r0:  # nothing is left but the integration's error
+        rest = [np.zeros(s) for s in shapes]
+    # the rest's own flow over the escape's remaining time, which keeps it off the b_h (to the accuracy of b)
+    sol = solve_ivp(
+        lambda _, y: _pack(layer_velocities(_unpack(y, shapes), G)),
+        (float(read[-1]), tau),
+        _pack(rest),
+        method="DOP853",
+        rtol=1e-12,
+        atol=1e-14 * max(1.0, float(np.abs(_pack(rest)).max())),
+    )
+    return Escape(tau, direction, b[-1], b[0], tuple(_off_direction(_unpack(sol.y[:, -1], shapes), b)))
+
+
+def _off_direction(layers, b) -> list:
+    """``(I − b_{l+1} b_{l+1}ᵀ) S_l (I − b_l b_lᵀ)`` for unit vectors ``b_0 … b_L``."""
+    out = []
+    for l, w in enumerate(layers):
+        w = w - np.outer(b[l + 1], b[l + 1] @ w)
+        out.append(w - np.outer(w @ b[l], b[l]))
+    return out
+
+
+def learned_frames(layers, rank: int) -> list[np.ndarray]:
+    """Orthonormal bases ``Q_0 … Q_L`` of the learned subspaces of the input, hidden and output spaces of layers
+    holding a rank-``rank`` ``W``: the row space of ``W_1`` and the column spaces of ``W_1 … W_L``."""
+    return [np.linalg.svd(layers[0])[2][:rank].T] + [np.linalg.svd(w)[0][:, :rank] for w in layers]
+
+
+def off_frames(S, frames) -> tuple:
+    """``(I − Q_l Q_lᵀ) S_l (I − Q_{l−1} Q_{l−1}ᵀ)``: the sleeping layers off the learned subspaces."""
+    return tuple(
+        (w - Q_out @ (Q_out.T @ w)) - (w - Q_out @ (Q_out.T @ w)) @ Q_in @ Q_in.T
+        for w, Q_in, Q_out in zip(S, frames[:-1], frames[1:])
+    )
 
 
 def balanced_layers(W: np.ndarray, rank: int, shapes, extra=None):
@@ -279,43 +347,25 @@ def _perturbation_spread(model, W, k: int, pair, G, W_new, scale: float, tol: Gr
     return spread
 
 
-def _clock_rule(Uk, sk, Vkt, live, P0, consumed, L: int) -> tuple[float, float, np.ndarray, np.ndarray]:
-    """``(Δ, gap, u, v)`` of a later stage (the module's clock rule): the live singular pair ``(u_i, v_i)`` of ``G_k =
-    Uk diag(sk) Vkt`` whose clock, from ``P0 = W0_L ⋯ W0_1`` less what the stages before ``consumed``, reaches 0
-    first, after ``Δ``; the relative gap to the runner-up's."""
-    clocks = []
-    for i in np.flatnonzero(live):
-        ui, vi = Uk[:, i], Vkt[i]
-        c = abs(float(ui @ P0 @ vi)) ** (-(L - 2) / L) if ui @ P0 @ vi != 0 else math.inf
-        c -= (L - 2) * sum(float(ui @ Gj @ vi) * dt for Gj, dt in consumed)
-        clocks.append((max(c, 0.0) / ((L - 2) * sk[i]), i))
-    clocks.sort()
-    delta, i = clocks[0]
-    gap = (clocks[1][0] - delta) / max(delta, 1e-300) if len(clocks) > 1 else math.inf
-    return delta, gap, Uk[:, i], Vkt[i]
-
-
 def _kept(model, stages: list, transitions: list) -> tuple[list, ...]:
     """The records of :func:`greedy`'s loop for the stages a checkpoint kept (none: the start ``W^0``): ``times``,
-    ``Ws``, ``conjectured``, the singular values of ``G_k`` and the loss (but the last stage's), the stationarity,
-    ``Δ``, the gaps, the ε discrepancies, the warnings (emitted again) and ``(G_j, T_{j+1} − T_j)``."""
-    times, Ws, conj, stat = [0.0], [np.asarray(stages[0]["W"])], [False], [0.0]
-    gsv, loss, deltas, gaps, eps_disc, warnings_, consumed = [], [], [], [], [], [], []
+    ``Ws``, the singular values of ``G_k`` and the loss (but the last stage's), the stationarity, ``Δ``, the gaps, the
+    ε discrepancies and the warnings (emitted again)."""
+    times, Ws, stat = [0.0], [np.asarray(stages[0]["W"])], [0.0]
+    gsv, loss, deltas, gaps, eps_disc, warnings_ = [], [], [], [], [], []
     for j, step in enumerate(transitions):
         gsv.append(np.linalg.svd(step["G"], compute_uv=False))
         loss.append(float(model.loss_of_weights(Ws[-1])))
-        consumed.append((step["G"], float(step["delta"])))
         times.append(times[-1] + float(step["delta"]))
         deltas.append(float(step["delta"]))
         gaps.append(float(step["gap"]))
         eps_disc.append(float(step["discrepancy"]))
-        conj.append(j >= 1)
         stat.append(float(step["stationarity"]))
         Ws.append(np.asarray(stages[j + 1]["W"]))
         for text in step["warnings"]:
             warnings_.append(text)
             warn(text)
-    return times, Ws, conj, gsv, loss, stat, deltas, gaps, eps_disc, warnings_, consumed
+    return times, Ws, gsv, loss, stat, deltas, gaps, eps_disc, warnings_
 
 
 def greedy(
@@ -342,13 +392,13 @@ def greedy(
     tol = tolerances
     W0 = check_layers(model, u0)
     L, (m, n), rank = model.depth, model.shape, model.rank
-    P0 = product(list(W0))
     W = np.zeros((m, n))
     G = np.asarray(_gradient(model, W))
     scale = float(np.linalg.norm(G, 2))
     if not (np.isfinite(scale) and scale > 0):
         raise ValueError(f"the gradient at W = 0 is {'zero' if scale == 0 else 'not finite'}: the flow never leaves 0.")
-    stages, transitions = [dict(W=W)], []
+    # A^k in the hidden coordinates of the flow from W0, and S, the sleeping layers off its learned subspaces
+    stages, transitions = [dict(W=W, layers=tuple(np.zeros_like(w) for w in W0), sleeping=tuple(W0))], []
     rng = np.random.default_rng(seed)  # the perturbations of Assumption 4.4
     if checkpoint is not None:
         key = dict(
@@ -356,8 +406,8 @@ def greedy(
         )
         checkpoint = _checkpoint.Checkpoint(checkpoint, key, rng)
         stages, transitions = checkpoint.start(stages[0], max_stages, progress)
-    times, Ws, conj, gsv, loss, stat, deltas, gaps, eps_disc, warnings_, consumed = _kept(model, stages, transitions)
-    W = Ws[-1]
+    times, Ws, gsv, loss, stat, deltas, gaps, eps_disc, warnings_ = _kept(model, stages, transitions)
+    W, A, S = Ws[-1], [np.asarray(w) for w in stages[-1]["layers"]], [np.asarray(w) for w in stages[-1]["sleeping"]]
     G = np.asarray(_gradient(model, W))
     result, message = RESULTS.successful.value, ""
     try:
@@ -371,19 +421,15 @@ def greedy(
             if max_stages is not None and k >= max_stages:
                 result, message = RESULTS.max_stages.value, f"stopped after max_stages = {max_stages} stages"
                 break
-            Uk, sk, Vkt = np.linalg.svd(G)
-            live = sk > tol.g_zero * scale
-            if not np.any(live):
+            if not np.any(np.linalg.svd(G, compute_uv=False) > tol.g_zero * scale):
                 message = "T = ∞: −∇L(W^k) vanishes on the sleeping directions (a stationary point of every rank)"
                 break
-            if k == 0:
-                delta, u, v = first_escape(G, [w.copy() for w in W0], L)
-                gap = (sk[0] - sk[1]) / sk[0] if sk.size > 1 else 1.0
-                if not math.isfinite(delta):
-                    message = "T = ∞: the α-free flow from u0 does not blow up"
-                    break
-            else:
-                delta, gap, u, v = _clock_rule(Uk, sk, Vkt, live, P0, consumed, L)
+            out = escape(G, S, L)
+            delta, u, v = out.delta, out.u, out.v
+            if not math.isfinite(delta):
+                message = f"T = ∞: the α-free flow of the sleeping layers out of stage {k} does not blow up"
+                break
+            gap = escape(G, out.rest, L).delta / delta if k + 1 < rank else math.inf  # no runner-up at full rank
             if gap <= tol.tie:
                 warnings_.append(
                     f"stage {k + 1}: the two candidate directions are tied (relative gap {gap:.3g} ≤ {tol.tie:g}): the "
@@ -392,8 +438,10 @@ def greedy(
                 warn(warnings_[-1])
             ends = []
             for eps in tol.epsilons[-2:]:
-                layers, horizon = _phase_b_start(model, W, k, (u, v), G, eps)
-                layers, stationarity, ok = phase_b(model, layers, scale, tol, horizon)
+                e = eps ** (1.0 / (L - 2))  # per-layer scale: the new mode escapes after t ≈ 1/((L−2) ε uᵀGv)
+                start = [a + e * d for a, d in zip(A, out.direction)]
+                horizon = 1.0 / ((L - 2) * eps * float(u @ G @ v))
+                layers, stationarity, ok = phase_b(model, start, scale, tol, horizon)
                 if not ok:
                     result = RESULTS.phase_b_failed.value
                     message = (
@@ -403,6 +451,8 @@ def greedy(
                     raise StopIteration
                 ends.append((product(layers), stationarity))
             W_new, stationarity = ends[-1]
+            A = layers
+            S = list(off_frames(out.rest, learned_frames(A, k + 1)))
             disc = float(np.linalg.norm(ends[0][0] - W_new) / max(np.linalg.norm(W_new), 1e-300))
             if disc > tol.epsilon_agreement:
                 warnings_.append(
@@ -419,8 +469,7 @@ def greedy(
                         f"{spread:.3g} (relative), more than spread = {tol.spread:g}"
                     )
                     warn(warnings_[-1])
-            consumed.append((G, delta))
-            stages.append(dict(W=W_new))
+            stages.append(dict(W=W_new, layers=tuple(A), sleeping=tuple(S)))
             step = dict(G=G, delta=delta, gap=gap, discrepancy=disc, stationarity=stationarity, spread=spread)
             transitions.append(dict(step, warnings=warnings_[emitted:]))
             if checkpoint is not None:
@@ -429,7 +478,6 @@ def greedy(
             deltas.append(delta)
             gaps.append(gap)
             eps_disc.append(disc)
-            conj.append(k >= 1)
             stat.append(stationarity)
             W = W_new
             Ws.append(W)
@@ -482,7 +530,6 @@ def greedy(
         message=message,
         warnings=tuple(warnings_),
         W=np.stack(Ws),
-        conjectured=np.asarray(conj),
         gradient_singular_values=np.stack(gsv),
         delta=np.asarray(deltas),
         depth=L,

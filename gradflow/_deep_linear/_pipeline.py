@@ -257,16 +257,14 @@ def closed_form_times(config: DeepLinearDemoConfig, run: DeepLinearRun) -> np.nd
 
 
 def stage_rows(config: DeepLinearDemoConfig, runs: list[DeepLinearRun]) -> tuple[list[str], list[list[Any]]]:
-    """Per depth and stage: the greedy ``T_k`` (whether it is a conjecture), Saxe's closed form and the stage time
-    detected on each flow."""
-    header = ["L", "k", "greedy T_k", "conjectured", "Saxe's closed form"]
+    """Per depth and stage: the greedy ``T_k``, Saxe's closed form and the stage time detected on each flow."""
+    header = ["L", "k", "greedy T_k", "Saxe's closed form"]
     header += [f"α = {format_alpha(la)}" for la in config.log_alphas]
     rows = []
     for run in runs:
         closed = closed_form_times(config, run)
-        conjectured = getattr(run.path, "conjectured", np.zeros(np.asarray(run.path.times).size, bool))
         for k in range(1, np.asarray(run.path.times).size):
-            row = [run.depth, k, float(run.path.times[k]), "yes" if conjectured[k] else "no", float(closed[k - 1])]
+            row = [run.depth, k, float(run.path.times[k]), float(closed[k - 1])]
             rows.append(row + list(run.detected[:, k - 1]))
     return header, rows
 
@@ -327,22 +325,13 @@ def plot_curves(runs: list[DeepLinearRun]):
 
 
 def plot_stage_times(config: DeepLinearDemoConfig, runs: list[DeepLinearRun]):
-    """Stage times against L: the greedy limit's (filled; open where conjectured), Saxe's closed form (crosses) and
-    those detected on every flow (small dots, one colour per α)."""
-    rows = [
-        (
-            run.depth,
-            run.path.times,
-            closed_form_times(config, run),
-            run.detected,
-            getattr(run.path, "conjectured", None),
-        )
-        for run in runs
-    ]
+    """Stage times against L: the greedy limit's (dots), Saxe's closed form (crosses) and those detected on every
+    flow (small dots, one colour per α)."""
+    rows = [(run.depth, run.path.times, closed_form_times(config, run), run.detected) for run in runs]
     return plot_stage_times_by_depth(
         rows,
         config.log_alphas,
-        greedy_label=lambda depth: "greedy T_k (open: conjectured)" if depth > 2 else "Saxe's limit at L = 2",
+        greedy_label=lambda depth: "greedy T_k" if depth > 2 else "Saxe's limit at L = 2",
         closed_label="Saxe's closed form",
         title="Stage times against depth: Saxe's 1/((L−2) s_k), 1/s_k at L = 2",
     )
@@ -359,13 +348,12 @@ def deep_linear_report(config: DeepLinearDemoConfig, runs: list[DeepLinearRun], 
     text += markdown_table(*stage_rows(config, runs))
     if config.aligned:
         text += (
-            "\n`conjectured` marks the T_k of the clock rule (k ≥ 2), exact for this aligned start: they equal Saxe's "
-            "closed form beside them.\n"
+            "\nFrom this aligned start the modes decouple, and the greedy T_k equal Saxe's closed form beside them.\n"
         )
     else:
         text += (
-            "\nThe start is not aligned with the teacher: T_1 is exact, the later T_k are the clock rule's conjecture "
-            "(docs/deep-linear.md, *The greedy limit*), which the flows test here.\n"
+            "\nThe start is not aligned with the teacher: the greedy T_k come from the α-free flow of the sleeping "
+            "layers through every stage (docs/deep-linear.md, *The greedy limit*), which the flows test here.\n"
         )
     failed = [
         f"- L = {run.depth}: {flow.message}" for run in runs for flow in run.flows if str(flow.result) != "successful"

@@ -19,16 +19,16 @@ _LABELS = {
 
 
 def greedy_rows(path) -> tuple[list[str], list[list[Any]]]:
-    """One row per plateau ``k``: ``T_k`` (and whether it is a conjecture), ``L(W^k)``, the top singular values of
+    """One row per plateau ``k``: ``T_k``, ``L(W^k)``, the top singular values of
     ``G_k = −∇L(W^k)``, the gap to the runner-up, the ε discrepancy and perturbation spread of the phase (B) into
     ``W^k``, the stationarity, the Hessian on the rank-``k`` stratum and the checks of ``assumptions_ok[k]``
     (Assumptions 4.2–4.4; 4.3 "not run" without ``check_assumptions``)."""
-    header = ["k", "T_k", "T_k a conjecture", "L(W^k)", "σ_1(G_k)", "σ_2(G_k)", "gap to runner-up"]
+    header = ["k", "T_k", "L(W^k)", "σ_1(G_k)", "σ_2(G_k)", "gap to runner-up"]
     header += ["ε discrepancy", "perturbation spread", "stationarity", "Hessian min eig", "assumptions"]
     rows: list[list[Any]] = []
     for k in range(np.asarray(path.times).size):
         sv = np.asarray(path.gradient_singular_values[k])
-        row: list[Any] = [k, float(path.times[k]), "yes" if path.conjectured[k] else "no", float(path.loss[k])]
+        row: list[Any] = [k, float(path.times[k]), float(path.loss[k])]
         row += [float(sv[0]), float(sv[1]) if sv.size > 1 else None]
         row += [float(path.delta_gap[k - 1]) if k else None, float(path.epsilon_discrepancy[k - 1]) if k else None]
         row += [float(path.perturbation_spread[k - 1]) if k else None, float(path.stationarity[k])]

@@ -94,8 +94,8 @@ def deep_matrix_factorization(
     ``min(m, n)``) and Haar-random singular vectors. With ``aligned=True`` the start is balanced and aligned with them
     (:func:`aligned_layers`): the modes decouple into Saxe's ``dσ/dt = L σ^{2−2/L}(s − σ)``, learned at
     ``τ → 1/((L−2) s)`` (``L ≥ 3``) or ``1/s`` (``L = 2``, ``τ = t/log(1/α)``), and the greedy limit's stage times
-    are exact; with ``aligned=False`` the layers' directions are i.i.d. N(0, 1) (its ``T_1`` exact, the later ones a
-    conjecture: docs/deep-linear.md, *The greedy limit*). Hidden widths ``width`` (default ``min(m, n)``).
+    are exact; with ``aligned=False`` the layers' directions are i.i.d. N(0, 1) (the stage times from the α-free flow of the
+    sleeping layers: docs/deep-linear.md, *The greedy limit*). Hidden widths ``width`` (default ``min(m, n)``).
     """
     m, n, seed = check_int(m, "m"), check_int(n, "n"), check_seed(seed)
     if not isinstance(aligned, (bool, np.bool_)):

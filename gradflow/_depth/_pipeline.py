@@ -368,7 +368,7 @@ def plot_stage_times(config: DepthDemoConfig, runs: list[DepthRun]):
     """Stage times against L: the greedy limit's (filled), the closed form's (crosses) and those detected on every
     flow (small dots, one colour per α)."""
     rows = [
-        (run.depth, run.path.times, closed_form_times(config, run.depth, run.path), run.comparison.detected_times, None)
+        (run.depth, run.path.times, closed_form_times(config, run.depth, run.path), run.comparison.detected_times)
         for run in runs
     ]
     return plot_stage_times_by_depth(

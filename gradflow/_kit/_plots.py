@@ -100,11 +100,11 @@ def label_axes(ax, *, ylabel: str, title: str, xlabel: str = TAU) -> None:
 
 
 def plot_stage_times_by_depth(rows, log_alphas, *, greedy_label, closed_label: str, title: str) -> Figure:
-    """Stage times against the depth L, the stages of one depth side by side: the greedy limit's ``T_k`` (filled;
-    open where conjectured), a closed form's (crosses) and those detected on every flow (dots, one colour per α,
-    darker for smaller α). ``rows``: per depth ``(L, T, closed, detected, conjectured)``, ``T`` the limit's ``T_0 …
+    """Stage times against the depth L, the stages of one depth side by side: the greedy limit's ``T_k`` (dots),
+    a closed form's (crosses) and those detected on every flow (dots, one colour per α,
+    darker for smaller α). ``rows``: per depth ``(L, T, closed, detected)``, ``T`` the limit's ``T_0 …
     T_K``, ``closed`` its ``T_1 … T_K`` in closed form (NaN: none), ``detected`` theirs on each flow (one row per
-    ``log_alphas``), ``conjectured`` a flag per ``T_k`` or None; ``greedy_label(L)`` names the limit's points."""
+    ``log_alphas``); ``greedy_label(L)`` names the limit's points."""
     fig = new_figure(figsize=(6, 4.2))
     ax = fig.add_subplot()
     colours = alpha_colours(log_alphas)
@@ -116,12 +116,11 @@ def plot_stage_times_by_depth(rows, log_alphas, *, greedy_label, closed_label: s
         labelled.add(text)
         return text
 
-    for depth, T, closed, detected, conjectured in rows:
+    for depth, T, closed, detected in rows:
         K = np.asarray(T).size - 1
         for k in range(1, K + 1):
             x = depth + 0.08 * (k - (K + 1) / 2)
-            fill = "none" if conjectured is not None and conjectured[k] else "black"
-            ax.plot(x, T[k], "o", color="black", mfc=fill, ms=6, label=label(greedy_label(depth)))
+            ax.plot(x, T[k], "o", color="black", ms=6, label=label(greedy_label(depth)))
             if np.isfinite(closed[k - 1]):
                 ax.plot(x, closed[k - 1], "x", color="tab:red", ms=9, label=label(closed_label))
             for a, colour in enumerate(colours):

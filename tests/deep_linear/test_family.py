@@ -26,8 +26,8 @@ def test_checks_the_start_and_the_path():
     assert v0 is None and all(np.array_equal(a, b) for a, b in zip(u0, aligned(3)))
     with pytest.raises(ValueError, match="v0 is not taken"):
         DEEP_LINEAR.check_init(model, aligned(3), aligned(3))
-    with pytest.raises(TypeError, match=f"a {DeepLinearGreedyPath.__name__} .* without b_at, conjectured"):
+    with pytest.raises(TypeError, match=f"a {DeepLinearGreedyPath.__name__} .* without b_at"):
         DEEP_LINEAR.check_path(model, SimpleNamespace(times=0, W=0, b=0, loss=0))
-    other = SimpleNamespace(times=0, W=np.zeros((2, 2, 4)), b=0, loss=0, b_at=0, conjectured=0)
+    other = SimpleNamespace(times=0, W=np.zeros((2, 2, 4)), b=0, loss=0, b_at=0)
     with pytest.raises(ValueError, match=r"a model with W of shape \(2, 4\), but this DeepLinearModel has W of shape"):
         DEEP_LINEAR.check_path(model, other)

@@ -1,8 +1,8 @@
-"""The deep linear family's greedy low-rank limit (docs/deep-linear.md, *The greedy limit*): the first escape time
-against a direct solve of the α-free flow, the stages of the aligned whitened task against Saxe's times, the
+"""The deep linear family's greedy low-rank limit (docs/deep-linear.md, *The greedy limit*): the escape time, direction
+and rest against a direct solve of the α-free flow, the stages of the aligned whitened task against Saxe's times,
+every stage from a Gaussian start against the exact flow (fast at one α; slow: the rate as α → 0), and the
 assumption checks (the Hessian on the rank-k stratum off the gauge against its closed form for matrix factorisation,
-the perturbed phase-(B) runs, and both failing at a stage that holds a saddle), and (slow: compiles flows) the first
-escape against the exact flow as α → 0."""
+the perturbed phase-(B) runs, and both failing at a stage that holds a saddle)."""
 
 import jax
 import numpy as np
@@ -18,11 +18,11 @@ from gradflow._deep_linear._greedy import (
     _pack,
     _unpack,
     balanced_layers,
-    first_escape,
+    escape,
     perturbed_layers,
     stage_hessian,
 )
-from gradflow._deep_linear._model import layer_velocities
+from gradflow._deep_linear._model import layer_velocities, product
 from gradflow._kit._assumptions import AssumptionWarning
 
 
@@ -34,14 +34,17 @@ def saxe_stage_times(depth, s=S, a0=A0):
 
 
 @pytest.mark.parametrize("depth", [3, 4])
-def test_first_escape_is_the_blow_up_of_the_alpha_free_flow(depth):
-    """``T_1`` (the bounded variables' integral) against DOP853 on ``dŴ_l/dτ = Ŵ_{>l}ᵀ G_0 Ŵ_{<l}ᵀ`` until
-    ``‖Ŵ‖ = R``: ``T_1 − τ(R) = O(R^{−(L−2)})``; and the direction is a singular pair of ``G_0``."""
+def test_escape_is_the_blow_up_of_the_alpha_free_flow(depth):
+    """``Δ`` (the bounded variables' integral) against DOP853 on ``dŴ_l/dτ = Ŵ_{>l}ᵀ G_0 Ŵ_{<l}ᵀ`` until
+    ``‖Ŵ‖ = R``: ``Δ − τ(R) = O(R^{−(L−2)})``; the direction is a singular pair of ``G_0``, held by unit balanced
+    layers ``b_{l+1} b_lᵀ``, and the rest is off it: the direct solution at ``‖Ŵ‖ = R`` off the ``b_h`` is the rest,
+    to the ``O(1/R)`` it still lacks."""
     rng = np.random.default_rng(3)
     shapes = [(4, 3), (4, 4), (2, 4)][:depth] if depth == 3 else [(4, 3), (4, 4), (3, 4), (2, 3)]
     W0 = [rng.standard_normal(s) for s in shapes]
     G0 = rng.standard_normal((2, 3))
-    T, u, v = first_escape(G0, [w.copy() for w in W0], depth)
+    out = escape(G0, [w.copy() for w in W0], depth)
+    T, u, v = out.delta, out.u, out.v
     R = 1e8 if depth == 3 else 1e5
 
     def rhs(_, y):
@@ -58,6 +61,15 @@ def test_first_escape_is_the_blow_up_of_the_alpha_free_flow(depth):
     k = int(np.argmax(np.abs(Us.T @ u)))
     assert abs(Us[:, k] @ u) == pytest.approx(1.0, abs=1e-6) and abs(Vts[k] @ v) == pytest.approx(1.0, abs=1e-6)
     assert u @ G0 @ v == pytest.approx(sv[k], rel=1e-6)
+    d = out.direction
+    np.testing.assert_allclose(product(list(d)), np.outer(u, v), atol=1e-12)
+    near = _unpack(sol.y[:, -1], shapes)
+    for l in range(depth):
+        np.testing.assert_allclose(np.linalg.norm(d[l]), 1.0, rtol=1e-12)
+        np.testing.assert_allclose(d[l].T @ out.rest[l], 0.0, atol=1e-9)  # off b_{l+1} ...
+        np.testing.assert_allclose(out.rest[l] @ d[l].T, 0.0, atol=1e-9)  # ... and off b_l
+        Pout, Pin = np.eye(shapes[l][0]) - d[l] @ d[l].T, np.eye(shapes[l][1]) - d[l].T @ d[l]
+        np.testing.assert_allclose(Pout @ near[l] @ Pin, out.rest[l], atol=1e-4 * np.abs(out.rest[l]).max())
 
 
 @pytest.fixture(scope="module")
@@ -68,17 +80,18 @@ def aligned_path():
 
 def test_greedy_stages_of_the_aligned_whitened_task(aligned_path):
     """Balanced start aligned with ``M = diag(s)`` (L = 3): ``T_r = 1/(a⁰_r s_r)`` in the clocks' order, ``W^k`` the
-    learned modes of M, ``T_1`` exact and the others flagged conjectures."""
+    learned modes of M. The times to 1e-6 relative: the later stages' come from the α-free flow of the sleeping layers,
+    whose rest is read at a growth of 1e7 (measured: ≤ 4e-8 here, 6e-7 at L = 4)."""
     depth = 3
     path = aligned_path
     times, order = saxe_stage_times(depth)
-    np.testing.assert_allclose(path.times, np.concatenate([[0.0], times]), rtol=1e-9)
+    np.testing.assert_allclose(path.times, np.concatenate([[0.0], times]), rtol=1e-6)
     for k in range(4):
         learned = np.zeros(3)
         learned[order[:k]] = S[order[:k]]
         np.testing.assert_allclose(path.W[k], np.diag(learned), atol=1e-8)
         assert path.loss[k] == pytest.approx(0.5 * np.sum((S - learned) ** 2), abs=1e-12)
-    assert path.result == "successful" and path.conjectured.tolist() == [False, False, True, True]
+    assert path.result == "successful"
     np.testing.assert_array_equal(path.b[2], [0.0, 0.0, 1.0])
     np.testing.assert_allclose(path.weights_at(np.array([0.1, 0.7])), path.W[[0, 2]])
 
@@ -217,28 +230,62 @@ def test_greedy_stages_at_depth_four():
     test_greedy_checks_flag_a_stage_at_a_saddle)."""
     with pytest.warns(AssumptionWarning, match="W\\^2 is not a strict local minimum"):
         path = gradflow.greedy_limit(whitened(4), u0=aligned(4))
-    np.testing.assert_allclose(path.times[1:], saxe_stage_times(4)[0], rtol=1e-9)
+    np.testing.assert_allclose(path.times[1:], saxe_stage_times(4)[0], rtol=1e-6)
     np.testing.assert_allclose(path.hessian_min_eig[1:], [np.sqrt(3), -1.0, 4.0], rtol=1e-7)
     assert path.assumptions_ok[:, 1].tolist() == [True, True, False, True]
     assert path.perturbation_spread[1] > 0.1 and path.perturbation_spread[[0, 2]].max() <= 1e-8
 
 
-@pytest.mark.slow
-def test_first_escape_is_the_flows_as_alpha_goes_to_zero():
-    """A Gaussian (unbalanced, unaligned) start, L = 3: the flow's first loss drop, detected half-way on a fine grid
-    around ``T_1``, approaches the greedy ``T_1`` like ``α^{L−2}``."""
-    depth = 3
+def gaussian_start(depth, seed=0):
+    """The whitened task of ``depth`` layers and an i.i.d. N(0, 1) start (unbalanced, unaligned)."""
     model = whitened(depth)
-    rng = np.random.default_rng(0)
-    W0 = tuple(rng.standard_normal(s) for s in model.layer_shapes)
-    path = gradflow.greedy_limit(model, u0=W0)
-    T1 = path.times[1]
-    ts = np.concatenate([[0.0], T1 + np.linspace(-0.02, 0.01, 601)])
-    level = 0.5 * (path.loss[0] + path.loss[1])
-    errors = []
-    for alpha in (1e-2, 1e-3, 1e-4):
-        flow = gradflow.simulate_flow(model, u0=W0, ts=ts, alpha=alpha)
-        k = int(np.argmax(flow.loss <= level))
-        t0, t1, y0, y1 = ts[k - 1], ts[k], flow.loss[k - 1], flow.loss[k]
-        errors.append(abs(t0 + (level - y0) * (t1 - t0) / (y1 - y0) - T1))
-    assert errors[2] < 2e-3 * 1e-2 * 10 and errors[2] < errors[1] / 3 < errors[0] / 9, errors
+    rng = np.random.default_rng(seed)
+    return model, tuple(rng.standard_normal(s) for s in model.layer_shapes)
+
+
+def stage_crossings(model, W0, path, alpha, atol=1e-8, width=0.02, points=201):
+    """The flow's stage times: where its loss has covered half the drop ``L(W^{k−1}) → L(W^k)``, interpolated on a
+    grid of ``points`` in ``[T_k − width, T_k + width/2]`` around every greedy ``T_k``, then again on a grid 20 times
+    finer around that estimate (a jump is ``O(α^{L−2})`` wide: a grid coarser than it limits the interpolation)."""
+    centres, spans = path.times[1:], np.array([-width, width / 2])
+    for _ in range(2):
+        ts = np.concatenate([[0.0], *[c + np.linspace(*spans, points) for c in centres]])
+        flow = gradflow.simulate_flow(model, u0=W0, ts=ts, alpha=alpha, atol=atol)
+        out = []
+        for k in range(1, centres.size + 1):
+            level = 0.5 * (path.loss[k - 1] + path.loss[k])
+            window = slice(1 + (k - 1) * points, 1 + k * points)
+            t, y = ts[window], flow.loss[window]
+            j = int(np.argmax(y <= level))
+            assert 0 < j, f"stage {k}: the flow's loss is below the level on the whole window"
+            out.append(t[j - 1] + (level - y[j - 1]) * (t[j] - t[j - 1]) / (y[j] - y[j - 1]))
+        centres, spans = np.array(out), spans / 20
+    return centres
+
+
+def test_every_stage_time_is_the_flows_from_a_gaussian_start():
+    """From a Gaussian start (L = 3) every greedy ``T_k`` is the exact flow's at α = 1e-4, to ``O(α)`` (measured
+    ≤ 1.3e-4; fast twin of test_every_stage_time_approaches_the_flows_like_alpha_to_the_L_minus_2). The per-mode clock
+    rule this replaced put ``T_2`` at 0.308 and ``T_3`` at 1.21 on a 3×3 task where the flow has 0.494 and 1.003."""
+    model, W0 = gaussian_start(3)
+    path = gradflow.greedy_limit(model, u0=W0, check_assumptions=False)
+    assert path.result == "successful" and path.times.size == 4
+    errors = stage_crossings(model, W0, path, 1e-4) - path.times[1:]
+    np.testing.assert_array_less(np.abs(errors), 2e-4)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("depth, alphas, atol", [(3, (1e-2, 1e-3, 1e-4), 1e-8), (4, (1e-2, 5.5e-3, 3e-3), 1e-9)])
+def test_every_stage_time_approaches_the_flows_as_alpha_goes_to_zero(depth, alphas, atol):
+    """A Gaussian start: the flow's stage times, detected half-way on a fine grid around every ``T_k``, approach the
+    greedy ``T_k`` about like α (measured: tenfold per tenfold α at L = 3; 2.0–2.3-fold per 1.8-fold α at L = 4, the
+    later stages; fast twin: test_every_stage_time_is_the_flows_from_a_gaussian_start). At L = 4 the flow's own error
+    at late stages needs atol = 1e-9, and with it α ≥ 3e-3 (its range); there ``T_1``'s error, ``O(α²)``, is at the
+    detection's floor (≈ 3e-6) and is only bounded."""
+    model, W0 = gaussian_start(depth)
+    path = gradflow.greedy_limit(model, u0=W0, check_assumptions=False)
+    errors = np.array([np.abs(stage_crossings(model, W0, path, a, atol) - path.times[1:]) for a in alphas])
+    if depth == 3:
+        assert np.all(errors[1:] < errors[:-1] / 5.0), errors
+    else:
+        assert np.all(errors[1:, 1:] < errors[:-1, 1:] / 1.6) and np.all(errors[:, 0] < 2e-5), errors

@@ -81,7 +81,7 @@ def test_fast_twin_one_depth_one_alpha(tmp_path):
     for name in ("report.md", "comparison.csv", "comparison.json", "figures/singular_values.png"):
         assert (tmp_path / name).stat().st_size > 0, name
     (run,) = result.runs
-    np.testing.assert_allclose(run.path.times[1:], [0.5, 1.0], rtol=1e-8)
+    np.testing.assert_allclose(run.path.times[1:], [0.5, 1.0], rtol=1e-6)
     np.testing.assert_allclose(closed_form_times(config, run), [0.5, 1.0])
     np.testing.assert_allclose(run.detected[0], [0.5, 1.0], atol=0.05)
     assert "Saxe's closed form" in (tmp_path / "report.md").read_text()
@@ -108,7 +108,7 @@ def test_quick_demo_end_to_end(tmp_path, capsys):
     result = run_deep_linear_demo(QUICK_DEEP_LINEAR, out=out, progress=False)  # reused
     for run in result.runs:
         closed = closed_form_times(QUICK_DEEP_LINEAR, run)
-        np.testing.assert_allclose(run.path.times[1:], closed, rtol=1e-8)
+        np.testing.assert_allclose(run.path.times[1:], closed, rtol=1e-6)
         error = np.abs(run.detected - closed)
         assert np.all(error < 0.2), (run.depth, error)
         if run.depth == 3:
@@ -138,7 +138,7 @@ def test_greedy_command_and_its_checkpoint(tmp_path, capsys):
     ``check_assumptions`` or ``seed``."""
     argv = ["greedy", "--model", "deep_linear_regression", "--m", "2", "--n", "3", "--singular-values", "2", "1"]
     assert main(argv + ["--out", str(tmp_path / "cli")]) == 0
-    assert "T_k a conjecture" in capsys.readouterr().out
+    assert "gap to runner-up" in capsys.readouterr().out
     assert (tmp_path / "cli" / "greedy.md").exists() and not (tmp_path / "cli" / "greedy-stages.npz").exists()
     task = models.deep_linear_regression(m=2, n=3, singular_values=(2.0, 1.0))
     whole = gradflow.greedy_limit(task.model, u0=task.u0)
@@ -148,7 +148,7 @@ def test_greedy_command_and_its_checkpoint(tmp_path, capsys):
     resumed = gradflow.greedy_limit(task.model, u0=task.u0, checkpoint=kept)
     np.testing.assert_array_equal(resumed.times, whole.times)
     np.testing.assert_array_equal(resumed.W, whole.W)
-    np.testing.assert_array_equal(resumed.conjectured, whole.conjectured)
+    np.testing.assert_array_equal(resumed.delta_gap, whole.delta_gap)
     np.testing.assert_array_equal(resumed.loss, whole.loss)
     np.testing.assert_array_equal(resumed.hessian_min_eig, whole.hessian_min_eig)
     np.testing.assert_array_equal(resumed.perturbation_spread, whole.perturbation_spread)  # the perturbations resume

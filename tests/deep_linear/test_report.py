@@ -9,10 +9,9 @@ from gradflow._deep_linear._report import greedy_rows, greedy_summary
 
 
 def path():
-    """A stand-in for a two-stage DeepLinearGreedyPath of a rank-2 W, the second stage time a conjecture."""
+    """A stand-in for a two-stage DeepLinearGreedyPath of a rank-2 W."""
     return SimpleNamespace(
         times=np.array([0.0, 0.5, 1.25]),
-        conjectured=np.array([False, False, True]),
         loss=np.array([2.5, 0.5, 0.0]),
         gradient_singular_values=np.array([[2.0, 1.0], [1.0, 0.0], [0.0, 0.0]]),
         delta_gap=np.array([0.75, np.inf]),
@@ -29,17 +28,17 @@ def path():
 
 def test_the_greedy_table_is_the_paths():
     header, rows = greedy_rows(path())
-    assert header == ["k", "T_k", "T_k a conjecture", "L(W^k)", "σ_1(G_k)", "σ_2(G_k)", "gap to runner-up"] + [
+    assert header == ["k", "T_k", "L(W^k)", "σ_1(G_k)", "σ_2(G_k)", "gap to runner-up"] + [
         "ε discrepancy",
         "perturbation spread",
         "stationarity",
         "Hessian min eig",
         "assumptions",
     ]
-    assert rows[0] == [0, 0.0, "no", 2.5, 2.0, 1.0, None, None, None, 0.0, np.inf, "4.2 ✓, 4.3 ✓, 4.4 ✓"]
-    assert rows[1][7:] == [1e-12, 3e-12, 1e-13, -0.5, "4.2 ✓, 4.3 ✗, 4.4 ✓"]
-    assert rows[2][:9] == [2, 1.25, "yes", 0.0, 0.0, 0.0, np.inf, 2e-12, 4e-12] and np.isnan(rows[2][10])
-    assert rows[2][11] == "4.2 ✓, 4.3 not run, 4.4 ✓"
+    assert rows[0] == [0, 0.0, 2.5, 2.0, 1.0, None, None, None, 0.0, np.inf, "4.2 ✓, 4.3 ✓, 4.4 ✓"]
+    assert rows[1][6:] == [1e-12, 3e-12, 1e-13, -0.5, "4.2 ✓, 4.3 ✗, 4.4 ✓"]
+    assert rows[2][:8] == [2, 1.25, 0.0, 0.0, 0.0, np.inf, 2e-12, 4e-12] and np.isnan(rows[2][9])
+    assert rows[2][10] == "4.2 ✓, 4.3 not run, 4.4 ✓"
     text = greedy_summary(path())
-    assert "| 2 | 1.25 | yes |" in text
+    assert "| 2 | 1.25 | 0 |" in text
     assert "The path ends with: successful." in text and text.endswith("- a warning\n")

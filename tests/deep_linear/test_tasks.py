@@ -75,8 +75,9 @@ def test_aligned_stage_times_are_saxes_through_the_greedy_limit(depth):
     s = (1.0, 4.0, 2.0)
     task = models.deep_matrix_factorization(m=4, n=3, depth=depth, singular_values=s, seed=5)
     path = gradflow.greedy_limit(task.model, u0=task.u0)
-    np.testing.assert_allclose(path.times[1:], [1 / ((depth - 2) * x) for x in (4.0, 2.0, 1.0)], rtol=1e-8)
-    np.testing.assert_allclose(saxe_times(s, depth), path.times[1:], rtol=1e-8)
+    # to 1e-6: the later stage times are the α-free flow's (docs/deep-linear.md, *The greedy limit*)
+    np.testing.assert_allclose(path.times[1:], [1 / ((depth - 2) * x) for x in (4.0, 2.0, 1.0)], rtol=1e-6)
+    np.testing.assert_allclose(saxe_times(s, depth), path.times[1:], rtol=1e-6)
     U, sv, Vt = np.linalg.svd(task.teacher_beta)
     for k in range(1, 4):
         np.testing.assert_allclose(path.W[k], (U[:, :k] * sv[:k]) @ Vt[:k], atol=1e-6)
