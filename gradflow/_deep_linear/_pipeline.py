@@ -30,13 +30,12 @@ from .._api import compare_limits, greedy_limit, simulate_flow
 from .._config import PerCore
 from .._demo._pipelines import Demo, Pipeline
 from .._demo._steps import DemoSteps, flow_name
-from .._io import config_hash, write_csv, write_json
 from .._kit._checks import check_depth_demo, check_scales
 from .._kit._comparison import default_delta, default_times, detect
 from .._kit._plots import (
     log_alpha_of,
-    new_figure,
     plot_convergence,
+    plot_per_depth,
     plot_stage_times_by_depth,
     run_colours,
     save_figure,
@@ -276,52 +275,44 @@ def _records(runs: list[DeepLinearRun]) -> list[dict]:
 
 
 def _write_outputs(config: DeepLinearDemoConfig, step: DemoSteps, runs: list[DeepLinearRun]) -> list[Path]:
-    out, figs = step.out, step.out / "figures"
+    figs = step.out / "figures"
+    compared = [run for run in runs if run.comparison is not None]
     figures = [figs / "singular_values.png", figs / "stage_times.png"]
-    figures += [figs / f"convergence_L={run.depth}.png" for run in runs if run.comparison is not None]
-    targets = [out / "comparison.csv", out / "comparison.json", out / "report.md", *figures]
-    key = dict(config=dataclasses.asdict(config), results=sorted(p.name for _, _, p in step.store.log))
-    made = dict(key, command=step.command)  # the report's title names the command
-    if step.store.fresh("outputs", made, targets):
-        return targets
-    write_csv(out / "comparison.csv", _records(runs))
-    write_json(
-        out / "comparison.json",
-        dict(
+    figures += [figs / f"convergence_L={run.depth}.png" for run in compared]
+
+    def json():
+        return dict(
             stage_times=dict(zip(("header", "rows"), stage_rows(config, runs))),
-            per_depth={run.depth: comparison_report(run.comparison)[1] for run in runs if run.comparison is not None},
-        ),
-    )
-    save_figure(plot_curves(runs), figures[0])
-    save_figure(plot_stage_times(config, runs), figures[1])
-    for run, file in zip([run for run in runs if run.comparison is not None], figures[2:]):
-        title = f"L = {run.depth}: convergence to the greedy limit"
-        save_figure(plot_convergence(run.comparison, labels=LABELS, title=title), file)
-    relative = [f.relative_to(out) for f in figures]
-    (out / "report.md").write_text(deep_linear_report(config, runs, step, relative, config_hash(key)))
-    step.store.mark("outputs", made, targets)
-    return targets
+            per_depth={run.depth: comparison_report(run.comparison)[1] for run in compared},
+        )
+
+    def draw():
+        save_figure(plot_curves(runs), figures[0])
+        save_figure(plot_stage_times(config, runs), figures[1])
+        for run, file in zip(compared, figures[2:]):
+            title = f"L = {run.depth}: convergence to the greedy limit"
+            save_figure(plot_convergence(run.comparison, labels=LABELS, title=title), file)
+
+    def report(relative, key):
+        return deep_linear_report(config, runs, step, relative, key)
+
+    return step.write(config, lambda: _records(runs), figures, json=json, draw=draw, report=report)
 
 
 def plot_curves(runs: list[DeepLinearRun]):
     """``W``'s singular values against rescaled time at every depth (one panel each), one colour per α, the greedy
     limit's dashed black."""
-    fig = new_figure(figsize=(4.2 * len(runs), 4.0))
-    for j, run in enumerate(runs):
-        ax = fig.add_subplot(1, len(runs), j + 1)
+
+    def draw(ax, run):
         for flow, colour in zip(run.flows, run_colours(run.flows)):
             ax.plot(flow.ts, np.asarray(flow.singular_values), color=colour, lw=1.3)
             ax.plot([], [], color=colour, lw=1.3, label=f"α = {format_alpha(log_alpha_of(flow))}")
         x = np.linspace(0.0, float(run.ts[-1]), 600)
         ax.plot(x, run.path.singular_values_at(x), color="black", ls="--", lw=1.0)
         ax.plot([], [], color="black", ls="--", lw=1.0, label="greedy limit" if run.depth > 2 else "Saxe's limit")
-        ax.set_title(f"L = {run.depth}")
-        ax.set_xlabel("τ = t / log(1/α)" if run.depth == 2 else f"τ = t α^{run.depth - 2}")
-        if j == 0:
-            ax.set_ylabel("singular values of W = W_L ⋯ W_1")
-            ax.legend(fontsize=7)
-    fig.suptitle("Learning curves in each depth's rescaled time, the limit dashed", fontsize=9)
-    return fig
+
+    title = "Learning curves in each depth's rescaled time, the limit dashed"
+    return plot_per_depth(runs, draw, ylabel="singular values of W = W_L ⋯ W_1", title=title)
 
 
 def plot_stage_times(config: DeepLinearDemoConfig, runs: list[DeepLinearRun]):

@@ -76,17 +76,18 @@ class DemoSteps:
         kept.unlink(missing_ok=True)  # the path is stored: its stages are not needed any more
         return path, default_delta(path.times) if config.delta is None else config.delta
 
-    def write(self, config, comparison, figures: list[Path], *, json, draw, report) -> list[Path]:
-        """Write the tables (``comparison.csv`` and ``.json``: ``json()``), the ``figures`` (``draw()``) and
-        ``report.md`` (``report(figures relative to out, configuration hash)``) into ``out``, unless they were
-        made from the same configuration and results by the same command; returns the files."""
+    def write(self, config, records, figures: list[Path], *, json, draw, report) -> list[Path]:
+        """Write the tables (``comparison.csv``: ``records()``, a comparison's or several's rows; ``.json``:
+        ``json()``), the ``figures`` (``draw()``) and ``report.md`` (``report(figures relative to out,
+        configuration hash)``) into ``out``, unless they were made from the same configuration and results by the
+        same command; returns the files."""
         out = self.out
         targets = [out / "comparison.csv", out / "comparison.json", out / "report.md", *figures]
         key = dict(config=dataclasses.asdict(config), results=sorted(p.name for _, _, p in self.store.log))
         made = dict(key, command=self.command)  # the report's title names the command
         if self.store.fresh("outputs", made, targets):
             return targets
-        write_csv(out / "comparison.csv", comparison.to_records())
+        write_csv(out / "comparison.csv", records())
         write_json(out / "comparison.json", json())
         draw()
         (out / "report.md").write_text(report([f.relative_to(out) for f in figures], config_hash(key)))

@@ -29,13 +29,13 @@ from .._api import compare_limits, greedy_limit, run_gd, simulate_flow
 from .._config import PerCore
 from .._demo._pipelines import Demo, Pipeline
 from .._demo._steps import DemoSteps, flow_name
-from .._io import config_hash, write_csv, write_json
 from .._kit._checks import check_depth_demo, check_scales
 from .._kit._comparison import default_delta, default_times
 from .._kit._plots import (
     log_alpha_of,
     new_figure,
     plot_convergence,
+    plot_per_depth,
     plot_stage_times_by_depth,
     run_colours,
     save_figure,
@@ -306,40 +306,36 @@ def _records(runs: list[DepthRun]) -> list[dict]:
 
 
 def _write_outputs(config: DepthDemoConfig, step: DemoSteps, runs: list[DepthRun]) -> list[Path]:
-    out, figs = step.out, step.out / "figures"
+    figs = step.out / "figures"
     figures = [figs / "curves.png", figs / "stage_times.png", figs / "separation.png"]
     figures += [figs / f"convergence_L={run.depth}.png" for run in runs]
-    targets = [out / "comparison.csv", out / "comparison.json", out / "report.md", *figures]
-    key = dict(config=dataclasses.asdict(config), results=sorted(p.name for _, _, p in step.store.log))
-    if step.store.fresh("outputs", key, targets):
-        return targets
-    write_csv(out / "comparison.csv", _records(runs))
-    write_json(
-        out / "comparison.json",
-        dict(
+
+    def json():
+        return dict(
             stage_times=dict(zip(("header", "rows"), stage_rows(config, runs))),
             separation=dict(zip(("header", "rows"), separation_rows(config, runs))),
             per_depth={run.depth: comparison_report(run.comparison)[1] for run in runs if run.depth > 2},
-        ),
-    )
-    save_figure(plot_curves(runs), figures[0])
-    save_figure(plot_stage_times(config, runs), figures[1])
-    save_figure(plot_separation(config, runs), figures[2])
-    for run, file in zip(runs, figures[3:]):
-        title = f"L = {run.depth}: convergence to the greedy limit"
-        save_figure(plot_convergence(run.comparison, labels=LABELS, title=title), file)
-    relative = [f.relative_to(out) for f in figures]
-    (out / "report.md").write_text(depth_report(config, runs, step.timings, relative, config_hash(key)))
-    step.store.mark("outputs", key, targets)
-    return targets
+        )
+
+    def draw():
+        save_figure(plot_curves(runs), figures[0])
+        save_figure(plot_stage_times(config, runs), figures[1])
+        save_figure(plot_separation(config, runs), figures[2])
+        for run, file in zip(runs, figures[3:]):
+            title = f"L = {run.depth}: convergence to the greedy limit"
+            save_figure(plot_convergence(run.comparison, labels=LABELS, title=title), file)
+
+    def report(relative, key):
+        return depth_report(config, runs, step.timings, relative, key)
+
+    return step.write(config, lambda: _records(runs), figures, json=json, draw=draw, report=report)
 
 
 def plot_curves(runs: list[DepthRun]):
     """The loss against rescaled time at every depth (one panel each), one colour per α, GD dotted, the greedy
     staircase dashed."""
-    fig = new_figure(figsize=(4.2 * len(runs), 4.0))
-    for j, run in enumerate(runs):
-        ax = fig.add_subplot(1, len(runs), j + 1)
+
+    def draw(ax, run):
         for flow, colour in zip(run.flows, run_colours(run.flows)):
             ax.plot(flow.ts, flow.loss, color=colour, lw=1.3, label=f"α = {format_alpha(log_alpha_of(flow))}")
         for gd in run.gd:
@@ -355,13 +351,9 @@ def plot_curves(runs: list[DepthRun]):
             )
         x, k = stairs(run.path, float(run.ts[-1]))
         ax.step(x, np.asarray(run.path.loss)[k], where="post", color="black", ls="--", lw=1.2, label="greedy limit")
-        ax.set_title(f"L = {run.depth}")
-        ax.set_xlabel("τ = t / log(1/α)" if run.depth == 2 else f"τ = t α^{run.depth - 2}")
-        if j == 0:
-            ax.set_ylabel("training loss")
-            ax.legend(fontsize=7)
-    fig.suptitle("Learning curves in each depth's rescaled time, the greedy limit dashed", fontsize=9)
-    return fig
+
+    title = "Learning curves in each depth's rescaled time, the greedy limit dashed"
+    return plot_per_depth(runs, draw, ylabel="training loss", title=title)
 
 
 def plot_stage_times(config: DepthDemoConfig, runs: list[DepthRun]):

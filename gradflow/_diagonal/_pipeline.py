@@ -296,7 +296,7 @@ def _write_outputs(config, step, task, path, flows, comparison, perturbations) -
         )
 
     json = lambda: comparison_json(comparison, path, names)  # noqa: E731
-    return step.write(config, comparison, figures, json=json, draw=draw, report=report)
+    return step.write(config, comparison.to_records, figures, json=json, draw=draw, report=report)
 
 
 def demo_report(

@@ -229,7 +229,7 @@ def _write_outputs(config, step, task, path, flows, gd, comparison) -> list[Path
         )
 
     json = lambda: rank_comparison_json(comparison, path)  # noqa: E731
-    return step.write(config, comparison, figures, json=json, draw=draw, report=report)
+    return step.write(config, comparison.to_records, figures, json=json, draw=draw, report=report)
 
 
 def rounding_floor(flows, gd, path, names) -> str:

@@ -99,6 +99,23 @@ def label_axes(ax, *, ylabel: str, title: str, xlabel: str = TAU) -> None:
     ax.legend(fontsize=8, loc="best")
 
 
+def plot_per_depth(runs, draw, *, ylabel: str, title: str) -> Figure:
+    """One panel per run of a demo over depths (``run.depth``), side by side, each drawn by ``draw(ax, run)``, titled
+    ``L = …`` over its rescaled time (``τ = t / log(1/α)`` at L = 2, ``τ = t α^{L−2}`` above); the first panel has
+    ``ylabel`` and the legend."""
+    fig = new_figure(figsize=(4.2 * len(runs), 4.0))
+    for j, run in enumerate(runs):
+        ax = fig.add_subplot(1, len(runs), j + 1)
+        draw(ax, run)
+        ax.set_title(f"L = {run.depth}")
+        ax.set_xlabel("τ = t / log(1/α)" if run.depth == 2 else f"τ = t α^{run.depth - 2}")
+        if j == 0:
+            ax.set_ylabel(ylabel)
+            ax.legend(fontsize=7)
+    fig.suptitle(title, fontsize=9)
+    return fig
+
+
 def plot_stage_times_by_depth(rows, log_alphas, *, greedy_label, closed_label: str, title: str) -> Figure:
     """Stage times against the depth L, the stages of one depth side by side: the greedy limit's ``T_k`` (dots),
     a closed form's (crosses) and those detected on every flow (dots, one colour per α,

@@ -3,7 +3,6 @@ logged; the tables, figures and report written once per configuration, results a
 
 import dataclasses
 import math
-from types import SimpleNamespace
 
 import numpy as np
 
@@ -42,7 +41,9 @@ def test_a_step_is_computed_once_then_reused_and_logged(tmp_path):
 def test_outputs_are_written_again_only_for_another_configuration_or_command(tmp_path):
     """The report's title names the command (``gradflow demo``, ``gradflow compare``): the same results written by
     another command are written again, with the same configuration hash."""
-    comparison = SimpleNamespace(to_records=lambda: [dict(stage=0, loss_distance=0.25)])
+    def records():
+        return [dict(stage=0, loss_distance=0.25)]
+
     drawn, hashes = [], []
 
     def write(command, config):
@@ -52,7 +53,7 @@ def test_outputs_are_written_again_only_for_another_configuration_or_command(tmp
             hashes.append(key)
             return f"# {command}\n"
 
-        return step.write(config, comparison, [], json=lambda: {"n": 1}, draw=lambda: drawn.append(1), report=report)
+        return step.write(config, records, [], json=lambda: {"n": 1}, draw=lambda: drawn.append(1), report=report)
 
     files = write("gradflow demo", _Config())
     assert [f.name for f in files] == ["comparison.csv", "comparison.json", "report.md"]
