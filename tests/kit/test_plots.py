@@ -13,6 +13,7 @@ from gradflow._kit._plots import (
     label_axes,
     new_figure,
     plot_loss,
+    plot_per_depth,
     plot_stage_times_by_depth,
     save_figure,
 )
@@ -84,3 +85,22 @@ def test_stage_times_by_depth_draw_every_stage_once_labelled():
     labels = [text.get_text() for text in ax.get_legend().get_texts()]
     assert labels == ["greedy at 3", "closed", "detected on each flow (darker: smaller α)", "greedy at 4"]
     assert list(ax.get_xticks()) == [3, 4]
+
+
+def test_per_depth_panels_are_titled_and_labelled_by_depth():
+    """One panel per run, each drawn by ``draw``, titled by its depth over its rescaled time; the first alone has the
+    y label and the legend."""
+    runs = [SimpleNamespace(depth=2), SimpleNamespace(depth=4)]
+    drawn = []
+
+    def draw(ax, run):
+        drawn.append(run.depth)
+        ax.plot([0, 1], [run.depth, 0], label=f"run {run.depth}")
+
+    fig = plot_per_depth(runs, draw, ylabel="loss", title="curves")
+    assert drawn == [2, 4] and len(fig.axes) == 2 and fig._suptitle.get_text() == "curves"
+    first, second = fig.axes
+    assert [ax.get_title() for ax in fig.axes] == ["L = 2", "L = 4"]
+    assert [ax.get_xlabel() for ax in fig.axes] == ["τ = t / log(1/α)", "τ = t α^2"]
+    assert first.get_ylabel() == "loss" and second.get_ylabel() == ""
+    assert first.get_legend() is not None and second.get_legend() is None
