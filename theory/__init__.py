@@ -12,6 +12,7 @@ from ._conservation import derive_sum_difference_dynamics as derive_sum_differen
 from ._deep_linear import derive_aligned_modes as derive_aligned_modes
 from ._deep_linear import derive_blow_up_variables as derive_blow_up_variables
 from ._deep_linear import derive_deep_linear_conservation as derive_deep_linear_conservation
+from ._deep_linear import derive_sleeping_layers as derive_sleeping_layers
 from ._depth import derive_balanced_law as derive_balanced_law
 from ._depth import derive_depth_clock as derive_depth_clock
 from ._depth import derive_depth_conservation as derive_depth_conservation
@@ -75,6 +76,7 @@ __all__ = [
     "derive_saxe_depth",
     "derive_saxe_mode",
     "derive_sleeping_bookkeeping",
+    "derive_sleeping_layers",
     "derive_sleeping_orientation",
     "derive_sum_difference_dynamics",
     "derive_time_until_active",

@@ -100,3 +100,71 @@ def derive_blow_up_variables() -> Derivation:
         r"\rho' = \langle\Theta, F(\Theta)\rangle,\ T_1 = \int_0^\infty e^{-(L-2)\rho}\, ds"
     )
     return check_claims("the first escape of a deep linear network as a blow-up", statement, claims)
+
+
+def derive_sleeping_layers() -> Derivation:
+    """The structure the greedy limit's later stages rest on (docs/deep-linear.md, *The greedy limit*), at L = 3, 4 on
+    spaces of dimension 3 with one learned direction ``e_1`` in each: balanced rank-one layers ``A_l = c E₁₁`` at a
+    stationary point of ``½‖W − M‖²`` (``M₁₁ = c^L``, ``M``'s other entries in the first row and column 0, so
+    ``G(A) = M − c^L E₁₁`` is off ``e_1``), and sleeping layers ``S`` in units of α:
+
+    - the α-free flow ``S_{>l}ᵀ G(A) S_{<l}ᵀ`` of layers off ``e_1`` (the "off" block: first row and column 0) stays
+      off ``e_1``;
+    - with ``W_l = A_l + α S_l`` and ``S`` off ``e_1``, the exact field's change ``F(A + αS) − F(A)`` has the off block
+      ``α^{L−1} S_{>l}ᵀ (G(A) − α^L S_L ⋯ S_1) S_{<l}ᵀ``: ``S`` moves by the α-free flow in ``τ = t α^{L−2}``, to
+      ``O(α^L)``;
+    - the field's linear part at ``A`` (the directions that relax at rates of order one in t) has a zero off block for
+      every ``S`` at the stationary point, and for an ``S`` off ``e_1`` at any ``G = N − W`` (along a jump): the off
+      block is moved only by the α-free flow."""
+    claims = {}
+    c, alpha, eps = sympy.symbols("c alpha epsilon", positive=True)
+    E = sympy.zeros(3, 3)
+    E[0, 0] = 1
+
+    def off(X):
+        return X[1:, 1:]
+
+    def sleeping(name):
+        X = _matrix(name, 3, 3)
+        X[0, :] = sympy.zeros(1, 3)
+        X[:, 0] = sympy.zeros(3, 1)
+        return X
+
+    for depth in (3, 4):
+        A = [c * E for _ in range(depth)]
+        M = sleeping("m")
+        M[0, 0] = c**depth
+        N = _matrix("n", 3, 3)
+        S = [sleeping(f"s{l}_") for l in range(depth)]
+        P_S = sympy.eye(3)
+        for w in S:
+            P_S = w * P_S
+
+        def field(layers, target):
+            W = sympy.eye(3)
+            for w in layers:
+                W = w * W
+            return _velocities(layers, target - W)
+
+        free = _velocities(S, M - c**depth * E)
+        claims[f"L = {depth}: the α-free flow of S off e₁ stays off e₁"] = all(
+            sympy.expand(v[0, :]) == sympy.zeros(1, 3) and sympy.expand(v[:, 0]) == sympy.zeros(3, 1) for v in free
+        )
+        moved = field([a + alpha * s for a, s in zip(A, S)], M)
+        at_A = field(A, M)
+        exact = _velocities(S, M - c**depth * E - alpha**depth * P_S)
+        claims[f"L = {depth}: off e₁, F(A + αS) − F(A) = α^(L−1) × the α-free flow with G(A) − α^L S_L⋯S_1"] = all(
+            sympy.expand(off(m - a - alpha ** (depth - 1) * x)) == sympy.zeros(2, 2)
+            for m, a, x in zip(moved, at_A, exact)
+        )
+        general = [_matrix(f"x{l}_", 3, 3) for l in range(depth)]
+        for name, target, direction in (("every S at the stationary point", M, general), ("S off e₁ at any G", N, S)):
+            linear = field([a + eps * x for a, x in zip(A, direction)], target)
+            claims[f"L = {depth}: the linear part at A has a zero off block, {name}"] = all(
+                sympy.expand(off(sympy.diff(v, eps).subs(eps, 0))) == sympy.zeros(2, 2) for v in linear
+            )
+    statement = (
+        r"W_l = A_l + \alpha S_l:\ \mathrm{off}\,[F(A+\alpha S) - F(A)]_l = "
+        r"\alpha^{L-1} S_{>l}^\top (G(A) - \alpha^L S_L \cdots S_1) S_{<l}^\top,\ \mathrm{off}\, DF(A)[S] = 0"
+    )
+    return check_claims("the sleeping layers of a deep linear network off the learned directions", statement, claims)

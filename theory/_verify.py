@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 from ._conservation import derive_conservation_law, derive_sum_difference_dynamics
-from ._deep_linear import derive_aligned_modes, derive_blow_up_variables, derive_deep_linear_conservation
+from ._deep_linear import (
+    derive_aligned_modes,
+    derive_blow_up_variables,
+    derive_deep_linear_conservation,
+    derive_sleeping_layers,
+)
 from ._depth import (
     derive_balanced_law,
     derive_depth_clock,
@@ -46,6 +51,7 @@ DERIVATIONS = (
     derive_deep_linear_conservation,
     derive_aligned_modes,
     derive_blow_up_variables,
+    derive_sleeping_layers,
 )
 
 
