@@ -76,7 +76,8 @@ class DeepLinearGreedyPath(AbstractGreedyPath):
             times the layers' size to the ``L − 2``), and phase (B) out of it ends at one point (4.4: the ε
             discrepancy within ``epsilon_agreement`` and the spread within ``spread``); a check not run reads true.
             Each failure is also an ``AssumptionWarning`` (those of 4.3 once the path is done).
-        final_delta, runner_up, result, message, warnings: as for the other families' paths.
+        final_delta: ``(1,)`` after ``max_stages``, the next Δ (the α-free flow of what sleeps); ∞ otherwise.
+        runner_up, result, message, warnings: as for the other families' paths.
     """
 
     W: np.ndarray
@@ -409,7 +410,7 @@ def greedy(
     times, Ws, gsv, loss, stat, deltas, gaps, eps_disc, warnings_ = _kept(model, stages, transitions)
     W, A, S = Ws[-1], [np.asarray(w) for w in stages[-1]["layers"]], [np.asarray(w) for w in stages[-1]["sleeping"]]
     G = np.asarray(_gradient(model, W))
-    result, message = RESULTS.successful.value, ""
+    result, message, final_delta = RESULTS.successful.value, "", math.inf
     try:
         for k in range(len(times) - 1, rank + 1):
             emitted = len(warnings_)
@@ -419,7 +420,9 @@ def greedy(
                 message = f"W reached the largest rank, {rank}: no direction is left to learn"
                 break
             if max_stages is not None and k >= max_stages:
-                result, message = RESULTS.max_stages.value, f"stopped after max_stages = {max_stages} stages"
+                final_delta = escape(G, S, L).delta
+                result = RESULTS.max_stages.value
+                message = f"stopped after max_stages = {max_stages} stages (final_delta holds the next Δ)"
                 break
             if not np.any(np.linalg.svd(G, compute_uv=False) > tol.g_zero * scale):
                 message = "T = ∞: −∇L(W^k) vanishes on the sleeping directions (a stationary point of every rank)"
@@ -518,7 +521,7 @@ def greedy(
         times=np.asarray(times),
         b=b,
         loss=np.asarray(loss),
-        final_delta=np.array([np.inf]),  # the next Δ is not computed
+        final_delta=np.array([final_delta]),
         delta_gap=np.asarray(gaps),
         runner_up=np.full(K, -1),
         hessian_min_eig=hessian,

@@ -80,7 +80,7 @@ def aligned_path():
 
 def test_greedy_stages_of_the_aligned_whitened_task(aligned_path):
     """Balanced start aligned with ``M = diag(s)`` (L = 3): ``T_r = 1/(a⁰_r s_r)`` in the clocks' order, ``W^k`` the
-    learned modes of M. The times to 1e-6 relative: the later stages' come from the α-free flow of the sleeping layers,
+    learned modes of M; stopped after one stage, ``final_delta`` is the next stage's Δ. The times to 1e-6 relative: the later stages' come from the α-free flow of the sleeping layers,
     whose rest is read at a growth of 1e7 (measured: ≤ 4e-8 here, 6e-7 at L = 4)."""
     depth = 3
     path = aligned_path
@@ -91,7 +91,10 @@ def test_greedy_stages_of_the_aligned_whitened_task(aligned_path):
         learned[order[:k]] = S[order[:k]]
         np.testing.assert_allclose(path.W[k], np.diag(learned), atol=1e-8)
         assert path.loss[k] == pytest.approx(0.5 * np.sum((S - learned) ** 2), abs=1e-12)
-    assert path.result == "successful"
+    assert path.result == "successful" and path.final_delta.tolist() == [np.inf]  # nothing is left to learn
+    first = gradflow.greedy_limit(whitened(depth), u0=aligned(depth), max_stages=1, check_assumptions=False)
+    assert first.result == "max_stages" and "final_delta holds the next Δ" in first.message
+    assert first.final_delta[0] == pytest.approx(times[1] - times[0], rel=1e-6)
     np.testing.assert_array_equal(path.b[2], [0.0, 0.0, 1.0])
     np.testing.assert_allclose(path.weights_at(np.array([0.1, 0.7])), path.W[[0, 2]])
 

@@ -41,6 +41,7 @@ def test_a_step_is_computed_once_then_reused_and_logged(tmp_path):
 def test_outputs_are_written_again_only_for_another_configuration_or_command(tmp_path):
     """The report's title names the command (``gradflow demo``, ``gradflow compare``): the same results written by
     another command are written again, with the same configuration hash."""
+
     def records():
         return [dict(stage=0, loss_distance=0.25)]
 
