@@ -10,6 +10,7 @@ import pytest
 
 from gradflow._config import PerCore
 from gradflow._solver import Solve, UnderflowGuard, run_segments, segment_status
+from gradflow._solver._segments import strongly_typed
 
 
 def _decaying(t, y, args):
@@ -22,11 +23,12 @@ def _decay(ts, atol=1e-10):
 
 
 def _segmented(solve, y0, budgets):
-    """The solve advanced by the given step budgets, then to its end."""
-    seg = _start(solve, y0)
+    """The solve advanced by the given step budgets, then to its end; the start and the budgets typed as
+    ``run_segments`` types them (strongly: a weak type would be another program)."""
+    seg = strongly_typed(_start(solve, y0))
     for b in budgets:
-        seg = _advance(solve, seg, jnp.asarray(b))
-    return _advance(solve, seg, jnp.asarray(10**6))
+        seg = _advance(solve, seg, np.asarray(b, dtype=np.int64))
+    return _advance(solve, seg, np.asarray(10**6, dtype=np.int64))
 
 
 @eqx.filter_jit
