@@ -10,6 +10,13 @@ in a user cache directory only where none is configured: docs' *Floating point a
 processes that tests start get ``GRADFLOW_NO_CACHE=1``, so that they do not write into the user's cache directory
 (``tests/test_config.py`` gives its own a temporary one).
 
+Equinox's runtime checks (``eqx.error_if``, which diffrax, optimistix and lineax put into every flow's solve) raise
+through a host callback by default, and XLA programs with host callbacks are never written to the persistent cache:
+every flow was compiled again by each file and worker. The tests set ``EQX_ON_ERROR=nan`` (before equinox is
+imported), which keeps those checks as a NaN instead, with no callback: the flows are cached like the rest. No test
+expects such a check to fire (gradflow never catches equinox's error), and one that fired would give NaNs, which the
+tests' comparisons fail on. Users' programs keep equinox's default.
+
 A test run started in the background by a non-interactive shell (``make test &``) inherits SIGINT ignored, and so
 do the processes it starts: the Ctrl-C tests need Python's own handler, which this restores (the processes the tests
 start then get the default disposition, and Python's handler with it).
@@ -31,6 +38,7 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 os.environ.setdefault("GRADFLOW_NO_CACHE", "1")
+os.environ.setdefault("EQX_ON_ERROR", "nan")  # read when equinox is imported: after this file
 jax.config.update("jax_compilation_cache_dir", str(Path(__file__).resolve().parents[1] / ".jax_cache"))
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
 

@@ -133,9 +133,6 @@ def test_bad_input(task):
         compare_limits(task.model, alpha=[1e-2], u0=task.u0, v0=task.v0, threshold=1.5)
 
 
-TTS = np.linspace(0, 2.5, 101)
-
-
 def test_comparison_keeps_its_runs_and_slices_by_alpha(task, comparison):
     """compare_limits keeps the flows it ran and the path; a comparison, its flows and its gradient descents slice
     by α, the rates fitted again over the runs kept."""
@@ -254,9 +251,14 @@ def path(task):
     return greedy_limit(task.model, check_assumptions=False)
 
 
-def test_runs_are_trajectories(task, path):
+def _times(comparison):
+    """The comparison's recorded times: flows on them share its flows' program (compiled once per run shape)."""
+    return comparison.runs.ts
+
+
+def test_runs_are_trajectories(task, path, comparison):
     """compare_limits reads any Trajectory (ts, beta, b, loss, log_alpha), checked against the scales given."""
-    flow = simulate_flow(task.model, u0=task.u0, v0=task.v0, ts=TTS, log_alpha=np.log(ALPHAS))
+    flow = simulate_flow(task.model, u0=task.u0, v0=task.v0, ts=_times(comparison), log_alpha=np.log(ALPHAS))
     # a minimal trajectory of one run (a later engine's result type only needs these attributes)
     run = SimpleNamespace(ts=flow.ts, beta=flow.beta[1], b=flow.b[1], loss=flow.loss[1], log_alpha=flow.log_alpha[1])
     assert isinstance(run, Trajectory) and not isinstance(SimpleNamespace(ts=flow.ts), Trajectory)
@@ -270,12 +272,12 @@ def test_runs_are_trajectories(task, path):
         compare_limits(task.model, alpha=[ALPHAS[0]], u0=task.u0, v0=task.v0, path=path, flows=[run])
 
 
-def test_near_degenerate_initialisation_warns_once(task, path):
+def test_near_degenerate_initialisation_warns_once(task, path, comparison):
     """compare_limits checks the initialisation once for the flows and gradient descent (and the greedy path
     when it computes it, which warns alike: see test_greedy)."""
     u0 = task.u0.copy()
     u0[1] = task.v0[1] * (1 - 1e-8)
     with pytest.warns(AssumptionWarning, match="near-degenerate") as record:
-        compare_limits(task.model, alpha=ALPHAS, u0=u0, v0=task.v0, path=path, ts=TTS, gd=dict(lr=0.05))
+        compare_limits(task.model, alpha=ALPHAS, u0=u0, v0=task.v0, path=path, ts=_times(comparison), gd=dict(lr=0.05))
     assert len([w for w in record if "near-degenerate" in str(w.message)]) == 1
     assert record[0].filename == __file__

@@ -140,11 +140,11 @@ def test_separate_batch_is_each_single_run(batched):
         np.testing.assert_array_equal(apart.loss[k], one.loss)
         assert apart.stats["num_steps"][k] == one.stats["num_steps"]
     assert len(set(apart.stats["num_steps"].tolist())) > 1  # not in lock-step
-    state, rel = apart.state_at(10), TS[10:] - TS[10]  # a batch of start states, likewise
-    rest = simulate_flow(LIN.model, start=state, log_alpha=las, ts=rel)
+    state = apart.state_at(10)  # a batch of start states, likewise (on TS again: the runs' program, compiled once)
+    rest = simulate_flow(LIN.model, start=state, log_alpha=las, ts=TS)
     for k, la in enumerate(las):
         start = FlowState(log_w=state.log_w[k], log_wbar=state.log_wbar[k], swap=state.swap[k], sign=state.sign[k])
-        np.testing.assert_array_equal(rest.log_w[k], simulate_flow(LIN.model, start=start, log_alpha=la, ts=rel).log_w)
+        np.testing.assert_array_equal(rest.log_w[k], simulate_flow(LIN.model, start=start, log_alpha=la, ts=TS).log_w)
     cap = int(apart.stats["num_steps"][0])  # each run's failure recorded on its own
     capped = simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=TS, log_alpha=las, max_steps=cap, throw=False)
     np.testing.assert_array_equal(capped.result, ["successful", "max_steps_reached", "max_steps_reached"])
@@ -160,16 +160,19 @@ def test_separate_batch_is_each_single_run(batched):
 
 def test_restart_from_state_continues_the_flow(batched):
     """All scales (α = 1e-2 ... 1e-300, log α = −1e4) restarted at τ = 1.2 from ``state_at`` (one batched
-    call, one scale per state): the same log w as the uninterrupted flow, to solver tolerance."""
+    call, one scale per state): the same log w as the uninterrupted flow, to solver tolerance. The restart records
+    the 41 times of ``TS`` (to τ = 5.2), the fixture's program: its first 29 are the fixture's from τ = 1.2."""
     k = 12
     state = batched.state_at(k)
     assert isinstance(state, FlowState) and state.log_w.shape == (len(LOG_ALPHAS), LIN.model.p)
-    rest = simulate_flow(LIN.model, start=state, log_alpha=LOG_ALPHAS, ts=TS[k:] - TS[k], batching="vmap")
-    np.testing.assert_allclose(rest.log_w, batched.log_w[:, k:], rtol=0, atol=1e-6)
-    np.testing.assert_allclose(rest.log_wbar, batched.log_wbar[:, k:], rtol=0, atol=1e-6)
-    np.testing.assert_allclose(rest.beta, batched.beta[:, k:], rtol=0, atol=1e-7)
-    np.testing.assert_array_equal(rest.log_w[:, 0], batched.log_w[:, k])  # the start itself, bit for bit
-    np.testing.assert_allclose(rest.b, batched.b[:, k:], rtol=0, atol=1e-6 / 18)  # b = log w / log α, α unchanged
+    rest = simulate_flow(LIN.model, start=state, log_alpha=LOG_ALPHAS, ts=TS, batching="vmap")
+    np.testing.assert_allclose(TS[: len(TS) - k], TS[k:] - TS[k], rtol=0, atol=1e-15)  # the same times
+    rest = {name: getattr(rest, name)[:, : len(TS) - k] for name in ("log_w", "log_wbar", "beta", "b")}
+    np.testing.assert_allclose(rest["log_w"], batched.log_w[:, k:], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(rest["log_wbar"], batched.log_wbar[:, k:], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(rest["beta"], batched.beta[:, k:], rtol=0, atol=1e-7)
+    np.testing.assert_array_equal(rest["log_w"][:, 0], batched.log_w[:, k])  # the start itself, bit for bit
+    np.testing.assert_allclose(rest["b"], batched.b[:, k:], rtol=0, atol=1e-6 / 18)  # b = log w / log α, α unchanged
 
 
 def test_state_holds_the_weights(batched):
@@ -315,19 +318,21 @@ def test_a_run_that_cannot_go_on_says_so():
 
 def test_throw_false_records_the_failure_per_run(batched):
     """α = 1e-2 finishes in fewer steps than log α = −1e4: with max_steps in between and throw=False, the first
-    run is the full flow and the second stops, its failure recorded, its state +inf after the stop."""
+    run is the full flow and the last stops, its failure recorded, its state +inf after the stop; each run between
+    them fails or not by its own step count. All the fixture's scales: its program, compiled once."""
     steps = batched.stats["num_steps"]
-    la = LOG_ALPHAS[[0, -1]]
-    kw = dict(max_steps=int(steps[0]) + 5, throw=False, batching="vmap")
-    res = simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=TS, log_alpha=la, **kw)
-    np.testing.assert_array_equal(res.result, ["successful", "max_steps_reached"])
-    assert res.message[0] == "" and res.message[1].startswith(f"simulate_flow hit max_steps={int(steps[0]) + 5}")
+    cap = int(steps[0]) + 5
+    kw = dict(max_steps=cap, throw=False, batching="vmap")
+    res = simulate_flow(LIN.model, u0=LIN.u0, v0=LIN.v0, ts=TS, log_alpha=LOG_ALPHAS, **kw)
+    assert res.result[0] == "successful" and res.result[-1] == "max_steps_reached"
+    np.testing.assert_array_equal(res.result, np.where(steps <= cap, "successful", "max_steps_reached"))
+    assert res.message[0] == "" and res.message[-1].startswith(f"simulate_flow hit max_steps={cap}")
     np.testing.assert_array_equal(res.log_w[0], batched.log_w[0])
-    done = np.all(np.isfinite(res.log_w[1]), axis=-1)
+    done = np.all(np.isfinite(res.log_w[-1]), axis=-1)
     stop = int(np.argmin(done))
-    assert 0 < stop < len(TS) and not done[stop:].any() and np.all(res.log_w[1, stop:] == np.inf)
-    assert f"stopped after τ = {TS[stop - 1]:.6g}" in res.message[1]
-    np.testing.assert_array_equal(res.log_w[1, :stop], batched.log_w[-1, :stop])
+    assert 0 < stop < len(TS) and not done[stop:].any() and np.all(res.log_w[-1, stop:] == np.inf)
+    assert f"stopped after τ = {TS[stop - 1]:.6g}" in res.message[-1]
+    np.testing.assert_array_equal(res.log_w[-1, :stop], batched.log_w[-1, :stop])
 
 
 def test_result_is_the_exact_state_and_survives_saving(batched, tmp_path):

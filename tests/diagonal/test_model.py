@@ -72,15 +72,22 @@ def test_blocked_sums_equal_one_pass():
     m = task.model
     assert len(sample_blocks(m.n)) == 2
     generic = DiagonalModel(m.h, m.X, m.Y, p=m.p, loss=m.loss)
-    with jax.enable_x64(True):
+    g, loss_of_beta = (
+        eqx.filter_jit(lambda model, beta: model.g(beta)),
+        eqx.filter_jit(lambda beta: m.loss_of_beta(beta)),
+    )
+    with jax.enable_x64(True):  # each sum compiled, as the solvers call it (not dispatched operation by operation)
         beta = jnp.asarray(0.7 * np.random.default_rng(3).standard_normal(m.p))
         X, Y = jnp.asarray(m.X), jnp.asarray(m.Y)
-        one_pass = -_attention_gradient(X, Y, beta) / m.n
-        loss = jnp.mean(jnp.sum((jax.vmap(lambda x: m.h(x, beta))(X) - Y) ** 2, axis=(1, 2)) / 2)
+        one_pass = jax.jit(_attention_gradient)(X, Y, beta) / -m.n
+        loss = jax.jit(
+            lambda X, Y, beta: jnp.mean(jnp.sum((jax.vmap(lambda x: m.h(x, beta))(X) - Y) ** 2, axis=(1, 2)) / 2)
+        )
+        loss = loss(X, Y, beta)
         scale = float(jnp.abs(one_pass).max())
-        np.testing.assert_allclose(m.g(beta), one_pass, rtol=0, atol=1e-14 * scale)
-        np.testing.assert_allclose(generic.g(beta), one_pass, rtol=0, atol=1e-13 * scale)
-        np.testing.assert_allclose(m.loss_of_beta(beta), loss, rtol=1e-14)
+        np.testing.assert_allclose(g(m, beta), one_pass, rtol=0, atol=1e-14 * scale)
+        np.testing.assert_allclose(g(generic, beta), one_pass, rtol=0, atol=1e-13 * scale)
+        np.testing.assert_allclose(loss_of_beta(beta), loss, rtol=1e-14)
 
 
 def test_batched_evaluation_and_float64_without_global_x64():

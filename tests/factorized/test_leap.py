@@ -173,7 +173,7 @@ def test_keyboard_interrupt_ends_the_segment_loop():
 
     with jax.enable_x64(True):
         out, stopped = _run(
-            task.model, _y0(task), jnp.asarray(-1e4), jnp.asarray(TS), 0.0, 1e-8, solver="leap", batched=False,
+            task.model, _y0(task), jnp.asarray(np.float64(-1e4)), jnp.asarray(TS), 0.0, 1e-8, solver="leap", batched=False,
             max_steps=None, progress=progress,
         )  # fmt: skip
     assert stopped and out[3] == dfx.RESULTS.max_steps_reached  # "stopped short", as segment_result reports it

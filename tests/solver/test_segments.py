@@ -10,6 +10,7 @@ import pytest
 
 from gradflow._config import PerCore
 from gradflow._solver import Solve, UnderflowGuard, run_segments, segment_status
+from gradflow._solver._segments import strongly_typed
 
 
 def _decaying(t, y, args):
@@ -22,11 +23,12 @@ def _decay(ts, atol=1e-10):
 
 
 def _segmented(solve, y0, budgets):
-    """The solve advanced by the given step budgets, then to its end."""
-    seg = _start(solve, y0)
+    """The solve advanced by the given step budgets, then to its end; the start and the budgets typed as
+    ``run_segments`` types them (strongly: a weak type would be another program)."""
+    seg = strongly_typed(_start(solve, y0))
     for b in budgets:
-        seg = _advance(solve, seg, jnp.asarray(b))
-    return _advance(solve, seg, jnp.asarray(10**6))
+        seg = _advance(solve, seg, np.asarray(b, dtype=np.int64))
+    return _advance(solve, seg, np.asarray(10**6, dtype=np.int64))
 
 
 @eqx.filter_jit
@@ -69,14 +71,15 @@ def test_run_segments_keeps_the_outputs_reached_at_a_step_cap_and_at_a_stop():
     """``run_segments`` stops a solve at ``max_steps`` (the outputs reached so far kept, later ones ``+inf``), and at
     its pool's stop flag, as Ctrl-C in the main thread sets it, after the segment under way."""
     with jax.enable_x64(True):
-        ts = jnp.linspace(0.0, 20.0, 41)
-        solve = _decay(ts, atol=1e-12)
+        ts = jnp.linspace(0.0, 2.0, 6)  # the solve of the test above: its program, compiled once
+        solve = _decay(ts)
         advance = lambda seg, budget: _advance(solve, seg, budget)  # noqa: E731
         status = lambda seg: segment_status(seg, ts[-1])  # noqa: E731
-        seg, interrupted = run_segments(advance, _start(solve, jnp.ones(1)), status, max_steps=5)
-        assert not interrupted and int(seg.stats[0]) == 5 and 0 < float(seg.t) < 20.0
+        seg, interrupted = run_segments(advance, _start(solve, jnp.ones(1)), status, max_steps=20)  # of 67
+        assert not interrupted and int(seg.stats[0]) == 20 and 0 < float(seg.t) < 2.0
         ys = np.asarray(seg.ys)[:, 0]
         reached = np.asarray(ts) <= float(seg.t)
+        assert 1 < reached.sum() < len(ts)  # outputs past the start reached, and not all
         assert np.all(np.isfinite(ys[reached])) and np.all(ys[~reached] == np.inf)
 
         def stopped_at_once():

@@ -24,14 +24,16 @@ def _config(tmp_path: Path, text: str = TOML) -> Path:
 
 def test_toml_is_parsed_into_the_grid(tmp_path):
     config = SweepConfig.from_toml(_config(tmp_path))
-    assert config.seeds == (0, 1) and config.run == "compare" and config.max_stages == 2
+    assert config.seeds == (1,) and config.run == "compare" and config.max_stages == 2
     assert np.allclose(config.log_alphas, np.log([1e-2, 1e-4, 1e-8]), rtol=0, atol=1e-15)
     linear, attention = config.models
     assert dict(linear.options) == dict(n=(24,), p=(3,), nonzero=(2, 3), orthonormal=(False,), noise=(0.0,))
     assert dict(attention.options)["teacher_nonzero"] == ((1, 1),)  # one pair, not a grid of two values
     points = grid(config)
-    assert len(points) == (2 + 1) * 2 * 3 and len({p.hash for p in points}) == len(points)
+    assert len(points) == (2 + 1) * 1 * 3 and len({p.hash for p in points}) == len(points)
     assert [p.hash for p in grid(SweepConfig.from_toml(_config(tmp_path)))] == [p.hash for p in points]
+    two = SweepConfig.from_toml(_config(tmp_path, TOML.replace("seeds = [1]", "seeds = 2")))  # a count: 0 and 1
+    assert two.seeds == (0, 1) and len(grid(two)) == (2 + 1) * 2 * 3 and len({p.hash for p in grid(two)}) == 18
     pairs = SweepConfig.from_mapping(
         dict(alphas=[0.1], model=[dict(name="diagonal_attention", dim=2, teacher_nonzero=[[1, 1], [2, "dense"], 2])])
     )
