@@ -153,7 +153,7 @@ def test_a_factorised_sweep_equals_its_points_run_one_by_one(tmp_path):
     assert result.computed == 2 and result.failed == 0
     task = grid(config)[0].task.build()
     path = gradflow.greedy_limit(task.model, u0=task.u0, v0=task.v0, max_stages=2, check_assumptions=False)
-    ts = default_times(path.times, num=config.num_times)
+    ts = _run._times(config, path, grid(config)[0].task)  # the sweep's grid, refined to the smallest α's jumps
     want = []
     for point in grid(config):
         flow = gradflow.simulate_flow(task.model, u0=task.u0, v0=task.v0, ts=ts, log_alpha=point.log_alpha)
