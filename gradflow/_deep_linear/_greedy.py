@@ -22,7 +22,6 @@ the layers' flow (phase (B)) to the rank-``(k+1)`` stationary point ``W^{k+1}``.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import equinox as eqx
@@ -36,13 +35,8 @@ from .._kit._assumptions import warn
 from .._kit._greedy import AbstractGreedyPath, GreedyTolerances
 from .._results import RESULTS
 from ._gauge import min_eig_off_gauge
-from ._model import DeepLinearModel, check_layers, layer_velocities, product
-
-_ESCAPED = 36.0  # (L−2)ρ at which the blow-up's integral is cut: the tail e^{−36}/((L−2)λ) is added in closed form
-# the rest of S is read where S has grown by this factor, and then flowed on alone to the escape: what the blow-up's
-# own pull on it still adds is about e^{−ρ} of it, and later the rest (e^{−ρ} of Θ) would drown in the error of Θ
-_REST_GROWTH = 1e7
-_NOISE = 1e-9  # a rest this small relative to S (the error of Θ times e^ρ is ≲ 1e-5 of S) is rounding
+from ._model import DeepLinearModel, _pack, _unpack, check_layers, layer_velocities, product
+from ._sleeping import escape, learned_frames, off_frames
 
 
 class DeepLinearGreedyPath(AbstractGreedyPath):
@@ -116,114 +110,6 @@ def _probe(model):
     return model.loss_of_weights(W), _gradient(model, W)
 
 
-def _pack(layers):
-    return np.concatenate([w.ravel() for w in layers])
-
-
-def _unpack(y, shapes):
-    sizes = [a * b for a, b in shapes]
-    offsets = np.cumsum([0, *sizes[:-1]])
-    return [y[o : o + k].reshape(s) for o, k, s in zip(offsets, sizes, shapes)]
-
-
-@dataclasses.dataclass(frozen=True)
-class Escape:
-    """How the α-free flow of the sleeping layers ``S`` under ``G`` escapes (the module's first bullet): after
-    ``delta`` (∞: it does not), along the unit balanced layers ``direction[l] = b_{l+1} b_lᵀ`` (``u = b_L``,
-    ``v = b_0``), leaving ``rest``: ``S`` off the ``b_h`` at the escape."""
-
-    delta: float
-    direction: tuple
-    u: np.ndarray
-    v: np.ndarray
-    rest: tuple
-
-
-def escape(G: np.ndarray, S, depth: int) -> Escape:
-    """The blow-up of ``dS_l/dτ = S_{>l}ᵀ G S_{<l}ᵀ`` from ``S`` (see the module), by DOP853 in the bounded
-    variables ``(Θ, ρ, τ)``: the time, the direction and what is left of ``S`` off it."""
-    shapes = [w.shape for w in S]
-    y0 = _pack(S)
-    r0 = float(np.linalg.norm(y0))
-    L = depth
-    never = Escape(math.inf, tuple(np.zeros(s) for s in shapes), np.zeros(G.shape[0]), np.zeros(G.shape[1]), tuple(S))
-    if r0 == 0.0:
-        return never
-
-    def growth(theta):
-        F = _pack(layer_velocities(_unpack(theta, shapes), G))
-        return F, float(theta @ F)
-
-    def rhs(_, z):
-        F, lam = growth(z[:-2])
-        return np.concatenate([F - lam * z[:-2], [lam, math.exp(min(-(L - 2) * z[-2], 700.0))]])
-
-    def escaped(_, z):
-        return (L - 2) * z[-2] - _ESCAPED
-
-    def settled(_, z):
-        return z[-2] - math.log(_REST_GROWTH * r0)
-
-    escaped.terminal, settled.direction = True, 1.0
-    z, s, read = np.concatenate([y0 / r0, [math.log(r0), 0.0]]), 0.0, None
-    for _ in range(60):  # windows of s until ρ reaches the cut (each window doubles)
-        sol = solve_ivp(
-            rhs, (s, s + max(1.0, s)), z, method="DOP853", rtol=1e-12, atol=1e-14, events=(escaped, settled)
-        )
-        if read is None and sol.y_events[1].size:
-            read = sol.y_events[1][0]
-        z, s = sol.y[:, -1], float(sol.t[-1])
-        if sol.status == 1:
-            break
-        check_interrupt()
-    else:
-        return never
-    read = z if read is None else read
-    theta = _unpack(z[:-2], shapes)
-    lam = growth(z[:-2])[1]
-    tau = float(z[-1]) + math.exp(-(L - 2) * z[-2]) / ((L - 2) * lam)
-    b = [np.linalg.svd(theta[0])[2][0]]
-    for layer in theta:
-        b.append(layer @ b[-1] / np.linalg.norm(layer @ b[-1]))
-    direction = tuple(np.outer(b[l + 1], b[l]) for l in range(L))
-    rest = _off_direction([math.exp(read[-2]) * w for w in _unpack(read[:-2], shapes)], b)
-    if np.linalg.norm(_pack(rest)) <= _NOISE * r0:  # nothing is left but the integration's error
-        rest = [np.zeros(s) for s in shapes]
-    # the rest's own flow over the escape's remaining time, which keeps it off the b_h (to the accuracy of b)
-    sol = solve_ivp(
-        lambda _, y: _pack(layer_velocities(_unpack(y, shapes), G)),
-        (float(read[-1]), tau),
-        _pack(rest),
-        method="DOP853",
-        rtol=1e-12,
-        atol=1e-14 * max(1.0, float(np.abs(_pack(rest)).max())),
-    )
-    return Escape(tau, direction, b[-1], b[0], tuple(_off_direction(_unpack(sol.y[:, -1], shapes), b)))
-
-
-def _off_direction(layers, b) -> list:
-    """``(I − b_{l+1} b_{l+1}ᵀ) S_l (I − b_l b_lᵀ)`` for unit vectors ``b_0 … b_L``."""
-    out = []
-    for l, w in enumerate(layers):
-        w = w - np.outer(b[l + 1], b[l + 1] @ w)
-        out.append(w - np.outer(w @ b[l], b[l]))
-    return out
-
-
-def learned_frames(layers, rank: int) -> list[np.ndarray]:
-    """Orthonormal bases ``Q_0 … Q_L`` of the learned subspaces of the input, hidden and output spaces of layers
-    holding a rank-``rank`` ``W``: the row space of ``W_1`` and the column spaces of ``W_1 … W_L``."""
-    return [np.linalg.svd(layers[0])[2][:rank].T] + [np.linalg.svd(w)[0][:, :rank] for w in layers]
-
-
-def off_frames(S, frames) -> tuple:
-    """``(I − Q_l Q_lᵀ) S_l (I − Q_{l−1} Q_{l−1}ᵀ)``: the sleeping layers off the learned subspaces."""
-    return tuple(
-        (w - Q_out @ (Q_out.T @ w)) - (w - Q_out @ (Q_out.T @ w)) @ Q_in @ Q_in.T
-        for w, Q_in, Q_out in zip(S, frames[:-1], frames[1:])
-    )
-
-
 def balanced_layers(W: np.ndarray, rank: int, shapes, extra=None):
     """Balanced layers of the given ``shapes`` holding ``W``'s top ``rank`` singular triples plus ``extra = (u, σ, v)``
     in their first ``r`` hidden coordinates: ``W_1 = Σ^{1/L} Vᵀ``, ``W_l = Σ^{1/L}``, ``W_L = U Σ^{1/L}``
@@ -280,6 +166,16 @@ def phase_b(model: DeepLinearModel, layers, scale: float, tol: GreedyTolerances,
         horizon *= 2.0
         check_interrupt()
     return _unpack(y, shapes), stationarity, False
+
+
+def phase_b_from(model: DeepLinearModel, A, out, G, eps: float, scale: float, tol: GreedyTolerances):
+    """Phase (B) out of a stage: the layers' flow from ``A^k + e b_l b_{l−1}ᵀ`` (the escape ``out``'s direction in the
+    same hidden coordinates, per-layer scale ``e = ε^{1/(L−2)}``: the new mode escapes after ``t ≈ 1/((L−2) ε uᵀGv)``,
+    the first window). Returns :func:`phase_b`'s ``(layers, stationarity, converged)``."""
+    L = model.depth
+    e = eps ** (1.0 / (L - 2))
+    start = [a + e * d for a, d in zip(A, out.direction)]
+    return phase_b(model, start, scale, tol, 1.0 / ((L - 2) * eps * float(out.u @ G @ out.v)))
 
 
 def _phase_b_start(model: DeepLinearModel, W, k: int, pair, G, eps: float):
@@ -346,6 +242,26 @@ def _perturbation_spread(model, W, k: int, pair, G, W_new, scale: float, tol: Gr
         layers, _, ok = phase_b(model, perturbed_layers(start, k + 1, tol.perturbation, rng), scale, tol, horizon)
         spread = max(spread, float(np.linalg.norm(product(layers) - W_new)) / size if ok else math.inf)
     return spread
+
+
+def _assumptions(model, Ws, transitions, scale: float, tol: GreedyTolerances, check: bool, warnings_: list):
+    """``(hessian_min_eig, perturbation_spread, assumptions_ok)`` of a path's stages ``Ws`` (see
+    :class:`DeepLinearGreedyPath`), the Hessian's warnings appended to ``warnings_`` and emitted."""
+    K = len(Ws) - 1
+    hessian, minimum = np.full(K + 1, np.nan), np.ones(K + 1, bool)
+    hessian[0] = math.inf
+    if check:
+        hessian, minimum, messages = _hessian_checks(model, Ws, scale, tol)
+        for text in messages:
+            warnings_.append(text)
+            warn(text)
+    spread = np.array([float(t["spread"]) for t in transitions])
+    ok = np.ones((K + 1, 3), bool)  # Assumptions 4.2 (a unique escape), 4.3 (a strict local minimum), 4.4
+    ok[:, 1] = minimum
+    for k, step in enumerate(transitions):
+        ok[k, 0] = float(step["gap"]) > tol.tie
+        ok[k, 2] = float(step["discrepancy"]) <= tol.epsilon_agreement and not spread[k] > tol.spread
+    return hessian, spread, ok
 
 
 def _kept(model, stages: list, transitions: list) -> tuple[list, ...]:
@@ -441,10 +357,7 @@ def greedy(
                 warn(warnings_[-1])
             ends = []
             for eps in tol.epsilons[-2:]:
-                e = eps ** (1.0 / (L - 2))  # per-layer scale: the new mode escapes after t ≈ 1/((L−2) ε uᵀGv)
-                start = [a + e * d for a, d in zip(A, out.direction)]
-                horizon = 1.0 / ((L - 2) * eps * float(u @ G @ v))
-                layers, stationarity, ok = phase_b(model, start, scale, tol, horizon)
+                layers, stationarity, ok = phase_b_from(model, A, out, G, eps, scale, tol)
                 if not ok:
                     result = RESULTS.phase_b_failed.value
                     message = (
@@ -452,11 +365,11 @@ def greedy(
                         f"(stationarity {stationarity:.3g} > {tol.stationary:g})"
                     )
                     raise StopIteration
-                ends.append((product(layers), stationarity))
-            W_new, stationarity = ends[-1]
+                ends.append(layers)
             A = layers
+            W_new = product(A)
             S = list(off_frames(out.rest, learned_frames(A, k + 1)))
-            disc = float(np.linalg.norm(ends[0][0] - W_new) / max(np.linalg.norm(W_new), 1e-300))
+            disc = float(np.linalg.norm(product(ends[0]) - W_new) / max(np.linalg.norm(W_new), 1e-300))
             if disc > tol.epsilon_agreement:
                 warnings_.append(
                     f"stage {k + 1}: phase (B) from the two smallest ε ends {disc:.3g} apart (relative), more than "
@@ -501,25 +414,10 @@ def greedy(
     while len(loss) < K + 1:  # the last stage's records when the loop stopped inside it
         gsv.append(np.linalg.svd(np.asarray(_gradient(model, Ws[len(loss)])), compute_uv=False))
         loss.append(float(model.loss_of_weights(Ws[len(loss)])))
-    b = np.ones((K + 1, rank))
-    for k in range(K + 1):
-        b[k, :k] = 0.0
-    hessian, minimum = np.full(K + 1, np.nan), np.ones(K + 1, bool)
-    hessian[0] = math.inf
-    if check_assumptions:
-        hessian, minimum, messages = _hessian_checks(model, Ws, scale, tol)
-        for text in messages:
-            warnings_.append(text)
-            warn(text)
-    spread = np.array([float(t["spread"]) for t in transitions[:K]])
-    ok = np.ones((K + 1, 3), bool)  # Assumptions 4.2 (a unique escape), 4.3 (a strict local minimum), 4.4
-    ok[:, 1] = minimum
-    for k, gap in enumerate(gaps):
-        ok[k, 0] = gap > tol.tie
-        ok[k, 2] = eps_disc[k] <= tol.epsilon_agreement and not spread[k] > tol.spread
+    hessian, spread, ok = _assumptions(model, Ws, transitions[:K], scale, tol, check_assumptions, warnings_)
     return DeepLinearGreedyPath(
         times=np.asarray(times),
-        b=b,
+        b=np.triu(np.ones((K + 1, rank))),  # stage k: its k learned singular values at 0, the others at 1
         loss=np.asarray(loss),
         final_delta=np.array([final_delta]),
         delta_gap=np.asarray(gaps),

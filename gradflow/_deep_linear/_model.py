@@ -169,3 +169,13 @@ def check_layers(model: DeepLinearModel, W0, name: str = "u0") -> tuple[np.ndarr
             "a start (every layer's velocity has a zero factor). Give nonzero directions, e.g. Gaussian ones."
         )
     return tuple(out)
+
+
+def _pack(layers):
+    return np.concatenate([w.ravel() for w in layers])
+
+
+def _unpack(y, shapes):
+    sizes = [a * b for a, b in shapes]
+    offsets = np.cumsum([0, *sizes[:-1]])
+    return [y[o : o + k].reshape(s) for o, k, s in zip(offsets, sizes, shapes)]

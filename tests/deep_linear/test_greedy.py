@@ -1,28 +1,14 @@
-"""The deep linear family's greedy low-rank limit (docs/deep-linear.md, *The greedy limit*): the escape time, direction
-and rest against a direct solve of the α-free flow, the stages of the aligned whitened task against Saxe's times,
-every stage from a Gaussian start against the exact flow (fast at one α; slow: the rate as α → 0), and the
-assumption checks (the Hessian on the rank-k stratum off the gauge against its closed form for matrix factorisation,
-the perturbed phase-(B) runs, and both failing at a stage that holds a saddle)."""
+"""The deep linear family's greedy low-rank limit (docs/deep-linear.md, *The greedy limit*): the stages of the aligned
+whitened task against Saxe's times, every stage from a Gaussian start against the exact flow (fast at one α; slow:
+the rate as α → 0), and the assumption checks (the perturbed phase-(B) runs, the checks on the aligned task, and both
+failing at a stage that holds a saddle). The escape and the rest: test_sleeping.py; the Hessian: test_gauge.py."""
 
-import jax
 import numpy as np
 import pytest
-import scipy.linalg
 from deep_linear_common import A0, S, aligned, whitened
-from scipy.integrate import solve_ivp
 
 import gradflow
-from gradflow._deep_linear._gauge import active_mask, gauge_directions
-from gradflow._deep_linear._greedy import (
-    _flat_jacobian,
-    _pack,
-    _unpack,
-    balanced_layers,
-    escape,
-    perturbed_layers,
-    stage_hessian,
-)
-from gradflow._deep_linear._model import layer_velocities, product
+from gradflow._deep_linear._greedy import balanced_layers, perturbed_layers
 from gradflow._kit._assumptions import AssumptionWarning
 
 
@@ -31,45 +17,6 @@ def saxe_stage_times(depth, s=S, a0=A0):
     times = a0 ** -(depth - 2) / ((depth - 2) * s)
     order = np.argsort(times)
     return times[order], order
-
-
-@pytest.mark.parametrize("depth", [3, 4])
-def test_escape_is_the_blow_up_of_the_alpha_free_flow(depth):
-    """``Δ`` (the bounded variables' integral) against DOP853 on ``dŴ_l/dτ = Ŵ_{>l}ᵀ G_0 Ŵ_{<l}ᵀ`` until
-    ``‖Ŵ‖ = R``: ``Δ − τ(R) = O(R^{−(L−2)})``; the direction is a singular pair of ``G_0``, held by unit balanced
-    layers ``b_{l+1} b_lᵀ``, and the rest is off it: the direct solution at ``‖Ŵ‖ = R`` off the ``b_h`` is the rest,
-    to the ``O(1/R)`` it still lacks."""
-    rng = np.random.default_rng(3)
-    shapes = [(4, 3), (4, 4), (2, 4)][:depth] if depth == 3 else [(4, 3), (4, 4), (3, 4), (2, 3)]
-    W0 = [rng.standard_normal(s) for s in shapes]
-    G0 = rng.standard_normal((2, 3))
-    out = escape(G0, [w.copy() for w in W0], depth)
-    T, u, v = out.delta, out.u, out.v
-    R = 1e8 if depth == 3 else 1e5
-
-    def rhs(_, y):
-        return _pack(layer_velocities(_unpack(y, shapes), G0))
-
-    def big(_, y):
-        return np.linalg.norm(y) - R
-
-    big.terminal = True
-    sol = solve_ivp(rhs, (0.0, 10.0), _pack(W0), method="DOP853", rtol=1e-13, atol=1e-13, events=big)
-    assert sol.status == 1
-    assert T - sol.t[-1] == pytest.approx(0.0, abs=10 * R ** -(depth - 2))
-    Us, sv, Vts = np.linalg.svd(G0)
-    k = int(np.argmax(np.abs(Us.T @ u)))
-    assert abs(Us[:, k] @ u) == pytest.approx(1.0, abs=1e-6) and abs(Vts[k] @ v) == pytest.approx(1.0, abs=1e-6)
-    assert u @ G0 @ v == pytest.approx(sv[k], rel=1e-6)
-    d = out.direction
-    np.testing.assert_allclose(product(list(d)), np.outer(u, v), atol=1e-12)
-    near = _unpack(sol.y[:, -1], shapes)
-    for l in range(depth):
-        np.testing.assert_allclose(np.linalg.norm(d[l]), 1.0, rtol=1e-12)
-        np.testing.assert_allclose(d[l].T @ out.rest[l], 0.0, atol=1e-9)  # off b_{l+1} ...
-        np.testing.assert_allclose(out.rest[l] @ d[l].T, 0.0, atol=1e-9)  # ... and off b_l
-        Pout, Pin = np.eye(shapes[l][0]) - d[l] @ d[l].T, np.eye(shapes[l][1]) - d[l].T @ d[l]
-        np.testing.assert_allclose(Pout @ near[l] @ Pin, out.rest[l], atol=1e-4 * np.abs(out.rest[l]).max())
 
 
 @pytest.fixture(scope="module")
@@ -97,74 +44,6 @@ def test_greedy_stages_of_the_aligned_whitened_task(aligned_path):
     assert first.final_delta[0] == pytest.approx(times[1] - times[0], rel=1e-6)
     np.testing.assert_array_equal(path.b[2], [0.0, 0.0, 1.0])
     np.testing.assert_allclose(path.weights_at(np.array([0.1, 0.7])), path.W[[0, 2]])
-
-
-def hessian_spectrum(held, sleeping, m, n, depth):
-    """The eigenvalues of the Hessian of ``½‖W − M‖²`` in the layers at the balanced layers of the stationary point
-    holding the singular values ``held`` of ``M`` (``sleeping``: the others of its ``min(m, n)``), on the rank-k
-    stratum and off the gauge (gradflow/_deep_linear/_gauge.py): the blocks' own, the sleeping row-column pairs, the
-    unpaired sleeping rows or columns."""
-    L = depth
-    own = [
-        (a**2 - b**2) / (a ** (2 / L) - b ** (2 / L)) if a != b else L * a ** (2 * (L - 1) / L)
-        for a in held
-        for b in held
-    ]
-    pairs = [a ** ((L - 2) / L) * (a + sign * b) for a in held for b in sleeping for sign in (1, -1)]
-    unpaired = [a ** (2 * (L - 1) / L) for a in held for _ in range(abs(m - n))]
-    return np.sort(own + pairs + unpaired)
-
-
-@pytest.mark.parametrize("depth", [3, 4])
-def test_hessian_on_the_rank_k_stratum_of_matrix_factorisation(depth):
-    """``½‖W − M‖²``, M 4×3 with singular values 3, 2, 1: the Hessian of the loss as a function of the blocks
-    ``A_1 ∈ R^{k×n}, A_l ∈ R^{k×k}, A_L ∈ R^{m×k}`` (dense, by complex steps of its gradient), in an orthonormal basis of the row space of
-    ``D(A_L ⋯ A_1)`` (the complement of the gauge, which is that map's kernel), has the closed-form spectrum of
-    :func:`hessian_spectrum` at the truncations (k = 1, 2, 3: smallest ``s_k^{(L−2)/L}(s_k − s_{k+1})``) and at the
-    rank-1 point holding the SECOND triple (smallest ``s_2^{(L−2)/L}(s_2 − s_1) < 0``: not a minimum); the family's
-    ``stage_hessian`` is its smallest, ``gauge_directions`` span that kernel, and the layers' full Hessian vanishes on
-    the sleeping hidden coordinates' entries."""
-    m, n, L = 4, 3, depth
-    rng = np.random.default_rng(5)
-    U, V = np.linalg.qr(rng.standard_normal((m, 3)))[0], np.linalg.qr(rng.standard_normal((n, 3)))[0]
-    M = (U * S) @ V.T
-    model = gradflow.models.deep_matrix_factorization_model(M, depth=L)
-    for held in ([0], [0, 1], [0, 1, 2], [1]):
-        k = len(held)
-        sleeping = [i for i in range(3) if i not in held]
-        W = (U[:, held] * S[held]) @ V[:, held].T
-        layers = balanced_layers(W, k, model.layer_shapes)
-        y = _pack(layers)[active_mask(model.layer_shapes, k)]  # the blocks A_1, …, A_L, packed
-        shapes = [(k, n)] + [(k, k)] * (L - 2) + [(m, k)]
-
-        def product(z, shapes=shapes):
-            blocks = _unpack(z, shapes)
-            out = blocks[0]
-            for a in blocks[1:]:
-                out = a @ out
-            return out
-
-        def gradient(z, shapes=shapes):  # ∂L/∂A_l = −A_{>l}ᵀ (M − W) A_{<l}ᵀ
-            return -_pack(layer_velocities(_unpack(z, shapes), M - product(z)))
-
-        steps = 1e-30j * np.eye(y.size)  # complex steps: derivatives of polynomials to rounding
-        hessian = np.stack([gradient(y + step).imag for step in steps], axis=1) / 1e-30
-        jacobian = np.stack([product(y + step).imag.ravel() for step in steps], axis=1) / 1e-30
-        with jax.enable_x64(True):
-            smallest = stage_hessian(model, W, k)
-            full = np.asarray(_flat_jacobian(model, _pack(layers), model.layer_shapes))
-        asleep = ~active_mask(model.layer_shapes, k)  # flat at a stationary point (L ≥ 3): rows and columns 0
-        np.testing.assert_allclose(full[asleep], 0.0, atol=1e-12)
-        basis = scipy.linalg.orth(jacobian.T)
-        assert basis.shape[1] == k * (m + n - k)
-        eigs = np.linalg.eigvalsh(basis.T @ hessian @ basis)
-        expected = hessian_spectrum(S[held], S[sleeping], m, n, L)
-        np.testing.assert_allclose(eigs, expected, rtol=1e-10, atol=1e-12)
-        assert smallest == pytest.approx(expected[0], rel=1e-10)
-        gauge = gauge_directions(layers, k)
-        assert np.linalg.matrix_rank(gauge) == (L - 1) * k * k == y.size - basis.shape[1]
-        np.testing.assert_allclose(jacobian @ gauge, 0.0, atol=1e-12)
-    assert smallest == pytest.approx(S[1] ** ((L - 2) / L) * (S[1] - S[0]), rel=1e-10) and smallest < 0
 
 
 def test_perturbed_layers_move_the_held_coordinates_only():

@@ -1,0 +1,120 @@
+"""The sleeping layers of a deep linear network in the greedy limit (docs/deep-linear.md, *The greedy limit*): on
+plateau ``k`` the layers are ``A^k + α S``, and ``S``, off the learned subspaces of ``A^k``, obeys the α-free flow
+``dS_l/dτ = S_{>l}ᵀ G_k S_{<l}ᵀ`` (``theory.derive_sleeping_layers``). Its blow-up is the next stage: :func:`escape`
+finds when, along which balanced rank-one direction, and what is left of ``S`` off it; :func:`off_frames` projects
+that rest off the learned subspaces of the next stage's layers (:func:`learned_frames`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+from scipy.integrate import solve_ivp
+
+from .._config import check_interrupt
+from ._model import _pack, _unpack, layer_velocities
+
+_ESCAPED = 36.0  # (L−2)ρ at which the blow-up's integral is cut: the tail e^{−36}/((L−2)λ) is added in closed form
+# the rest of S is read where S has grown by this factor, and then flowed on alone to the escape: what the blow-up's
+# own pull on it still adds is about e^{−ρ} of it, and later the rest (e^{−ρ} of Θ) would drown in the error of Θ
+_REST_GROWTH = 1e7
+_NOISE = 1e-9  # a rest this small relative to S (the error of Θ times e^ρ is ≲ 1e-5 of S) is rounding
+
+
+@dataclasses.dataclass(frozen=True)
+class Escape:
+    """How the α-free flow of the sleeping layers ``S`` under ``G`` escapes (the module's first bullet): after
+    ``delta`` (∞: it does not), along the unit balanced layers ``direction[l] = b_{l+1} b_lᵀ`` (``u = b_L``,
+    ``v = b_0``), leaving ``rest``: ``S`` off the ``b_h`` at the escape."""
+
+    delta: float
+    direction: tuple
+    u: np.ndarray
+    v: np.ndarray
+    rest: tuple
+
+
+def escape(G: np.ndarray, S, depth: int) -> Escape:
+    """The blow-up of ``dS_l/dτ = S_{>l}ᵀ G S_{<l}ᵀ`` from ``S`` (see the module), by DOP853 in the bounded
+    variables ``(Θ, ρ, τ)``: the time, the direction and what is left of ``S`` off it."""
+    shapes = [w.shape for w in S]
+    y0 = _pack(S)
+    r0 = float(np.linalg.norm(y0))
+    L = depth
+    never = Escape(math.inf, tuple(np.zeros(s) for s in shapes), np.zeros(G.shape[0]), np.zeros(G.shape[1]), tuple(S))
+    if r0 == 0.0:
+        return never
+
+    def growth(theta):
+        F = _pack(layer_velocities(_unpack(theta, shapes), G))
+        return F, float(theta @ F)
+
+    def rhs(_, z):
+        F, lam = growth(z[:-2])
+        return np.concatenate([F - lam * z[:-2], [lam, math.exp(min(-(L - 2) * z[-2], 700.0))]])
+
+    def escaped(_, z):
+        return (L - 2) * z[-2] - _ESCAPED
+
+    def settled(_, z):
+        return z[-2] - math.log(_REST_GROWTH * r0)
+
+    escaped.terminal, settled.direction = True, 1.0
+    z, s, read = np.concatenate([y0 / r0, [math.log(r0), 0.0]]), 0.0, None
+    for _ in range(60):  # windows of s until ρ reaches the cut (each window doubles)
+        sol = solve_ivp(
+            rhs, (s, s + max(1.0, s)), z, method="DOP853", rtol=1e-12, atol=1e-14, events=(escaped, settled)
+        )
+        if read is None and sol.y_events[1].size:
+            read = sol.y_events[1][0]
+        z, s = sol.y[:, -1], float(sol.t[-1])
+        if sol.status == 1:
+            break
+        check_interrupt()
+    else:
+        return never
+    read = z if read is None else read
+    theta = _unpack(z[:-2], shapes)
+    lam = growth(z[:-2])[1]
+    tau = float(z[-1]) + math.exp(-(L - 2) * z[-2]) / ((L - 2) * lam)
+    b = [np.linalg.svd(theta[0])[2][0]]
+    for layer in theta:
+        b.append(layer @ b[-1] / np.linalg.norm(layer @ b[-1]))
+    direction = tuple(np.outer(b[l + 1], b[l]) for l in range(L))
+    rest = _off_direction([math.exp(read[-2]) * w for w in _unpack(read[:-2], shapes)], b)
+    if np.linalg.norm(_pack(rest)) <= _NOISE * r0:  # nothing is left but the integration's error
+        rest = [np.zeros(s) for s in shapes]
+    # the rest's own flow over the escape's remaining time, which keeps it off the b_h (to the accuracy of b)
+    sol = solve_ivp(
+        lambda _, y: _pack(layer_velocities(_unpack(y, shapes), G)),
+        (float(read[-1]), tau),
+        _pack(rest),
+        method="DOP853",
+        rtol=1e-12,
+        atol=1e-14 * max(1.0, float(np.abs(_pack(rest)).max())),
+    )
+    return Escape(tau, direction, b[-1], b[0], tuple(_off_direction(_unpack(sol.y[:, -1], shapes), b)))
+
+
+def _off_direction(layers, b) -> list:
+    """``(I − b_{l+1} b_{l+1}ᵀ) S_l (I − b_l b_lᵀ)`` for unit vectors ``b_0 … b_L``."""
+    out = []
+    for l, w in enumerate(layers):
+        w = w - np.outer(b[l + 1], b[l + 1] @ w)
+        out.append(w - np.outer(w @ b[l], b[l]))
+    return out
+
+
+def learned_frames(layers, rank: int) -> list[np.ndarray]:
+    """Orthonormal bases ``Q_0 … Q_L`` of the learned subspaces of the input, hidden and output spaces of layers
+    holding a rank-``rank`` ``W``: the row space of ``W_1`` and the column spaces of ``W_1 … W_L``."""
+    return [np.linalg.svd(layers[0])[2][:rank].T] + [np.linalg.svd(w)[0][:, :rank] for w in layers]
+
+
+def off_frames(S, frames) -> tuple:
+    """``(I − Q_l Q_lᵀ) S_l (I − Q_{l−1} Q_{l−1}ᵀ)``: the sleeping layers off the learned subspaces."""
+    return tuple(
+        (w - Q_out @ (Q_out.T @ w)) - (w - Q_out @ (Q_out.T @ w)) @ Q_in @ Q_in.T
+        for w, Q_in, Q_out in zip(S, frames[:-1], frames[1:])
+    )
