@@ -6,10 +6,12 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: demo test test-all lint docs bench gpu clean
 
+# uv installs the same packages as pip (checked: the same `pip freeze`) in about 12 s where pip takes about 80 s on
+# 2 cores; pip where uv cannot be installed or fails.
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[test,docs]"
+	( $(PY) -m pip install -q uv && $(VENV)/bin/uv pip install -q --python $(PY) -e ".[test,docs]" ) || \
+	( $(PY) -m pip install -q --upgrade pip && $(PY) -m pip install -q -e ".[test,docs]" )
 	touch $(STAMP)
 
 demo: $(STAMP)
