@@ -43,35 +43,6 @@ jax.config.update("jax_compilation_cache_dir", str(Path(__file__).resolve().pare
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
 
 
-# The files that take longest (cold compilations; measured with --durations from a fresh clone, 2026-11-29),
-# longest first: with `--dist loadfile` each worker takes the next file when it is free, so starting with the long
-# ones keeps one worker from running a long file alone at the end. Only the order changes.
-_LONGEST_FIRST = (
-    "tests/diagonal/test_flow.py",
-    "tests/sweep/test_run.py",
-    "tests/test_docs.py",
-    "tests/depth/test_flow.py",
-    "tests/nets/test_distributed.py",
-    "tests/depth/test_greedy.py",
-    "tests/theory/test_theory.py",
-    "tests/deep_linear/test_pipeline.py",
-    "tests/diagonal/test_experiments.py",
-    "tests/factorized/test_flow.py",
-    "tests/nets/test_runs.py",
-    "tests/test_api.py",
-)
-
-
-def pytest_collection_modifyitems(config, items):
-    """The files of ``_LONGEST_FIRST`` first, in its order; every other file after them in its own order (a stable
-    sort: the tests of a file keep theirs)."""
-    rank = {name: i for i, name in enumerate(_LONGEST_FIRST)}
-    gone = [name for name in rank if not (config.rootpath / name).exists()]
-    if gone:
-        raise pytest.UsageError(f"tests/conftest.py's _LONGEST_FIRST names test files that are gone: {gone}")
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
-
-
 @pytest.fixture(scope="module")
 def unoptimised_xla():
     """XLA compiles with its optimisations off (``jax_disable_most_optimizations``) while the module runs. For the
