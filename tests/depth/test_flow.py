@@ -177,13 +177,14 @@ def test_tied_weights_follow_woodworths_trajectory(depth, alpha):
 
 @pytest.mark.parametrize("depth", [3, pytest.param(4, marks=pytest.mark.slow)])  # slow: another compilation
 def test_plateaus_do_not_stall_where_rounding_meets_stiffness(depth):
-    """Tied regression with a Gaussian design (``g`` carries rounding): at ``α^{L−2}`` = 2e-8 and 1.2e-8 the exact
+    """Tied regression with a Gaussian design (``g`` carries rounding): at ``α^{L−2}`` = 2e-8 (and 1.2e-8) the exact
     solve of the awake coordinates on plateaus stalled (τ = 0.4 of 3 after 3,000 steps at L = 3) where ``g``'s
-    rounding, amplified by ``α^{−(L−2)}``, met Newton's tolerance; now every scale takes the steps of the smallest."""
+    rounding, amplified by ``α^{−(L−2)}``, met Newton's tolerance; now it takes the steps of the smallest scale (the
+    fast L = 3 leaves out 1.2e-8 for time; the slow L = 4 runs it)."""
     model, _, _ = _tied_regression(depth)
     ts = np.linspace(0.0, 3.0 / (depth - 2), 7)
     steps = []
-    for eps in (2e-8, 1.2e-8, 1e-20):
+    for eps in (2e-8, 1e-20) if depth == 3 else (2e-8, 1.2e-8, 1e-20):
         log_alpha = np.log(eps) / (depth - 2)
         flow = gradflow.simulate_flow(model, u0=np.ones((depth, 6)), ts=ts, log_alpha=log_alpha, max_steps=1000)
         steps.append(int(flow.stats["num_steps"]))
