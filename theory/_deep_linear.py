@@ -159,15 +159,10 @@ def derive_sleeping_layers() -> Derivation:
         M[0, 0] = c**depth
         N = _matrix("n", 3, 3)
         S = [sleeping(f"s{l}_") for l in range(depth)]
-        P_S = sympy.eye(3)
-        for w in S:
-            P_S = w * P_S
+        P_S = _product(S)
 
         def field(layers, target):
-            W = sympy.eye(3)
-            for w in layers:
-                W = w * W
-            return _velocities(layers, target - W)
+            return _velocities(layers, target - _product(layers))
 
         free = _velocities(S, M - c**depth * E)
         claims[f"L = {depth}: the α-free flow of S off e₁ stays off e₁"] = all(

@@ -170,22 +170,25 @@ def phase_b(model: DeepLinearModel, layers, scale: float, tol: GreedyTolerances,
 
 def phase_b_from(model: DeepLinearModel, A, out, G, eps: float, scale: float, tol: GreedyTolerances):
     """Phase (B) out of a stage: the layers' flow from ``A^k + e b_l b_{l−1}ᵀ`` (the escape ``out``'s direction in the
-    same hidden coordinates, per-layer scale ``e = ε^{1/(L−2)}``: the new mode escapes after ``t ≈ 1/((L−2) ε uᵀGv)``,
-    the first window). Returns :func:`phase_b`'s ``(layers, stationarity, converged)``."""
-    L = model.depth
-    e = eps ** (1.0 / (L - 2))
+    same hidden coordinates, at :func:`_start_scale`). Returns :func:`phase_b`'s ``(layers, stationarity, converged)``."""
+    e, window = _start_scale(model.depth, eps, G, out.u, out.v)
     start = [a + e * d for a, d in zip(A, out.direction)]
-    return phase_b(model, start, scale, tol, 1.0 / ((L - 2) * eps * float(out.u @ G @ out.v)))
+    return phase_b(model, start, scale, tol, window)
+
+
+def _start_scale(L: int, eps: float, G, u, v) -> tuple[float, float]:
+    """Phase (B)'s per-layer scale ``e = ε^{1/(L−2)}`` of the new direction ``u vᵀ`` and its first window of ``t``,
+    ``1/((L−2) ε uᵀGv)``, after which the new mode has escaped."""
+    return eps ** (1.0 / (L - 2)), 1.0 / ((L - 2) * eps * float(u @ G @ v))
 
 
 def _phase_b_start(model: DeepLinearModel, W, k: int, pair, G, eps: float):
-    """Phase (B)'s start from ``W^k`` (rank ``k``) with the pair ``(u, v)`` of ``G`` at ``ε``: balanced layers
-    holding ``W^k`` and ``ε^{L/(L−2)} u vᵀ`` (per-layer scale ``ε^{1/(L−2)}``: the new mode escapes after
-    ``t ≈ 1/((L−2) ε uᵀGv)``, the first window's length), and that window."""
+    """Phase (B)'s start from ``W^k`` (rank ``k``) with the pair ``(u, v)`` of ``G`` at ``ε``, in the hidden
+    coordinates of :func:`balanced_layers` (where :func:`perturbed_layers` perturbs): balanced layers holding ``W^k``
+    and ``e^L u vᵀ`` at :func:`_start_scale`, and its first window."""
     u, v = pair
-    L = model.depth
-    e = eps ** (1.0 / (L - 2))
-    return balanced_layers(W, k, model.layer_shapes, (u, e**L, v)), 1.0 / ((L - 2) * eps * float(u @ G @ v))
+    e, window = _start_scale(model.depth, eps, G, u, v)
+    return balanced_layers(W, k, model.layer_shapes, (u, e**model.depth, v)), window
 
 
 def perturbed_layers(layers, rank: int, size: float, rng: np.random.Generator):
@@ -268,7 +271,7 @@ def _kept(model, stages: list, transitions: list) -> tuple[list, ...]:
     """The records of :func:`greedy`'s loop for the stages a checkpoint kept (none: the start ``W^0``): ``times``,
     ``Ws``, the singular values of ``G_k`` and the loss (but the last stage's), the stationarity, ``Δ``, the gaps, the
     ε discrepancies and the warnings (emitted again)."""
-    times, Ws, stat = [0.0], [np.asarray(stages[0]["W"])], [0.0]
+    times, Ws, stat = [0.0], [product(list(stages[0]["layers"]))], [0.0]
     gsv, loss, deltas, gaps, eps_disc, warnings_ = [], [], [], [], [], []
     for j, step in enumerate(transitions):
         gsv.append(np.linalg.svd(step["G"], compute_uv=False))
@@ -278,7 +281,7 @@ def _kept(model, stages: list, transitions: list) -> tuple[list, ...]:
         gaps.append(float(step["gap"]))
         eps_disc.append(float(step["discrepancy"]))
         stat.append(float(step["stationarity"]))
-        Ws.append(np.asarray(stages[j + 1]["W"]))
+        Ws.append(product(list(stages[j + 1]["layers"])))
         for text in step["warnings"]:
             warnings_.append(text)
             warn(text)
@@ -315,7 +318,7 @@ def greedy(
     if not (np.isfinite(scale) and scale > 0):
         raise ValueError(f"the gradient at W = 0 is {'zero' if scale == 0 else 'not finite'}: the flow never leaves 0.")
     # A^k in the hidden coordinates of the flow from W0, and S, the sleeping layers off its learned subspaces
-    stages, transitions = [dict(W=W, layers=tuple(np.zeros_like(w) for w in W0), sleeping=tuple(W0))], []
+    stages, transitions = [dict(layers=tuple(np.zeros_like(w) for w in W0), sleeping=tuple(W0))], []
     rng = np.random.default_rng(seed)  # the perturbations of Assumption 4.4
     if checkpoint is not None:
         key = dict(
@@ -385,7 +388,7 @@ def greedy(
                         f"{spread:.3g} (relative), more than spread = {tol.spread:g}"
                     )
                     warn(warnings_[-1])
-            stages.append(dict(W=W_new, layers=tuple(A), sleeping=tuple(S)))
+            stages.append(dict(layers=tuple(A), sleeping=tuple(S)))
             step = dict(G=G, delta=delta, gap=gap, discrepancy=disc, stationarity=stationarity, spread=spread)
             transitions.append(dict(step, warnings=warnings_[emitted:]))
             if checkpoint is not None:

@@ -82,9 +82,10 @@ def escape(G: np.ndarray, S, depth: int) -> Escape:
     for layer in theta:
         b.append(layer @ b[-1] / np.linalg.norm(layer @ b[-1]))
     direction = tuple(np.outer(b[l + 1], b[l]) for l in range(L))
-    rest = _off_direction([math.exp(read[-2]) * w for w in _unpack(read[:-2], shapes)], b)
+    along = [x[:, None] for x in b]  # the direction's one-dimensional frames
+    rest = off_frames([math.exp(read[-2]) * w for w in _unpack(read[:-2], shapes)], along)
     if np.linalg.norm(_pack(rest)) <= _NOISE * r0:  # nothing is left but the integration's error
-        rest = [np.zeros(s) for s in shapes]
+        rest = tuple(np.zeros(s) for s in shapes)
     # the rest's own flow over the escape's remaining time, which keeps it off the b_h (to the accuracy of b)
     sol = solve_ivp(
         lambda _, y: _pack(layer_velocities(_unpack(y, shapes), G)),
@@ -94,16 +95,7 @@ def escape(G: np.ndarray, S, depth: int) -> Escape:
         rtol=1e-12,
         atol=1e-14 * max(1.0, float(np.abs(_pack(rest)).max())),
     )
-    return Escape(tau, direction, b[-1], b[0], tuple(_off_direction(_unpack(sol.y[:, -1], shapes), b)))
-
-
-def _off_direction(layers, b) -> list:
-    """``(I − b_{l+1} b_{l+1}ᵀ) S_l (I − b_l b_lᵀ)`` for unit vectors ``b_0 … b_L``."""
-    out = []
-    for l, w in enumerate(layers):
-        w = w - np.outer(b[l + 1], b[l + 1] @ w)
-        out.append(w - np.outer(w @ b[l], b[l]))
-    return out
+    return Escape(tau, direction, b[-1], b[0], off_frames(_unpack(sol.y[:, -1], shapes), along))
 
 
 def learned_frames(layers, rank: int) -> list[np.ndarray]:
@@ -113,8 +105,10 @@ def learned_frames(layers, rank: int) -> list[np.ndarray]:
 
 
 def off_frames(S, frames) -> tuple:
-    """``(I − Q_l Q_lᵀ) S_l (I − Q_{l−1} Q_{l−1}ᵀ)``: the sleeping layers off the learned subspaces."""
-    return tuple(
-        (w - Q_out @ (Q_out.T @ w)) - (w - Q_out @ (Q_out.T @ w)) @ Q_in @ Q_in.T
-        for w, Q_in, Q_out in zip(S, frames[:-1], frames[1:])
-    )
+    """``(I − Q_l Q_lᵀ) S_l (I − Q_{l−1} Q_{l−1}ᵀ)``: the sleeping layers off the subspaces spanned by the
+    orthonormal columns of ``frames`` (the learned ones, or an escape's direction)."""
+    out = []
+    for w, Q_in, Q_out in zip(S, frames[:-1], frames[1:]):
+        w = w - Q_out @ (Q_out.T @ w)
+        out.append(w - (w @ Q_in) @ Q_in.T)
+    return tuple(out)
