@@ -3,7 +3,8 @@ state of ``_qr``, the gauge fixed after every accepted step (docs/math.md, *Full
 leaps*).
 
 The steps are diffrax's Tsit5 with its ``PIDController``'s error norm, written out so that they share one carried
-state with the leaps: the leaps choose, step by step, between an explicit step and a leap.
+state with the leaps: the leaps choose, step by step, between an explicit step and a leap. An explicit step does not
+stop at the output times: it passes them, and the outputs inside it come from Tsit5's dense output (``Dense``).
 """
 
 from __future__ import annotations
@@ -53,15 +54,42 @@ class LeapTolerances(eqx.Module):
         return -math.log(self.quiet) + _GAP_MARGIN
 
 
+class Dense(eqx.Module):
+    """The last accepted explicit step's dense output (diffrax's Tsit5 interpolant, of order 4 like the step's error
+    estimate): the step from ``y0`` at ``t0`` to ``t1``, and ``k``, its seven stages' vector fields times the step
+    (leaves with a leading axis of 7)."""
+
+    t0: jax.Array
+    t1: jax.Array
+    y0: tuple[Factor, ...]
+    k: tuple[Factor, ...]
+
+    @classmethod
+    def empty(cls, y) -> Dense:
+        """No step yet: an empty interval."""
+        stages = jax.tree_util.tree_map(lambda x: jnp.zeros((len(_TABLEAU.c) + 1,) + x.shape, x.dtype), y)
+        return cls(t0=jnp.zeros(()), t1=jnp.zeros(()), y0=y, k=stages)
+
+    def inside(self, t) -> jax.Array:
+        """Whether ``t`` lies strictly inside the step (where the step's end state is not already the answer)."""
+        return (self.t0 < t) & (t < self.t1)
+
+    def at(self, t) -> tuple[Factor, ...]:
+        """The interpolated state at ``t`` in ``[t0, t1]``."""
+        return dfx.Tsit5.interpolation_cls(t0=self.t0, t1=self.t1, y0=self.y0, y1=self.y0, k=self.k).evaluate(t)
+
+
 class LeapState(eqx.Module):
     """What the leap integrator carries between segments: the state ``y`` at unscaled time ``t``, the vector field
-    ``f`` there, the next explicit step ``dt``, the outputs so far (``ys``: ``+inf`` at the output times not reached;
-    ``next``: the first of those), the counts and the result (``successful`` while the solve can go on)."""
+    ``f`` there, the next explicit step ``dt``, the last explicit step's dense output, the outputs so far (``ys``:
+    ``+inf`` at the output times not reached; ``next``: the first of those), the counts and the result
+    (``successful`` while the solve can go on)."""
 
     y: tuple[Factor, ...]
     f: tuple[Factor, ...]
     t: jax.Array
     dt: jax.Array
+    dense: Dense
     ys: tuple[Factor, ...]
     next: jax.Array
     steps: jax.Array  # explicit steps, accepted and rejected
@@ -92,14 +120,15 @@ def _axpy(y, ks, coeffs, h):
 
 def _rk_step(t, y, f0, h, args: Args):
     """One Tsit5 step from ``y`` (where the vector field is ``f0``): the new state, the vector field there, the
-    local error estimate and ``h λ`` (below)."""
+    local error estimate, ``h λ`` (below) and the stages' vector fields times ``h`` (for the dense output)."""
     ks, yi, stages = [f0], y, [y]
     for c, a in zip(_TABLEAU.c, _TABLEAU.a_lower):
         yi = _axpy(y, ks, a, h)
         stages.append(yi)
         ks.append(vector_field(t + c * h, yi, args))
     err = jax.tree_util.tree_map(lambda *k: h * sum(b * kj for b, kj in zip(_TABLEAU.b_error, k)), *ks)
-    return yi, ks[-1], err, h * _stiffness(stages[-2], yi, ks[-2], ks[-1])
+    k = jax.tree_util.tree_map(lambda *kj: h * jnp.stack(kj), *ks)
+    return yi, ks[-1], err, h * _stiffness(stages[-2], yi, ks[-2], ks[-1]), k
 
 
 def _stiffness(y6, y7, k6, k7) -> jax.Array:
@@ -136,14 +165,14 @@ def fix_gauge(y, args: Args):
     return tuple(out), swapped
 
 
-def explicit(state: LeapState, t_end, args: Args, tol: LeapTolerances, polish) -> LeapState:
-    """One Tsit5 step of ``dt`` (clipped to ``t_end``) or, to ``polish`` awake columns that nearly rest, of
-    ``dt / 2``: a step at the stability limit keeps the stiff relaxation at the tolerance, a shorter one damps
-    it, so that a leap can follow."""
+def explicit(state: LeapState, t_stop, args: Args, tol: LeapTolerances, polish) -> LeapState:
+    """One Tsit5 step of ``dt`` (clipped to ``t_stop``, the last output time; the outputs it passes come from its
+    dense output) or, to ``polish`` awake columns that nearly rest, of ``dt / 2``: a step at the stability limit
+    keeps the stiff relaxation at the tolerance, a shorter one damps it, so that a leap can follow."""
     target = jnp.where(polish, _POLISH * state.dt, state.dt)
-    h = jnp.minimum(target, t_end - state.t)
-    t1 = jnp.where(h < target, t_end, state.t + h)
-    y1, f1, err, h_lambda = _rk_step(state.t, state.y, state.f, h, args)
+    h = jnp.minimum(target, t_stop - state.t)
+    t1 = jnp.where(h < target, t_stop, state.t + h)
+    y1, f1, err, h_lambda, k = _rk_step(state.t, state.y, state.f, h, args)
     norm = _error_norm(state.y, y1, err, tol)
     accept = norm <= 1.0
     factor = jnp.clip(_SAFETY * jnp.maximum(norm, 1e-10) ** -_ERROR_EXPONENT, _SHRINK, jnp.where(accept, _GROW, 1.0))
@@ -154,9 +183,9 @@ def explicit(state: LeapState, t_end, args: Args, tol: LeapTolerances, polish) -
     def take():
         y, swapped = fix_gauge(y1, args)
         f = jax.lax.cond(swapped, lambda: vector_field(t1, y, args), lambda: f1)  # f1 is the old gauge's
-        return y, f, t1, swapped.astype(int)
+        return y, f, t1, swapped.astype(int), Dense(t0=state.t, t1=t1, y0=state.y, k=k)
 
-    y, f, t, again = jax.lax.cond(accept, take, lambda: (state.y, state.f, state.t, 0))
+    y, f, t, again, dense = jax.lax.cond(accept, take, lambda: (state.y, state.f, state.t, 0, state.dense))
     stuck = dt <= 1e-12 * jnp.maximum(1.0, jnp.abs(state.t))  # below the resolution of t
     # at the stability limit: h λ near its edge, or a polishing step (which the stability limit calls for)
     # (a count below 0, a back-off after split steps that did not pay, is kept through steps off the limit)
@@ -164,13 +193,14 @@ def explicit(state: LeapState, t_end, args: Args, tol: LeapTolerances, polish) -
         accept, jnp.where((h_lambda >= STIFF) | polish, state.stiff + 1, jnp.minimum(state.stiff, 0)), state.stiff
     )
     return eqx.tree_at(
-        lambda s: (s.y, s.f, s.t, s.dt, s.steps, s.rejected, s.evaluations, s.result, s.stiff),
+        lambda s: (s.y, s.f, s.t, s.dt, s.dense, s.steps, s.rejected, s.evaluations, s.result, s.stiff),
         state,
         (
             y,
             f,
             t,
             dt,
+            dense,
             state.steps + 1,
             state.rejected + (~accept).astype(int),
             state.evaluations + len(_TABLEAU.c) + again,

@@ -64,14 +64,14 @@ def _start(model, y0, log_alpha, ts, rtol, atol, *, solver, batched):
 
 
 @eqx.filter_jit
-def _advance(model, seg, budget, log_alpha, ts, rtol, atol, *, solver, batched):
+def _advance(model, seg, budget, log_alpha, ts, rtol, atol, *, solver, batched, dense=True):
     def one(seg, budget, la):
         if solver in _LEAPS:
             tol = LeapTolerances(rtol=float(rtol), atol=float(atol))
             args = Args(model=model, log_alpha=la)
             if solver == "split":
-                return split_advance(seg, budget, args, ts * -la, tol, widths(seg.y))
-            return leap_advance(seg, budget, args, ts * -la, tol)
+                return split_advance(seg, budget, args, ts * -la, tol, widths(seg.y), dense=dense)
+            return leap_advance(seg, budget, args, ts * -la, tol, dense=dense)
         return _solve_of(model, la, ts, rtol, atol, solver).advance(seg, budget)
 
     return jax.vmap(one)(seg, budget, log_alpha) if batched else one(seg, budget, log_alpha)
@@ -88,14 +88,14 @@ def _outputs(model, ys, *, batched):
     return jax.vmap(one)(ys) if batched else one(ys)
 
 
-def _run(model, y0, log_alpha, ts, rtol, atol, *, solver, batched, max_steps, progress):
+def _run(model, y0, log_alpha, ts, rtol, atol, *, solver, batched, max_steps, progress, dense=True):
     """The flow of one run or a ``vmap``-ed batch, solved in segments (``gradflow._solver.run_segments``; a
     ``gradflow._solver.Segment`` or, for the leaps, a ``LeapState``): the outputs ``(states, W, loss, diffrax's
     result, stats)`` and whether Ctrl-C stopped each run."""
     static = dict(solver=solver, batched=batched)
     t_end = ts[-1] * -log_alpha
     seg, result, stopped = solve_in_segments(
-        lambda seg, budget: _advance(model, seg, budget, log_alpha, ts, rtol, atol, **static),
+        lambda seg, budget: _advance(model, seg, budget, log_alpha, ts, rtol, atol, **static, dense=dense),
         _start(model, y0, log_alpha, ts, rtol, atol, **static),
         t_end,
         max_steps=max_steps,
@@ -121,10 +121,11 @@ def flow(model: FactorizedModel, request: FlowRequest, solver) -> FactorizedFlow
         raise ValueError("give the initial factors u0 and v0 (U_j(0) = α u0[j], V_j(0) = α v0[j]).")
     us, vs = check_factors(request.u0, request.v0, model)
     ts, log_a, rtol, atol, max_steps = request.ts, request.log_a, request.rtol, request.atol, request.max_steps
+    dense = solver.dense_output
     solver = "leap" if solver.method == "auto" else solver.method
     y0 = jax.tree_util.tree_map(jnp.asarray, initial_state(us, vs))
     la, times = jnp.asarray(log_a), jnp.asarray(ts)
-    options = dict(solver=solver, max_steps=max_steps)
+    options = dict(solver=solver, max_steps=max_steps, dense=dense)
 
     def run(j, progress):
         one = dict(batched=request.batched and j is None, progress=progress)

@@ -21,8 +21,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ._explicit import LeapState, LeapTolerances, explicit, unsorted
-from ._qr import SWAP_MARGIN, Args, Factor, factor_weights, imbalance, sort_pass, vector_field
+from ._explicit import Dense, LeapState, LeapTolerances, explicit, unsorted
+from ._qr import SWAP_MARGIN, Args, Factor, factor_weights, imbalance, restore, sort_pass, vector_field
 
 PIECE = 18.0  # the longest exponential piece, h σ_1(G): the rounding it amplifies, ε e^{h σ_1}, stays near 1e-8
 _NEAR = 1e2  # awake columns slower than this × atol (where stability-limited steps leave them) are polished ...
@@ -170,23 +170,30 @@ def restore_held(f: Factor, held, log_alpha, m: int) -> Factor:
 class _Leap(eqx.Module):
     y: tuple[Factor, ...]
     t: jax.Array
+    ys: tuple[Factor, ...]
+    next: jax.Array
     pieces: jax.Array
     go_on: jax.Array
 
 
-def leap_from(state: LeapState, t_end, args: Args, tol: LeapTolerances) -> LeapState:
+def leap_from(state: LeapState, out_ts, t_stop, args: Args, tol: LeapTolerances) -> LeapState:
     """The flow with ``G`` held at its value now (the awake columns rest): the sleeping columns move by
     ``exp(hA)`` in pieces (``h σ_1 ≤ 18``, no column past the one before it) while they turn, and by
-    extrapolating their log scales once settled; until ``t_end``, or until a sleeping column nears ``−Γ`` (closer
-    than an explicit step would take it)."""
+    extrapolating their log scales once settled; until ``t_stop``, or until a sleeping column nears ``−Γ`` (closer
+    than an explicit step would take it). A piece ends on every output time ``out_ts`` it reaches, recorded there."""
     shapes = args.model.shapes
+    last = len(out_ts) - 1
     Gs = args.model.G(tuple(factor_weights(yf, m) for yf, (m, _) in zip(state.y, shapes)))
     svds = tuple(jnp.linalg.svd(G, full_matrices=False) for G in Gs)
     sigma = jnp.max(jnp.stack([s[0] for _, s, _ in svds]))
     frozen = Args(model=_FrozenG(Gs, shapes), log_alpha=args.log_alpha)
     awake = tuple(_awake(yf, tol) for yf in state.y)
 
-    def plan(y, t):
+    def target(next_):
+        """Where a piece must end at the latest: the next output time, or ``t_stop``."""
+        return jnp.minimum(out_ts[jnp.minimum(next_, last)], t_stop)
+
+    def plan(y, t, t_end):
         """The frozen vector field, whether to extrapolate, and how far."""
         f = vector_field(t, y, frozen)
         piece = PIECE / jnp.maximum(sigma, 1e-300)  # ρ grows at most at σ_1 (twice that for ρ_i + max ρ)
@@ -196,7 +203,8 @@ def leap_from(state: LeapState, t_end, args: Args, tol: LeapTolerances) -> LeapS
         return f, extrapolate, jnp.minimum(jnp.where(extrapolate, extrapolation, piece), t_end - t)
 
     def body(c: _Leap):
-        f, extrapolate, span = plan(c.y, c.t)
+        t_end = target(c.next)
+        f, extrapolate, span = plan(c.y, c.t, t_end)
 
         def by_extrapolation():
             rho = lambda yf, vf: yf.rho + span * jnp.where(_awake(yf, tol), 0.0, vf.rho)
@@ -217,16 +225,30 @@ def leap_from(state: LeapState, t_end, args: Args, tol: LeapTolerances) -> LeapS
         h, y = jax.lax.cond(extrapolate, by_extrapolation, by_exponential)
         y = tuple(restore_held(_sort_fully(yf), a, args.log_alpha, m) for yf, a, (m, _) in zip(y, awake, shapes))
         t = jnp.where(h == t_end - c.t, t_end, c.t + h)
-        _, _, span = plan(y, t)
+        at_output = (c.next <= last) & (t == out_ts[jnp.minimum(c.next, last)])
+        ys = jax.tree_util.tree_map(lambda a, x: a.at[c.next].set(jnp.where(at_output, x, a[c.next])), c.ys, y)
+        next_ = c.next + at_output.astype(c.next.dtype)
+        t_end = target(next_)
+        _, _, span = plan(y, t, t_end)
         woke = jnp.any(jnp.stack([jnp.any(_awake(yf, tol) != a) for yf, a in zip(y, awake)]))
-        go_on = (t < t_end) & ~woke & (span >= jnp.minimum(state.dt, t_end - t))
-        return _Leap(y=y, t=t, pieces=c.pieces + 1, go_on=go_on)
+        go_on = (t < t_stop) & ~woke & (span >= jnp.minimum(state.dt, t_end - t))
+        return _Leap(y=y, t=t, ys=ys, next=next_, pieces=c.pieces + 1, go_on=go_on)
 
-    c = jax.lax.while_loop(lambda c: c.go_on, body, _Leap(state.y, state.t, jnp.array(0), jnp.array(True)))
+    start = _Leap(state.y, state.t, state.ys, state.next, jnp.array(0), jnp.array(True))
+    c = jax.lax.while_loop(lambda c: c.go_on, body, start)
     return eqx.tree_at(
-        lambda s: (s.y, s.f, s.t, s.leaps, s.pieces, s.evaluations),
+        lambda s: (s.y, s.f, s.t, s.ys, s.next, s.leaps, s.pieces, s.evaluations),
         state,
-        (c.y, vector_field(c.t, c.y, args), c.t, state.leaps + 1, state.pieces + c.pieces, state.evaluations + 2),
+        (
+            c.y,
+            vector_field(c.t, c.y, args),
+            c.t,
+            c.ys,
+            c.next,
+            state.leaps + 1,
+            state.pieces + c.pieces,
+            state.evaluations + 2,
+        ),
     )
 
 
@@ -245,18 +267,24 @@ def leap_or_polish(s: LeapState, t_end, tol: LeapTolerances) -> tuple[jax.Array,
     return leap, polish
 
 
-def _step(s: LeapState, t_end, args: Args, tol: LeapTolerances) -> LeapState:
+def _step(s: LeapState, out_ts, t_stop, args: Args, tol: LeapTolerances) -> LeapState:
     """A leap where the awake columns rest and no sleeping column wakes within an explicit step, else an explicit
-    step (a polishing one where the awake columns nearly rest and a long leap would follow)."""
-    leap, polish = leap_or_polish(s, t_end, tol)
-    return jax.lax.cond(leap, lambda: leap_from(s, t_end, args, tol), lambda: explicit(s, t_end, args, tol, polish))
+    step (a polishing one where the awake columns nearly rest and a long leap would follow); both to ``t_stop`` at
+    most, recording the output times ``out_ts`` they reach or pass."""
+    leap, polish = leap_or_polish(s, t_stop, tol)
+    return jax.lax.cond(
+        leap, lambda: leap_from(s, out_ts, t_stop, args, tol), lambda: explicit(s, t_stop, args, tol, polish)
+    )
 
 
-def advance(state: LeapState, budget, args: Args, out_ts, tol: LeapTolerances, step=_step) -> LeapState:
+def advance(
+    state: LeapState, budget, args: Args, out_ts, tol: LeapTolerances, step=_step, *, dense: bool = True
+) -> LeapState:
     """``state`` after at most ``budget`` more steps and leaps towards ``out_ts[-1]`` (unscaled time), recording
-    ``y`` at every output time it reaches; ``step(state, t_end, args, tol)`` takes one (an explicit step or a leap,
-    or what ``_split`` chooses). Stops early, with ``result`` set, where the step size falls below the resolution
-    of ``t``."""
+    ``y`` at every output time it reaches or passes; ``step(state, out_ts, t_stop, args, tol)`` takes one (a leap
+    or an explicit step to ``t_stop`` at most: the last output time if ``dense``, else the next one; or what
+    ``_split`` chooses). Stops early, with ``result`` set, where the step size falls below the resolution of
+    ``t``."""
     last = len(out_ts) - 1
     spent = state.steps + state.leaps + budget
 
@@ -264,13 +292,33 @@ def advance(state: LeapState, budget, args: Args, out_ts, tol: LeapTolerances, s
         return (s.next <= last) & (s.result == dfx.RESULTS.successful) & (s.steps + s.leaps < spent)
 
     def body(s: LeapState):
-        i = jnp.minimum(s.next, last)
-        s = step(s, out_ts[i], args, tol)
-        reached = s.t >= out_ts[i]
-        ys = jax.tree_util.tree_map(lambda a, y: a.at[i].set(jnp.where(reached, y, a[i])), s.ys, s.y)
-        return eqx.tree_at(lambda s: (s.ys, s.next), s, (ys, s.next + reached.astype(s.next.dtype)))
+        t_stop = out_ts[last] if dense else out_ts[jnp.minimum(s.next, last)]
+        return _record(step(s, out_ts, t_stop, args, tol), args, out_ts)
 
     return jax.lax.while_loop(running, body, state)
+
+
+def _record(s: LeapState, args: Args, out_ts) -> LeapState:
+    """``s`` with every output time up to ``s.t`` recorded (a leap records those it reaches itself): those inside the
+    last explicit step from its dense output (the conserved ``QᵀJQ`` restored, as after a step), the one at ``s.t``
+    as ``s.y``."""
+    last = len(out_ts) - 1
+
+    def passed(s: LeapState):
+        return (s.next <= last) & (out_ts[jnp.minimum(s.next, last)] <= s.t)
+
+    def one(s: LeapState):
+        t = out_ts[s.next]
+
+        def interpolated():
+            y = s.dense.at(t)
+            return tuple(restore(f, args.log_alpha, m) for f, (m, _) in zip(y, args.model.shapes))
+
+        y = jax.lax.cond(s.dense.inside(t), interpolated, lambda: s.y)
+        ys = jax.tree_util.tree_map(lambda a, x: a.at[s.next].set(x), s.ys, y)
+        return eqx.tree_at(lambda s: (s.ys, s.next), s, (ys, s.next + 1))
+
+    return jax.lax.while_loop(passed, one, s)
 
 
 def start(y0, args: Args, out_ts, jac_size: int = 0) -> LeapState:
@@ -286,6 +334,7 @@ def start(y0, args: Args, out_ts, jac_size: int = 0) -> LeapState:
         f=f,
         t=jnp.zeros(()),
         dt=1e-2 / jnp.maximum(speed, 1e-6),
+        dense=Dense.empty(y0),
         ys=ys,
         next=jnp.sum(at_start).astype(zero.dtype),
         steps=zero,

@@ -267,22 +267,24 @@ def split_step(s: LeapState, t_end, args: Args, tol: LeapTolerances, width) -> L
     )
 
 
-def _step(s: LeapState, t_end, args: Args, tol: LeapTolerances, *, width) -> LeapState:
+def _step(s: LeapState, out_ts, t_stop, args: Args, tol: LeapTolerances, *, width) -> LeapState:
     """A leap where the awake columns rest (as ``_leap``), else a split step where explicit steps have been at their
-    stability limit and the columns near waking fit in the block, else an explicit step."""
-    leap, polish = leap_or_polish(s, t_end, tol)
+    stability limit and the columns near waking fit in the block (to the next output time at most: it has no dense
+    output), else an explicit step; the leap and the explicit step to ``t_stop`` at most."""
+    leap, polish = leap_or_polish(s, t_stop, tol)
     split = (s.stiff >= _ENTER) & _fits(s.y, tol, width)
     which = jnp.where(leap, 0, jnp.where(split, 1, 2))
+    t_end = jnp.minimum(out_ts[jnp.minimum(s.next, len(out_ts) - 1)], t_stop)
     return jax.lax.switch(
         which,
         [
-            lambda: eqx.tree_at(lambda s: s.stiff, leap_from(s, t_end, args, tol), 0),  # a jump follows a leap
+            lambda: eqx.tree_at(lambda s: s.stiff, leap_from(s, out_ts, t_stop, args, tol), 0),  # a jump follows
             lambda: split_step(s, t_end, args, tol, width),
-            lambda: explicit(s, t_end, args, tol, polish),
+            lambda: explicit(s, t_stop, args, tol, polish),
         ],
     )
 
 
-def advance(state: LeapState, budget, args: Args, out_ts, tol: LeapTolerances, width) -> LeapState:
+def advance(state: LeapState, budget, args: Args, out_ts, tol: LeapTolerances, width, *, dense: bool = True):
     """``_leap.advance`` with split steps (the module docstring); ``width``: the block width of every factor."""
-    return leap_advance(state, budget, args, out_ts, tol, step=functools.partial(_step, width=width))
+    return leap_advance(state, budget, args, out_ts, tol, step=functools.partial(_step, width=width), dense=dense)

@@ -53,6 +53,24 @@ def test_cost_does_not_grow_with_log_alpha():
         assert stats["num_evaluations"] <= 1.5 * runs[0]["num_evaluations"]
 
 
+def test_dense_output_keeps_the_steps_of_a_sparse_grid():
+    """Explicit steps pass the output times (Tsit5's dense output): on a grid twenty times finer, 401 times, the
+    steps stay those of 21 times and every output follows the closed form as closely; a step onto every output time
+    (``dense_output=False``) takes more steps there, at the same accuracy."""
+    M, u0, v0, sbar = aligned()
+    model = models.matrix_factorization_model(M)
+    fine = np.linspace(0.0, 1.0, 401)
+
+    def run(ts, dense):
+        solver = gradflow.FactorizedSolver(dense_output=dense)
+        return gradflow.simulate_flow(model, u0=u0, v0=v0, ts=ts, log_alpha=-50.0, solver=solver)
+
+    sparse, dense, stepped = run(TS, True), run(fine, True), run(fine, False)
+    assert dense.stats["num_steps"] <= sparse.stats["num_steps"] + 5 < stepped.stats["num_steps"]  # 152, 152, 437
+    for res, ts in ((dense, fine), (stepped, fine), (sparse, TS)):
+        np.testing.assert_allclose(res.log_singular_values[0], logistic(ts * 50.0, -50.0, sbar), rtol=1e-9, atol=1e-6)
+
+
 def _y0(task):
     us, vs = check_factors(task.u0, task.v0, task.model)
     return jax.tree_util.tree_map(jnp.asarray, initial_state(us, vs))
@@ -216,9 +234,12 @@ def test_attention_head_matches_tsit5():
 def test_batched_over_alpha_is_the_runs_one_by_one():
     las = np.array([-1e4, -50.0])
     ones = [_mf_flow(la) for la in las]
-    for batching in ("vmap", "separate"):
+    # "separate" runs the same program run by run: the same numbers. Under vmap XLA may round an operation one ulp
+    # differently (measured: 9e-16 at τ = 0.7 of the run at −50), which can turn one step's accept or leap decision
+    # and so the step sequence; the runs then agree to the solver's accuracy (2e-7 here), not to the last digit.
+    for batching, rtol in (("vmap", 1e-6), ("separate", 1e-12)):
         batch = _mf_flow(las, batching=batching)
         assert list(batch.result) == ["successful"] * 2
         for i, one in enumerate(ones):
-            np.testing.assert_allclose(batch.log_singular_values[0][i], one.log_singular_values[0], rtol=1e-9)
-            np.testing.assert_allclose(batch.W[0][i], one.W[0], atol=1e-9)
+            np.testing.assert_allclose(batch.log_singular_values[0][i], one.log_singular_values[0], rtol=rtol)
+            np.testing.assert_allclose(batch.W[0][i], one.W[0], atol=rtol)
