@@ -29,6 +29,8 @@ _REST = 1e-3  # a leap needs the awake columns slower than this × the quiet thr
 _GAP_MARGIN = 2.0  # Γ = log(1 / quiet threshold) + this: a column below e^{−Γ} in W does not move the flow
 _POLISH = 0.5  # a polishing step is this fraction of dt (docs/math.md, Plateau leaps: resting, at the tolerance)
 STIFF = 3.0  # h λ (``_stiffness``) of an explicit step at its stability limit
+STOPS = 32  # the output times one leap records at most (it ends at the last): the outputs pass the step's branch in
+# this buffer, not in the whole record of outputs, which XLA would copy through the branch at every step
 
 
 class LeapTolerances(eqx.Module):
@@ -103,6 +105,8 @@ class LeapState(eqx.Module):
     stiff: jax.Array  # consecutive accepted explicit steps at their stability limit (``_split``: split steps from 3)
     jac: jax.Array  # the awake block's Jacobian for the split steps (0 × 0 for the leaps alone)
     jac_age: jax.Array  # accepted split steps since it was computed (−1: to compute)
+    stops: tuple[Factor, ...]  # the states at the output times the last step reached (a leap's; leading axis STOPS)
+    n_stops: jax.Array  # how many of ``stops`` hold such states, not yet recorded in ``ys``
 
     @property
     def stats(self) -> jax.Array:

@@ -21,7 +21,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ._explicit import Dense, LeapState, LeapTolerances, explicit, unsorted
+from ._explicit import STOPS, Dense, LeapState, LeapTolerances, explicit, unsorted
 from ._qr import SWAP_MARGIN, Args, Factor, factor_weights, imbalance, restore, sort_pass, vector_field
 
 PIECE = 18.0  # the longest exponential piece, h σ_1(G): the rounding it amplifies, ε e^{h σ_1}, stays near 1e-8
@@ -170,8 +170,8 @@ def restore_held(f: Factor, held, log_alpha, m: int) -> Factor:
 class _Leap(eqx.Module):
     y: tuple[Factor, ...]
     t: jax.Array
-    ys: tuple[Factor, ...]
-    next: jax.Array
+    stops: tuple[Factor, ...]
+    n_stops: jax.Array
     pieces: jax.Array
     go_on: jax.Array
 
@@ -179,8 +179,9 @@ class _Leap(eqx.Module):
 def leap_from(state: LeapState, out_ts, t_stop, args: Args, tol: LeapTolerances) -> LeapState:
     """The flow with ``G`` held at its value now (the awake columns rest): the sleeping columns move by
     ``exp(hA)`` in pieces (``h σ_1 ≤ 18``, no column past the one before it) while they turn, and by
-    extrapolating their log scales once settled; until ``t_stop``, or until a sleeping column nears ``−Γ`` (closer
-    than an explicit step would take it). A piece ends on every output time ``out_ts`` it reaches, recorded there."""
+    extrapolating their log scales once settled; until ``t_stop``, until a sleeping column nears ``−Γ`` (closer
+    than an explicit step would take it), or until it has reached ``STOPS`` output times. A piece ends on every
+    output time ``out_ts`` it reaches; the states there go to ``stops``, for ``advance`` to record."""
     shapes = args.model.shapes
     last = len(out_ts) - 1
     Gs = args.model.G(tuple(factor_weights(yf, m) for yf, (m, _) in zip(state.y, shapes)))
@@ -189,9 +190,9 @@ def leap_from(state: LeapState, out_ts, t_stop, args: Args, tol: LeapTolerances)
     frozen = Args(model=_FrozenG(Gs, shapes), log_alpha=args.log_alpha)
     awake = tuple(_awake(yf, tol) for yf in state.y)
 
-    def target(next_):
+    def target(n_stops):
         """Where a piece must end at the latest: the next output time, or ``t_stop``."""
-        return jnp.minimum(out_ts[jnp.minimum(next_, last)], t_stop)
+        return jnp.minimum(out_ts[jnp.minimum(state.next + n_stops, last)], t_stop)
 
     def plan(y, t, t_end):
         """The frozen vector field, whether to extrapolate, and how far."""
@@ -203,7 +204,7 @@ def leap_from(state: LeapState, out_ts, t_stop, args: Args, tol: LeapTolerances)
         return f, extrapolate, jnp.minimum(jnp.where(extrapolate, extrapolation, piece), t_end - t)
 
     def body(c: _Leap):
-        t_end = target(c.next)
+        t_end = target(c.n_stops)
         f, extrapolate, span = plan(c.y, c.t, t_end)
 
         def by_extrapolation():
@@ -225,26 +226,29 @@ def leap_from(state: LeapState, out_ts, t_stop, args: Args, tol: LeapTolerances)
         h, y = jax.lax.cond(extrapolate, by_extrapolation, by_exponential)
         y = tuple(restore_held(_sort_fully(yf), a, args.log_alpha, m) for yf, a, (m, _) in zip(y, awake, shapes))
         t = jnp.where(h == t_end - c.t, t_end, c.t + h)
-        at_output = (c.next <= last) & (t == out_ts[jnp.minimum(c.next, last)])
-        ys = jax.tree_util.tree_map(lambda a, x: a.at[c.next].set(jnp.where(at_output, x, a[c.next])), c.ys, y)
-        next_ = c.next + at_output.astype(c.next.dtype)
-        t_end = target(next_)
+        next_ = state.next + c.n_stops
+        at_output = (next_ <= last) & (t == out_ts[jnp.minimum(next_, last)])
+        stops = jax.tree_util.tree_map(
+            lambda a, x: a.at[c.n_stops].set(jnp.where(at_output, x, a[c.n_stops])), c.stops, y
+        )
+        n_stops = c.n_stops + at_output.astype(c.n_stops.dtype)
+        t_end = target(n_stops)
         _, _, span = plan(y, t, t_end)
         woke = jnp.any(jnp.stack([jnp.any(_awake(yf, tol) != a) for yf, a in zip(y, awake)]))
-        go_on = (t < t_stop) & ~woke & (span >= jnp.minimum(state.dt, t_end - t))
-        return _Leap(y=y, t=t, ys=ys, next=next_, pieces=c.pieces + 1, go_on=go_on)
+        go_on = (t < t_stop) & ~woke & (span >= jnp.minimum(state.dt, t_end - t)) & (n_stops < STOPS)
+        return _Leap(y=y, t=t, stops=stops, n_stops=n_stops, pieces=c.pieces + 1, go_on=go_on)
 
-    start = _Leap(state.y, state.t, state.ys, state.next, jnp.array(0), jnp.array(True))
+    start = _Leap(state.y, state.t, state.stops, jnp.zeros_like(state.n_stops), jnp.array(0), jnp.array(True))
     c = jax.lax.while_loop(lambda c: c.go_on, body, start)
     return eqx.tree_at(
-        lambda s: (s.y, s.f, s.t, s.ys, s.next, s.leaps, s.pieces, s.evaluations),
+        lambda s: (s.y, s.f, s.t, s.stops, s.n_stops, s.leaps, s.pieces, s.evaluations),
         state,
         (
             c.y,
             vector_field(c.t, c.y, args),
             c.t,
-            c.ys,
-            c.next,
+            c.stops,
+            c.n_stops,
             state.leaps + 1,
             state.pieces + c.pieces,
             state.evaluations + 2,
@@ -299,10 +303,19 @@ def advance(
 
 
 def _record(s: LeapState, args: Args, out_ts) -> LeapState:
-    """``s`` with every output time up to ``s.t`` recorded (a leap records those it reaches itself): those inside the
-    last explicit step from its dense output (the conserved ``QᵀJQ`` restored, as after a step), the one at ``s.t``
-    as ``s.y``."""
+    """``s`` with every output time up to ``s.t`` recorded: first those a leap reached (its ``stops``), then those
+    inside the last explicit step, from its dense output (the conserved ``QᵀJQ`` restored, as after a step), and the
+    one at ``s.t`` as ``s.y``."""
     last = len(out_ts) - 1
+
+    def stop(j, ys):
+        return jax.tree_util.tree_map(lambda a, x: a.at[s.next + j].set(x[j]), ys, s.stops)
+
+    s = eqx.tree_at(
+        lambda s: (s.ys, s.next, s.n_stops),
+        s,
+        (jax.lax.fori_loop(0, s.n_stops, stop, s.ys), s.next + s.n_stops, jnp.zeros_like(s.n_stops)),
+    )
 
     def passed(s: LeapState):
         return (s.next <= last) & (out_ts[jnp.minimum(s.next, last)] <= s.t)
@@ -335,6 +348,8 @@ def start(y0, args: Args, out_ts, jac_size: int = 0) -> LeapState:
         t=jnp.zeros(()),
         dt=1e-2 / jnp.maximum(speed, 1e-6),
         dense=Dense.empty(y0),
+        stops=jax.tree_util.tree_map(lambda x: jnp.zeros((STOPS,) + x.shape, x.dtype), y0),
+        n_stops=zero,
         ys=ys,
         next=jnp.sum(at_start).astype(zero.dtype),
         steps=zero,
