@@ -103,7 +103,7 @@ def main(argv=None) -> None:
         "evaluations of G: dense / stepped",
         "seconds: dense / stepped",
         "time ratio",
-        "max |Δ log σ| (relative)",
+        "largest Δ log σ, relative",
         "result",
     ]
     rows = []
