@@ -64,7 +64,7 @@ def _start(model, y0, log_alpha, ts, rtol, atol, *, solver, batched):
 
 
 @eqx.filter_jit
-def _advance(model, seg, budget, log_alpha, ts, rtol, atol, *, solver, batched, dense=True):
+def _advance(model, seg, budget, log_alpha, ts, rtol, atol, *, solver, batched, dense=False):
     def one(seg, budget, la):
         if solver in _LEAPS:
             tol = LeapTolerances(rtol=float(rtol), atol=float(atol))
@@ -88,7 +88,7 @@ def _outputs(model, ys, *, batched):
     return jax.vmap(one)(ys) if batched else one(ys)
 
 
-def _run(model, y0, log_alpha, ts, rtol, atol, *, solver, batched, max_steps, progress, dense=True):
+def _run(model, y0, log_alpha, ts, rtol, atol, *, solver, batched, max_steps, progress, dense=False):
     """The flow of one run or a ``vmap``-ed batch, solved in segments (``gradflow._solver.run_segments``; a
     ``gradflow._solver.Segment`` or, for the leaps, a ``LeapState``): the outputs ``(states, W, loss, diffrax's
     result, stats)`` and whether Ctrl-C stopped each run."""

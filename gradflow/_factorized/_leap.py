@@ -282,7 +282,7 @@ def _step(s: LeapState, out_ts, t_stop, args: Args, tol: LeapTolerances) -> Leap
 
 
 def advance(
-    state: LeapState, budget, args: Args, out_ts, tol: LeapTolerances, step=_step, *, dense: bool = True
+    state: LeapState, budget, args: Args, out_ts, tol: LeapTolerances, step=_step, *, dense: bool = False
 ) -> LeapState:
     """``state`` after at most ``budget`` more steps and leaps towards ``out_ts[-1]`` (unscaled time), recording
     ``y`` at every output time it reaches or passes; ``step(state, out_ts, t_stop, args, tol)`` takes one (a leap

@@ -285,6 +285,6 @@ def _step(s: LeapState, out_ts, t_stop, args: Args, tol: LeapTolerances, *, widt
     )
 
 
-def advance(state: LeapState, budget, args: Args, out_ts, tol: LeapTolerances, width, *, dense: bool = True):
+def advance(state: LeapState, budget, args: Args, out_ts, tol: LeapTolerances, width, *, dense: bool = False):
     """``_leap.advance`` with split steps (the module docstring); ``width``: the block width of every factor."""
     return leap_advance(state, budget, args, out_ts, tol, step=functools.partial(_step, width=width), dense=dense)
