@@ -7,8 +7,8 @@
 On each head, the greedy path's stage times give the output times the demos and ``compare_limits`` use
 (``default_times``: an even grid of ``NUM`` times with every stage time, its window edges and times refined around
 it down to ``0.01 / log(1/α)``), and ``simulate_flow`` runs on them twice in the same process, with
-``FactorizedSolver(dense_output=True)`` (the default: explicit steps and leaps pass the output times, Tsit5's dense
-output inside a step) and ``dense_output=False`` (every output time ends a step or a leap, as before). Per run: the
+``FactorizedSolver(dense_output=True)`` (explicit steps and leaps pass the output times, Tsit5's dense
+output inside a step) and ``dense_output=False`` (the default: every output time ends a step or a leap). Per run: the
 steps (explicit steps and leaps), the evaluations of G, the seconds after compilation (a first call on the same
 shapes compiles), their ratios, and the largest ``|Δ log σ|`` between the two runs over every output time relative
 to ``max(1, |log σ|)`` (both at the solver's tolerance; its own error is of that order). Set
