@@ -275,10 +275,16 @@ def _step(s: LeapState, out_ts, t_stop, args: Args, tol: LeapTolerances) -> Leap
     """A leap where the awake columns rest and no sleeping column wakes within an explicit step, else an explicit
     step (a polishing one where the awake columns nearly rest and a long leap would follow); both to ``t_stop`` at
     most, recording the output times ``out_ts`` they reach or pass."""
-    leap, polish = leap_or_polish(s, t_stop, tol)
+    leap, polish = leap_or_polish(s, next_output(s, out_ts, t_stop), tol)
     return jax.lax.cond(
         leap, lambda: leap_from(s, out_ts, t_stop, args, tol), lambda: explicit(s, t_stop, args, tol, polish)
     )
+
+
+def next_output(s: LeapState, out_ts, t_stop) -> jax.Array:
+    """The next output time (``t_stop`` at most): whether to leap is decided up to it, as when every output time
+    ends a step (a leap that passes it goes on while no sleeping column nears waking)."""
+    return jnp.minimum(out_ts[jnp.minimum(s.next, len(out_ts) - 1)], t_stop)
 
 
 def advance(

@@ -37,7 +37,7 @@ from jax.flatten_util import ravel_pytree
 
 from ._explicit import STIFF, LeapState, LeapTolerances, explicit, unsorted
 from ._leap import advance as leap_advance
-from ._leap import exp_apply, exp_piece, leap_from, leap_or_polish, restore_held
+from ._leap import exp_apply, exp_piece, leap_from, leap_or_polish, next_output, restore_held
 from ._qr import SWAP_MARGIN, Args, Factor, factor_field, factor_weights, imbalance, sort_pass, vector_field
 
 WIDTH = 4  # the implicit block: the leading min(k, WIDTH) columns of every factor
@@ -271,10 +271,10 @@ def _step(s: LeapState, out_ts, t_stop, args: Args, tol: LeapTolerances, *, widt
     """A leap where the awake columns rest (as ``_leap``), else a split step where explicit steps have been at their
     stability limit and the columns near waking fit in the block (to the next output time at most: it has no dense
     output), else an explicit step; the leap and the explicit step to ``t_stop`` at most."""
-    leap, polish = leap_or_polish(s, t_stop, tol)
+    t_end = next_output(s, out_ts, t_stop)
+    leap, polish = leap_or_polish(s, t_end, tol)
     split = (s.stiff >= _ENTER) & _fits(s.y, tol, width)
     which = jnp.where(leap, 0, jnp.where(split, 1, 2))
-    t_end = jnp.minimum(out_ts[jnp.minimum(s.next, len(out_ts) - 1)], t_stop)
     return jax.lax.switch(
         which,
         [
