@@ -15,6 +15,17 @@ that many ulps of rounding: the flow is solved while ``α^{L−2} ≥ STIFFNESS 
 ``α^{L−2} = 1e-6`` (L = 4, α = 1e-3; L = 5, α = 1e-2), stalled in a settled mode at ``8.1e-7`` (L = 6, α = 0.03)."""
 
 
+SMALL = 1e-2
+"""Below ``α = SMALL · (atol + rtol)`` (``L ≥ 3``) the flow is its α → 0 limit to the tolerance (gradflow/_deep_linear/
+_small.py): the limit's stage times are off by ``C α``, ``C`` from 0.3 to 1.2 on the whitened tasks of
+docs/deep-linear.md, and its jumps start where a layer's new direction reaches ``(atol + rtol)^{1/L} ≫ α``."""
+
+
+def small_log_alpha(rtol: float, atol: float) -> float:
+    """The largest ``log α`` that the small-α path (``L ≥ 3``) takes: ``log(SMALL · (atol + rtol))``."""
+    return math.log(SMALL * (atol + rtol))
+
+
 def lowest_log_alpha(depth: int | None, tau_end: float, rtol: float, atol: float) -> float:
     """The smallest ``log α`` whose flow float64 resolves at the tolerances up to ``τ_end``, the largest of:
 
@@ -40,21 +51,29 @@ def lowest_log_alpha(depth: int | None, tau_end: float, rtol: float, atol: float
 def check_resolved(depth: int | None, log_a, ts, *, rtol: float, atol: float, names=("alpha", "log_alpha")) -> None:
     """Refuse, with the supported range in the message, the scales ``log α`` below :func:`lowest_log_alpha` at the
     tolerances and the output times ``ts`` (or None: ``τ_end = 1``), for the model's ``depth`` (None: the bound of
-    every depth; the flow checks its depth's before it solves anything). The any-α integrator for full matrices (the
-    analogue of the depth-diagonal clocks) is not built yet: this is the range of the direct integration."""
+    every depth; the flow checks its depth's before it solves anything): the direct integration's range, and for
+    ``L ≥ 3`` (or None) the small-α path's, ``log α ≤`` :func:`small_log_alpha`."""
     check_tolerances(rtol, atol)
     log_a = np.atleast_1d(np.asarray(log_a, dtype=np.float64))
     tau_end = 1.0 if ts is None else float(np.max(ts))
-    lowest = lowest_log_alpha(depth, tau_end, rtol, atol)
-    below = log_a < lowest
+    lowest, small = lowest_log_alpha(depth, tau_end, rtol, atol), small_log_alpha(rtol, atol)
+    below = (log_a < lowest) & ((log_a > small) | (depth == 2))
     if np.any(below):
         la = float(log_a[below][0])
+        if depth == 2:
+            where = (
+                f"It takes log α ≥ {lowest:.4g} (α ≥ {math.exp(lowest):.3g}) here (a looser atol widens the range); "
+                "for smaller α use a FactorizedModel (W = U Vᵀ with U = W_2, V = W_1ᵀ), whose flow takes any α"
+            )
+        else:
+            where = (
+                f"It takes log α ≥ {lowest:.4g} (α ≥ {math.exp(lowest):.3g}), by the direct integration, or log α ≤ "
+                f"{small:.4g} (α ≤ {math.exp(small):.3g}), where the flow is its α → 0 limit to the tolerance; the "
+                "scales between are not covered yet (a looser atol widens both)"
+            )
         raise ValueError(
             f"{names[1]} = {la:.6g} (α = {math.exp(la):.3g}) is below what float64 resolves for a deep linear network of "
-            f"depth L = {depth or 2} at atol = {atol:g}, rtol = {rtol:g}, up to τ = {tau_end:.6g}: gradflow integrates the "
-            "layers in units of α, where a sleeping entry (of order 1) sits next to learned ones (of order 1/α) that "
-            "relax at rate α^−(L−2). It takes log α ≥ "
-            f"{lowest:.4g} (α ≥ {math.exp(lowest):.3g}) here (a looser atol widens the range); the integrator for "
-            "smaller α (the analogue of the depth-diagonal clocks) is not built yet (docs/deep-linear.md, Supported "
-            "range)."
+            f"depth L = {depth or 'L'} at atol = {atol:g}, rtol = {rtol:g}, up to τ = {tau_end:.6g}: gradflow integrates "
+            "the layers in units of α, where a sleeping entry (of order 1) sits next to learned ones (of order 1/α) that "
+            f"relax at rate α^−(L−2). {where} (docs/deep-linear.md, Supported range)."
         )

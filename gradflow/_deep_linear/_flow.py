@@ -12,6 +12,8 @@ solved by Kvaerno5 (L-stable) in segments (``gradflow._solver``), stepping onto 
 
 from __future__ import annotations
 
+import dataclasses
+
 import diffrax as dfx
 import equinox as eqx
 import jax
@@ -21,7 +23,8 @@ import optimistix as optx
 
 from .._kit._family import FlowRequest
 from .._solver import Solve, solve_in_segments, solve_runs, solve_status, vmap_batches
-from ._checks import check_resolved
+from . import _small
+from ._checks import check_resolved, small_log_alpha
 from ._model import DeepLinearModel, check_layers, layer_velocities, product
 from ._results import DeepLinearFlowResult
 
@@ -116,9 +119,17 @@ def flow(model: DeepLinearModel, request: FlowRequest) -> DeepLinearFlowResult:
         )
     if request.u0 is None:
         raise ValueError("give the layers' initial directions u0, a tuple of L matrices (W_l(0) = α u0[l−1]).")
-    y0 = tuple(jnp.asarray(w) for w in check_layers(model, request.u0))
+    W0 = check_layers(model, request.u0)
     ts, log_a, rtol, atol, max_steps = request.ts, request.log_a, request.rtol, request.atol, request.max_steps
     check_resolved(model.depth, log_a, ts, rtol=rtol, atol=atol)
+    small = (np.asarray(log_a) <= small_log_alpha(rtol, atol)) & (model.depth >= 3)
+    options = dict(rtol=rtol, atol=atol, max_steps=max_steps, progress=request.progress)
+    if np.all(small):
+        return _small.flow(model, W0, ts, log_a, **options)
+    if np.any(small):  # a batch across both ranges: each part by its own path, merged in the batch's order
+        direct = flow(model, dataclasses.replace(request, log_a=np.asarray(log_a)[~small]))
+        return _merged(small, direct, _small.flow(model, W0, ts, np.asarray(log_a)[small], **options))
+    y0 = tuple(jnp.asarray(w) for w in W0)
     la, times = jnp.asarray(log_a), jnp.asarray(ts)
 
     def run(j, progress):
@@ -167,4 +178,31 @@ def flow(model: DeepLinearModel, request: FlowRequest) -> DeepLinearFlowResult:
         ),
         result=result,
         message=message,
+    )
+
+
+def _merged(small, direct: DeepLinearFlowResult, limit: DeepLinearFlowResult) -> DeepLinearFlowResult:
+    """One batch from the runs of the direct integration and of the small-α path (``small`` marks the latter's places):
+    every field in the batch's order; a count that one path does not keep is −1 in the other's runs."""
+
+    def merge(a, b):
+        out = np.empty((small.size, *np.shape(a)[1:]), dtype=np.result_type(a, b))
+        out[~small], out[small] = a, b
+        return out
+
+    stats = {"max_steps": direct.stats["max_steps"]}
+    for key in (direct.stats.keys() | limit.stats.keys()) - {"max_steps"}:
+        stats[key] = merge(
+            direct.stats.get(key, np.full(np.sum(~small), -1)), limit.stats.get(key, np.full(np.sum(small), -1))
+        )
+    return DeepLinearFlowResult(
+        ts=direct.ts,
+        layers=tuple(merge(a, b) for a, b in zip(direct.layers, limit.layers)),
+        W=merge(direct.W, limit.W),
+        log_singular_values=merge(direct.log_singular_values, limit.log_singular_values),
+        loss=merge(direct.loss, limit.loss),
+        log_alpha=merge(direct.log_alpha, limit.log_alpha),
+        stats=stats,
+        result=merge(direct.result, limit.result),
+        message=merge(direct.message, limit.message),
     )

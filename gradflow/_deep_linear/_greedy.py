@@ -140,11 +140,11 @@ def _flat_jacobian(model, y, shapes):
     return jax.jacfwd(lambda z: _flat_velocities(model, z, shapes))(y)
 
 
-def phase_b(model: DeepLinearModel, layers, scale: float, tol: GreedyTolerances, horizon: float):
+def phase_b(model: DeepLinearModel, layers, scale: float, tol: GreedyTolerances, horizon: float, record=None):
     """The layers' flow ``dW_l/dt = W_{>l}ᵀ G W_{<l}ᵀ`` from ``layers`` until stationary: its velocities at most
     ``tol.stationary · scale``. Windows of ``t`` from ``horizon``, doubling, by Radau with the exact Jacobian (the
     learned modes are stiff once the new one has grown), at most ``tol.max_steps`` steps. Returns ``(layers,
-    stationarity, converged)``."""
+    stationarity, converged)``; a list ``record`` receives each window's dense output (a scipy ``OdeSolution``)."""
     shapes = tuple(w.shape for w in layers)
     y, t, steps = _pack(layers), 0.0, 0
 
@@ -156,7 +156,18 @@ def phase_b(model: DeepLinearModel, layers, scale: float, tol: GreedyTolerances,
 
     size = max(1.0, float(np.abs(y).max()))
     while steps < tol.max_steps:
-        sol = solve_ivp(rhs, (t, t + horizon), y, method="Radau", jac=jac, rtol=tol.ode_rtol, atol=tol.ode_atol * size)
+        sol = solve_ivp(
+            rhs,
+            (t, t + horizon),
+            y,
+            method="Radau",
+            jac=jac,
+            rtol=tol.ode_rtol,
+            atol=tol.ode_atol * size,
+            dense_output=record is not None,
+        )
+        if record is not None:
+            record.append(sol.sol)
         y, t, steps = sol.y[:, -1], t + horizon, steps + len(sol.t) - 1
         stationarity = float(np.abs(rhs(t, y)).max()) / scale
         if not sol.success or not np.all(np.isfinite(y)):
@@ -168,12 +179,12 @@ def phase_b(model: DeepLinearModel, layers, scale: float, tol: GreedyTolerances,
     return _unpack(y, shapes), stationarity, False
 
 
-def phase_b_from(model: DeepLinearModel, A, out, G, eps: float, scale: float, tol: GreedyTolerances):
+def phase_b_from(model: DeepLinearModel, A, out, G, eps: float, scale: float, tol: GreedyTolerances, record=None):
     """Phase (B) out of a stage: the layers' flow from ``A^k + e b_l b_{l−1}ᵀ`` (the escape ``out``'s direction in the
     same hidden coordinates, at :func:`_start_scale`). Returns :func:`phase_b`'s ``(layers, stationarity, converged)``."""
     e, window = _start_scale(model.depth, eps, G, out.u, out.v)
     start = [a + e * d for a, d in zip(A, out.direction)]
-    return phase_b(model, start, scale, tol, window)
+    return phase_b(model, start, scale, tol, window, record)
 
 
 def _start_scale(L: int, eps: float, G, u, v) -> tuple[float, float]:

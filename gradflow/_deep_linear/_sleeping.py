@@ -11,9 +11,10 @@ import math
 
 import numpy as np
 from scipy.integrate import solve_ivp
+from scipy.optimize import brentq
 
 from .._config import check_interrupt
-from ._model import _pack, _unpack, layer_velocities
+from ._model import _pack, _unpack, layer_velocities, product
 
 _ESCAPED = 36.0  # (L−2)ρ at which the blow-up's integral is cut: the tail e^{−36}/((L−2)λ) is added in closed form
 # the rest of S is read where S has grown by this factor, and then flowed on alone to the escape: what the blow-up's
@@ -23,28 +24,82 @@ _NOISE = 1e-9  # a rest this small relative to S (the error of Θ times e^ρ is 
 
 
 @dataclasses.dataclass(frozen=True)
+class Trajectory:
+    """``S(τ)`` on a plateau, from :func:`escape`'s solves (``τ`` from the plateau's start): ``S = e^ρ Θ`` from the
+    dense output of ``(Θ, ρ, τ)`` in ``s`` up to ``read``, then ``a(τ) direction + rest(τ)``, the blow-up's closed form
+    ``a^{−(L−2)} = (L−2) g (Δ − τ)`` (``g = uᵀGv``) beside the rest's own flow. Without an escape (``Δ = ∞``), the
+    dense output throughout."""
+
+    pieces: tuple  # scipy OdeSolutions of (Θ, ρ, τ) in s, consecutive
+    read: float  # τ where the rest was read (∞: never)
+    rest: object  # scipy OdeSolution of the rest's flow in τ on [read, Δ], or None
+    shapes: tuple
+    g: float = 0.0
+    delta: float = math.inf
+    direction: tuple = ()
+
+    def at(self, tau: float) -> tuple[tuple, np.ndarray]:
+        """``S(τ)`` and the logs of the singular values of ``S_L ⋯ S_1``, descending."""
+        if not self.pieces:  # S = 0 stays there
+            S = tuple(np.zeros(shape) for shape in self.shapes)
+            return S, np.full(min(self.shapes[0][1], self.shapes[-1][0]), -math.inf)
+        if tau <= self.read or self.rest is None:
+            theta, rho = self._dense(tau)
+            return tuple(math.exp(rho) * w for w in theta), len(theta) * rho + _log_sv(theta)
+        L = len(self.shapes)
+        log_a = -math.log((L - 2) * self.g * max(self.delta - tau, 1e-300)) / (L - 2)
+        rest = _unpack(self.rest(min(tau, self.delta)), self.shapes)
+        S = tuple(r + math.exp(log_a) * d for r, d in zip(rest, self.direction))
+        return S, np.sort(np.append(_log_sv(rest)[:-1], L * log_a))[::-1]
+
+    def _dense(self, tau: float):
+        """``(Θ, ρ)`` at ``τ``: the ``s`` where the dense output's ``τ`` reaches it (monotone in ``s``)."""
+        for sol in self.pieces:
+            if sol(sol.t_max)[-1] >= tau or sol is self.pieces[-1]:
+                break
+        lo, hi = sol.t_min, sol.t_max
+        if sol(hi)[-1] >= tau:
+            hi = brentq(lambda s: sol(s)[-1] - tau, lo, hi, xtol=1e-14 * max(1.0, hi), rtol=1e-14)
+        z = sol(hi)
+        return _unpack(z[:-2], self.shapes), float(z[-2])
+
+
+def _log_sv(layers) -> np.ndarray:
+    """The logs of the singular values of ``W_L ⋯ W_1``, descending (``−∞`` for zeros)."""
+    with np.errstate(divide="ignore"):
+        return np.log(np.linalg.svd(product(layers), compute_uv=False))
+
+
+@dataclasses.dataclass(frozen=True)
 class Escape:
     """How the α-free flow of the sleeping layers ``S`` under ``G`` escapes (the module's first bullet): after
     ``delta`` (∞: it does not), along the unit balanced layers ``direction[l] = b_{l+1} b_lᵀ`` (``u = b_L``,
-    ``v = b_0``), leaving ``rest``: ``S`` off the ``b_h`` at the escape."""
+    ``v = b_0``), leaving ``rest``: ``S`` off the ``b_h`` at the escape; with ``trajectory``, ``S(τ)`` on the
+    way (:class:`Trajectory`)."""
 
     delta: float
     direction: tuple
     u: np.ndarray
     v: np.ndarray
     rest: tuple
+    trajectory: Trajectory | None = None
 
 
-def escape(G: np.ndarray, S, depth: int) -> Escape:
+def escape(G: np.ndarray, S, depth: int, *, trajectory: bool = False, horizon: float = math.inf) -> Escape:
     """The blow-up of ``dS_l/dτ = S_{>l}ᵀ G S_{<l}ᵀ`` from ``S`` (see the module), by DOP853 in the bounded
-    variables ``(Θ, ρ, τ)``: the time, the direction and what is left of ``S`` off it."""
+    variables ``(Θ, ρ, τ)``: the time, the direction and what is left of ``S`` off it; with ``trajectory``, also
+    ``S(τ)`` on the way (:class:`Trajectory`), and the search for a blow-up stops once ``τ`` passes ``horizon``."""
     shapes = [w.shape for w in S]
     y0 = _pack(S)
     r0 = float(np.linalg.norm(y0))
     L = depth
     never = Escape(math.inf, tuple(np.zeros(s) for s in shapes), np.zeros(G.shape[0]), np.zeros(G.shape[1]), tuple(S))
     if r0 == 0.0:
-        return never
+        return (
+            dataclasses.replace(never, trajectory=Trajectory((), math.inf, None, tuple(shapes)))
+            if trajectory
+            else never
+        )
 
     def growth(theta):
         F = _pack(layer_velocities(_unpack(theta, shapes), G))
@@ -61,19 +116,34 @@ def escape(G: np.ndarray, S, depth: int) -> Escape:
         return z[-2] - math.log(_REST_GROWTH * r0)
 
     escaped.terminal, settled.direction = True, 1.0
-    z, s, read = np.concatenate([y0 / r0, [math.log(r0), 0.0]]), 0.0, None
+    z, s, read, pieces = np.concatenate([y0 / r0, [math.log(r0), 0.0]]), 0.0, None, []
     for _ in range(60):  # windows of s until ρ reaches the cut (each window doubles)
         sol = solve_ivp(
-            rhs, (s, s + max(1.0, s)), z, method="DOP853", rtol=1e-12, atol=1e-14, events=(escaped, settled)
+            rhs,
+            (s, s + max(1.0, s)),
+            z,
+            method="DOP853",
+            rtol=1e-12,
+            atol=1e-14,
+            events=(escaped, settled),
+            dense_output=trajectory,
         )
+        if trajectory and read is None:
+            pieces.append(sol.sol)
         if read is None and sol.y_events[1].size:
             read = sol.y_events[1][0]
         z, s = sol.y[:, -1], float(sol.t[-1])
         if sol.status == 1:
             break
         check_interrupt()
+        if z[-1] > horizon and read is None:
+            break
     else:
+        if trajectory:
+            return dataclasses.replace(never, trajectory=Trajectory(tuple(pieces), math.inf, None, tuple(shapes)))
         return never
+    if sol.status != 1:  # past the horizon before any blow-up
+        return dataclasses.replace(never, trajectory=Trajectory(tuple(pieces), math.inf, None, tuple(shapes)))
     read = z if read is None else read
     theta = _unpack(z[:-2], shapes)
     lam = growth(z[:-2])[1]
@@ -94,8 +164,14 @@ def escape(G: np.ndarray, S, depth: int) -> Escape:
         method="DOP853",
         rtol=1e-12,
         atol=1e-14 * max(1.0, float(np.abs(_pack(rest)).max())),
+        dense_output=trajectory,
     )
-    return Escape(tau, direction, b[-1], b[0], off_frames(_unpack(sol.y[:, -1], shapes), along))
+    path = None
+    if trajectory:
+        path = Trajectory(
+            tuple(pieces), float(read[-1]), sol.sol, tuple(shapes), float(b[-1] @ G @ b[0]), tau, direction
+        )
+    return Escape(tau, direction, b[-1], b[0], off_frames(_unpack(sol.y[:, -1], shapes), along), path)
 
 
 def learned_frames(layers, rank: int) -> list[np.ndarray]:
