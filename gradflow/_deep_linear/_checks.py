@@ -6,13 +6,29 @@ import math
 
 import numpy as np
 
-from .._kit._checks import EPS, RESOLUTION, T_MAX, check_tolerances
+from .._kit._checks import EPS, RESOLUTION, check_tolerances
+from .._solver._controllers import UNDERFLOW
 
-STIFFNESS = 40.0
-"""The learned modes relax at rate ``O(α^{−(L−2)})`` in ``τ`` (``L ≥ 3``), and the stages of an implicit step carry
-that many ulps of rounding: the flow is solved while ``α^{L−2} ≥ STIFFNESS · eps / (atol + rtol)`` (``8.9e-7`` at
-``atol = 1e-8``). Measured on Saxe's whitened 3×3 task (singular values 3, 2, 1, docs/deep-linear.md): solved at
-``α^{L−2} = 1e-6`` (L = 4, α = 1e-3; L = 5, α = 1e-2), stalled in a settled mode at ``8.1e-7`` (L = 6, α = 0.03)."""
+STIFFNESS = 0.04
+"""The learned modes relax at rate ``‖J‖ = O(α^{−(L−2)})`` in ``τ`` (``L ≥ 3``), and the velocity carries ``‖J‖``
+ulps of the learned entries. Where learned and sleeping modes share the entries (any start not aligned with the
+data's bases), that rounding reaches the sleeping modes, undamped by the implicit stages: Newton's updates of a
+stage stop at ``γ h ‖J‖ eps`` of its state, which caps the step at ``h ∝ (atol + rtol) / (eps ‖J‖)``, and the number
+of steps grows as ``‖J‖``. The flow is solved while ``α^{L−2} ≥ STIFFNESS · eps / (atol + rtol)`` (``8.9e-10`` at
+``atol = 1e-8``). Measured on Saxe's whitened 3×3 task (singular values 3, 2, 1, docs/deep-linear.md) rotated (its
+singular bases and the start's hidden bases random) up to the last half-way time: solved at ``α^{L−2} = 9e-10``
+(L = 4, α = 3e-5: 2,308 steps) and ``1e-8`` (L = 3: 1,117 steps), past 20,000 steps at ``1e-10`` (L = 4, α = 1e-5;
+L = 3). From an aligned start (each mode in its own entries) the flow is solved further, down to the jumps' bound.
+Before Newton stopped on the stage's state (``gradflow._solver.StageNewton``) this was ``40``: its stop on the
+velocity failed every step of a settled flow."""
+
+JUMP_STEP = 2e-3
+"""The shortest step in ``t = τ α^{−(L−2)}`` that the jumps take (``L ≥ 3``, ``atol = 1e-8``), of which 100 ulps of
+``τ`` (``gradflow._solver.UnderflowGuard``) must fit: ``τ_end α^{−(L−2)} ≤ JUMP_STEP / (100 eps) ≈ 9.0e10``.
+Measured on the aligned whitened task up to the last half-way time: solved at L = 4, α = 1.5e-6 (``τ_end
+α^{−2} = 2.3e11``), L = 5, α = 2e-4 (``5.3e10``), L = 6, α = 2e-3 (``2.5e10``); step-size underflow at the first jump
+(``t ≈ 0.17 α^{−2}``) at L = 4, α = 1e-6, and at L = 5, α = 1e-4 and L = 6, α = 1e-3: the shortest step there
+lies between 1.6e-3 and 3.7e-3 in ``t`` (L = 4)."""
 
 
 SMALL = 1e-2
@@ -33,8 +49,8 @@ def lowest_log_alpha(depth: int | None, tau_end: float, rtol: float, atol: float
       ``|W_l|/α`` once learned, in the same matrices; float64 resolves a sleeping entry next to a learned one to
       ``eps/α``, at most ``(atol + rtol)/RESOLUTION``;
     - the stiffness of the learned modes (``L ≥ 3``, :data:`STIFFNESS`);
-    - the jumps: ``O(α^{L−2})`` wide in ``τ = t α^{L−2}`` (``L ≥ 3``), resolved in steps of about 0.1 in ``t``, which
-      must exceed 100 ulps of ``τ`` (``gradflow._kit._checks.T_MAX``): ``τ_end α^{−(L−2)} ≤ T_MAX``.
+    - the jumps: ``O(α^{L−2})`` wide in ``τ = t α^{L−2}`` (``L ≥ 3``), where the steps must exceed 100 ulps of ``τ``
+      (:data:`JUMP_STEP`).
 
     At ``L = 2`` (``τ = t/log(1/α)``) the jumps are ``O(1/log(1/α))`` wide and only the first bound applies; it is
     also the bound for every depth (``depth=None``), which the entry points check before they know the model.
@@ -44,7 +60,7 @@ def lowest_log_alpha(depth: int | None, tau_end: float, rtol: float, atol: float
     if depth is None or depth == 2:
         return log_scale
     log_stiff = math.log(STIFFNESS * EPS / tol) / (depth - 2)
-    log_jump = math.log(max(tau_end, 1.0) / T_MAX) / (depth - 2)
+    log_jump = math.log(max(tau_end, 1.0) * UNDERFLOW * EPS / JUMP_STEP) / (depth - 2)
     return max(log_scale, log_stiff, log_jump)
 
 

@@ -22,7 +22,7 @@ import numpy as np
 import optimistix as optx
 
 from .._kit._family import FlowRequest
-from .._solver import Solve, solve_in_segments, solve_runs, solve_status, vmap_batches
+from .._solver import Solve, StageNewton, solve_in_segments, solve_runs, solve_status, vmap_batches
 from . import _small
 from ._checks import check_resolved, small_log_alpha
 from ._model import DeepLinearModel, check_layers, layer_velocities, product
@@ -55,11 +55,10 @@ def vector_field(tau, layers, args: Args):
 
 
 def _solve_of(model, log_alpha, ts, rtol, atol) -> Solve:
-    # Newton's method, not a chord: the Jacobian changes fast along a jump. Its tolerance is a tenth of the step's
-    # relative to the learned entries, O(1/α): a stiff stage's residual carries |hλ| ulps of them (λ = O(α^{−(L−2)})),
-    # so a tolerance on the sleeping entries' scale would not be met; Newton's last iterate is accurate to its square.
-    tol = _ROOT_TOL * (atol + rtol) * jnp.exp(-log_alpha)
-    root_finder = optx.Newton(rtol=tol, atol=tol, norm=optx.rms_norm)
+    # Newton's method, not a chord: the Jacobian changes fast along a jump. It stops on the stage's state at a tenth
+    # of the step's tolerances (StageNewton): a stop on the stage's velocity, which carries |λ| ulps of the learned
+    # entries (λ = O(α^{−(L−2)})), failed every step of a settled flow once α^{L−2} ≲ 1e-6 (the old stiffness bound).
+    root_finder = StageNewton(rtol=_ROOT_TOL * (atol + rtol), atol=_ROOT_TOL * atol, norm=optx.rms_norm)
     pid = dfx.PIDController(rtol=atol + rtol, atol=atol, **_PID)  # atol: the relative accuracy of the entries
     return Solve(vector_field, dfx.Kvaerno5(root_finder=root_finder), Args(model=model, log_alpha=log_alpha), ts, pid)
 

@@ -1,9 +1,11 @@
-"""The solver kit under every engine: wrapped diffrax solvers, step-size controllers, solving onto output times in
-segments (interruptible, with progress), batches of runs and how a solve ended. It imports no engine."""
+"""The solver kit under every engine: wrapped diffrax solvers, step-size controllers, Newton's method for implicit
+stages, solving onto output times in segments (interruptible, with progress), batches of runs and how a solve ended.
+It imports no engine."""
 
 from ._controllers import PredictiveController as PredictiveController
 from ._controllers import UnderflowGuard as UnderflowGuard
 from ._controllers import WrappedController as WrappedController
+from ._newton import StageNewton as StageNewton
 from ._segments import Solve as Solve
 from ._segments import run_segments as run_segments
 from ._segments import segment_status as segment_status

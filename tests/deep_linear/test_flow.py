@@ -5,8 +5,10 @@ test_checks.py."""
 
 import warnings
 
+import diffrax as dfx
 import equinox as eqx
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from deep_linear_common import A0, S, aligned, whitened
@@ -14,6 +16,7 @@ from scipy.integrate import solve_ivp
 
 import gradflow
 import theory
+from gradflow._deep_linear import _flow
 from gradflow._deep_linear._model import layer_velocities, product
 
 
@@ -21,10 +24,12 @@ def rescaled(t, alpha, depth):
     return t * alpha ** (depth - 2) if depth > 2 else t / np.log(1 / alpha)
 
 
-def crossing_errors(flow, ts, depth, alpha, s=S, a0=A0):
+def crossing_errors(flow, ts, depth, alpha, s=S, a0=A0, bases=None):
     """The flow's half-way times' errors in τ against Saxe's closed form: the flow's ``σ_r`` at the closed form's
-    half-way time ``τ_r`` (recorded at ``ts``), off ``s_r/2`` by ``δσ``, is ``δσ / (dσ/dτ)`` late."""
-    sigma = np.diagonal(flow.W, axis1=-2, axis2=-1)
+    half-way time ``τ_r`` (recorded at ``ts``), off ``s_r/2`` by ``δσ``, is ``δσ / (dσ/dτ)`` late. ``bases = (U, V)``:
+    the task's singular bases (the identity: None)."""
+    W = flow.W if bases is None else bases[0].T @ flow.W @ bases[1]
+    sigma = np.diagonal(W, axis1=-2, axis2=-1)
     errors = []
     for r in range(len(s)):
         tau = rescaled(theory.saxe_time(s[r] / 2, s[r], (alpha * a0[r]) ** depth, depth), alpha, depth)
@@ -35,8 +40,15 @@ def crossing_errors(flow, ts, depth, alpha, s=S, a0=A0):
     return np.array(errors)
 
 
+def saxe_taus(depth, alpha, s=S, a0=A0):
+    """Saxe's half-way times ``τ_r`` of the modes (closed form)."""
+    return np.array(
+        [rescaled(theory.saxe_time(s[r] / 2, s[r], (alpha * a0[r]) ** depth, depth), alpha, depth) for r in range(3)]
+    )
+
+
 def half_way_times(depth, alpha, s=S, a0=A0):
-    taus = [rescaled(theory.saxe_time(s[r] / 2, s[r], (alpha * a0[r]) ** depth, depth), alpha, depth) for r in range(3)]
+    taus = saxe_taus(depth, alpha, s, a0)
     return np.sort(np.array([0.0, *taus, 1.3 * max(taus)]))
 
 
@@ -76,6 +88,84 @@ def test_saxe_half_way_times(depth, alpha):
     ts = half_way_times(depth, alpha)
     flow = gradflow.simulate_flow(whitened(depth), u0=aligned(depth), ts=ts, alpha=alpha)
     np.testing.assert_array_less(np.abs(crossing_errors(flow, ts, depth, alpha)), 1e-6)
+
+
+def test_flow_below_the_old_stiffness_bound():
+    """L = 4 at α = 1e-4 (the stiffness bound was α ≥ 9.4e-4 while Newton stopped on the stages' velocity: at
+    α = 3e-4 the flow stalled at τ = 0.39 after 20,000 steps): the half-way times within 1e-6 (measured: 7e-9)."""
+    depth, alpha = 4, 1e-4
+    ts = half_way_times(depth, alpha)
+    flow = gradflow.simulate_flow(whitened(depth), u0=aligned(depth), ts=ts, alpha=alpha)
+    np.testing.assert_array_less(np.abs(crossing_errors(flow, ts, depth, alpha)), 1e-6)
+    assert flow.stats["num_steps"] < 1200, flow.stats  # measured: 866
+
+
+def test_settled_stages_converge_at_every_step():
+    """At the settled flow (L = 4, α = 3e-4: every mode learned, ``‖J‖ = 2.3e8``) Kvaerno5's stages converge from
+    ``h = 1e-9`` to ``1e-2`` (optimistix's Newton, stopped on the velocity, failed every one from 1e-8), the step stays
+    on the fixed point and its error estimate far below the tolerance."""
+    with jax.enable_x64(True):  # as gradflow solves
+        depth, alpha, atol = 4, 3e-4, 1e-8
+        model = whitened(depth)
+        layers = tuple(jnp.asarray(np.diag(S ** (1 / depth)) / alpha) for _ in range(depth))
+        solve = _flow._solve_of(model, jnp.asarray(np.log(alpha)), jnp.array([0.0, 1.0]), 0.0, atol)
+        terms = dfx.ODETerm(_flow.vector_field)
+
+        @eqx.filter_jit
+        def step(h):
+            t0, t1 = jnp.zeros(()), h
+            state = solve.solver.init(terms, t0, t1, layers, solve.args)
+            return solve.solver.step(terms, t0, t1, layers, solve.args, state, jnp.array(False))
+
+        for h in 10.0 ** np.arange(-9, -1):
+            y1, y_error, _, _, result = step(jnp.asarray(h))
+            assert result == dfx.RESULTS.successful, h
+            for w, w1, e in zip(layers, y1, y_error):
+                np.testing.assert_allclose(w1, w, rtol=1e-12, atol=1e-9)
+                assert np.max(np.abs(e) / (atol + atol * np.abs(w))) < 1e-3, h
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("depth", "alpha"), [(3, 3e-7), (4, 3e-5), (5, 1e-3), (6, 6e-3)])
+def test_saxe_at_the_smallest_scales(depth, alpha):
+    """At the smallest α the stated range takes (atol = 1e-8; L = 3 at 2.2e-7 from the sleeping layers' scale, L ≥ 4
+    from the stiffness): the half-way times within 1e-6 in τ and 1e-6 relative (measured: 1.6e-7 at L = 3, ≤ 1e-8 at
+    L ≥ 4)."""
+    ts = half_way_times(depth, alpha)
+    flow = gradflow.simulate_flow(whitened(depth), u0=aligned(depth), ts=ts, alpha=alpha)
+    errors = np.abs(crossing_errors(flow, ts, depth, alpha))
+    np.testing.assert_array_less(errors, 1e-6)
+    np.testing.assert_array_less(errors, 1e-6 * saxe_taus(depth, alpha))
+
+
+def rotated(depth, seed=3):
+    """The whitened task rotated, ``M = U diag(S) Vᵀ`` (random ``U``, ``V``), from its balanced aligned start with
+    random hidden bases: every entry mixes the modes, learned and asleep. Returns the model, the start and ``(U, V)``."""
+    rng = np.random.default_rng(seed)
+
+    def orthogonal():
+        q, r = np.linalg.qr(rng.standard_normal((3, 3)))
+        return q * np.sign(np.diag(r))
+
+    U, V = orthogonal(), orthogonal()
+    bases = [V] + [orthogonal() for _ in range(depth - 1)] + [U]
+    W0 = tuple(bases[l + 1] @ np.diag(A0) @ bases[l].T for l in range(depth))
+    X, Y = np.sqrt(3) * np.eye(3), np.sqrt(3) * (U @ np.diag(S) @ V.T).T  # rows: the samples
+    return gradflow.DeepLinearModel(lambda x, W: W @ x, X, Y, shape=(3, 3), depth=depth), W0, (U, V)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("depth", "alpha"), [(3, 1e-4), (4, 1e-4), (4, 3e-5)])
+def test_saxe_on_a_rotated_task(depth, alpha):
+    """Learned and sleeping modes in the same entries, where the stiffness bound comes from (``_checks.STIFFNESS``;
+    L = 4 at 3e-5 is its edge): the half-way times within 1e-5 relative (measured at L = 3, α = 1e-4: 2.6e-6 for the
+    modes that wake next to a learned one, 2.5e-6 before Newton stopped on the state; ≤ 2e-8 at L = 4)."""
+    model, W0, bases = rotated(depth)
+    ts = half_way_times(depth, alpha)
+    flow = gradflow.simulate_flow(model, u0=W0, ts=ts, alpha=alpha)
+    errors = np.abs(crossing_errors(flow, ts, depth, alpha, bases=bases))
+    np.testing.assert_array_less(errors, 1e-5 * saxe_taus(depth, alpha))
+    assert flow.stats["num_steps"] < 4000, flow.stats
 
 
 def raw_layer_flow(model, W0, alpha, t):

@@ -1,0 +1,59 @@
+"""Newton's method for the stages of diffrax's diagonally implicit Runge–Kutta solvers, stopped on the stage's state."""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import optimistix as optx
+
+
+class StageNewton(optx.Newton):
+    """Newton's method (the exact Jacobian at every iterate) for diffrax's implicit stage ``f = vf(y_p + γ h f)``,
+    whose unknown is the stage's velocity ``f``, stopped on the updates of the stage's *state* ``y_p + γ h f``
+    (Hairer & Wanner, Solving ODEs II, §IV.8): an update ``δf`` counts as ``‖γ h δf / (atol + rtol |y_p + γ h f|)‖``,
+    so that ``atol`` and ``rtol`` are a fraction of the step's own tolerances on the state. It has converged once an
+    update is at most ``kappa`` (Newton's next one is of its square), or once the updates contract (rate ``θ < 1``)
+    to ``θ/(1 − θ)`` times one at most ``kappa``; it has failed once they stop contracting (``θ ≥ 1``) or after
+    ``max_steps`` (diffrax's ``root_find_max_steps``).
+
+    optimistix's ``Newton`` asks for the residual ``f − vf(y_p + γ h f)`` below ``atol`` (its Cauchy test) and for
+    the update of ``f`` below ``atol + rtol |f|``: both in the units of the velocity, which carries ``‖J‖`` ulps of
+    ``y`` wherever ``y`` holds a stiff mode. On a deep linear network's settled modes (L = 4, α = 3e-4, ``‖J‖ ≈
+    2.3e8``, the velocity's rounding 2.3e-5 rms) a tolerance of 3.3e-6 in ``f`` failed every step from ``h = 3e-8``
+    (``γ h ‖J‖ ≈ 2``) to ``1e-2``, and the flow stalled; stopped on the state, every one of them converges. An update
+    of the state is rounded to ``eps / rtol`` of its scale, far below ``kappa`` for ``rtol ≫ 1e-14``.
+    """
+
+    cauchy_termination: bool = False
+
+    def step(self, fn, y, args, options, state, tags):
+        new_y, new_state, aux = super().step(fn, y, args, options, state, tags)
+        gh, y_partial = _stage(args, y)
+        stage = jax.tree_util.tree_map(lambda p, f: p + gh * f, y_partial, new_y)
+        scaled = jax.tree_util.tree_map(
+            lambda d, s: gh * d / (self.atol + self.rtol * jnp.abs(s)), new_state.diff, stage
+        )
+        size = jnp.asarray(self.norm(scaled), dtype=new_state.diffsize.dtype)
+        return new_y, eqx.tree_at(lambda s: s.diffsize, new_state, size), aux
+
+    def terminate(self, fn, y, args, options, state, tags):
+        del fn, y, args, options, tags
+        rate = state.diffsize / state.diffsize_prev
+        first = (state.step >= 1) & (state.diffsize <= self.kappa)
+        contracted = (state.step >= 2) & (rate < 1) & (state.diffsize * rate / (1 - rate) <= self.kappa)
+        converged = first | contracted
+        stalled = ((state.step >= 2) & ~(rate < 1)) | ((state.step >= 1) & ~jnp.isfinite(state.diffsize))
+        failed = ~converged & stalled
+        result = optx.RESULTS.where(failed, optx.RESULTS.nonlinear_divergence, state.result)
+        return converged | failed | (state.result != optx.RESULTS.successful), result
+
+
+def _stage(args, y):
+    """``(γ h, y_p)`` from diffrax's implicit-stage arguments ``(stage, γ, vf, prod, t, y_p, args, h)``
+    (``diffrax._solver.runge_kutta._implicit_relation_f``)."""
+    if not (isinstance(args, tuple) and len(args) == 8):
+        raise TypeError("StageNewton solves diffrax's implicit stages in f (an ODETerm's), nothing else.")
+    diagonal, y_partial, control = args[1], args[5], args[7]
+    dtype = jax.tree_util.tree_leaves(y)[0].dtype
+    return jnp.asarray(diagonal * control, dtype=dtype), y_partial

@@ -1,0 +1,78 @@
+"""Newton's method for diffrax's implicit stages, stopped on the stage's state (``StageNewton``): it converges where
+the velocity's rounding is above any tolerance on the velocity, and fails where the updates stop contracting."""
+
+import diffrax as dfx
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optimistix as optx
+import pytest
+
+from gradflow._solver import StageNewton
+
+LAMBDA = 1e8  # a stiff relaxation rate
+CENTRE = np.array([1e6, -2e6])  # far from 0: the velocity −λ(y − c) carries λ·ulp(y) ≈ 0.01 of rounding
+
+
+def _relaxation(t, y, args):
+    return -LAMBDA * (y - CENTRE)
+
+
+def _step(root_finder, vector_field, y0, h):
+    solver = dfx.Kvaerno5(root_finder=root_finder)
+    terms = dfx.ODETerm(vector_field)
+    t0, t1 = jnp.zeros(()), jnp.asarray(h)
+    return solver.step(terms, t0, t1, y0, None, solver.init(terms, t0, t1, y0, None), jnp.array(False))
+
+
+@eqx.filter_jit
+def _stage_newton_step(y0, h):
+    return _step(StageNewton(rtol=1e-9, atol=1e-9), _relaxation, y0, h)
+
+
+@eqx.filter_jit
+def _velocity_newton_step(y0, h):
+    return _step(optx.Newton(rtol=1e-9, atol=1e-9), _relaxation, y0, h)
+
+
+def test_stages_converge_where_the_velocity_is_rounded():
+    """``dy/dt = −λ (y − c)`` from ``c`` + 1: every step from ``h = 1e-9`` (``γ h λ = 0.03``) to ``1e-1`` converges, its
+    state relaxes towards ``c`` (by ``O(1/(hλ))`` once ``h λ ≫ 1``), its error estimate finite; optimistix's Newton, stopped on the velocity at the same tolerances, fails them all from ``h = 1e-8``
+    (the velocity's rounding, ``λ`` ulps of ``y``, is about 1e-2)."""
+    with jax.enable_x64(True):
+        y0 = jnp.asarray(CENTRE + 1.0)
+        for h in 10.0 ** np.arange(-9, 0):
+            y1, y_error, _, _, result = _stage_newton_step(y0, h)
+            assert result == dfx.RESULTS.successful, h
+            gap = np.asarray(y1 - CENTRE)
+            assert np.all(np.abs(gap) <= 1.0 + 1e-6), (h, gap)
+            if h >= 1e-6:  # L-stable: the offset damped as 1/(h λ)
+                assert np.all(np.abs(gap) <= 10 / (h * LAMBDA)), (h, gap)
+            assert np.all(np.isfinite(np.asarray(y_error))), h
+        failed = [h for h in 10.0 ** np.arange(-8, 0) if _velocity_newton_step(y0, h)[4] != dfx.RESULTS.successful]
+        assert len(failed) == 8
+
+
+def test_updates_that_stop_contracting_fail():
+    """Newton on a stage whose field is a cube root, ``f = −λ ∛y`` near ``y = 0``: its iterates move away from the root
+    (``θ = 2``), and the iteration stops as diverged, before ``root_find_max_steps``."""
+
+    def cube_root(t, y, args):
+        return -LAMBDA * jnp.cbrt(y)
+
+    with jax.enable_x64(True):
+        finder = StageNewton(rtol=1e-9, atol=1e-9)
+        solver = dfx.Kvaerno5(root_finder=finder, root_find_max_steps=50)
+        terms = dfx.ODETerm(cube_root)
+        y0, t0, t1 = jnp.array([1e-3]), jnp.zeros(()), jnp.asarray(1.0)
+        state = solver.init(terms, t0, t1, y0, None)
+        _, _, _, _, result = eqx.filter_jit(solver.step)(terms, t0, t1, y0, None, state, jnp.array(False))
+        assert result == dfx.RESULTS.nonlinear_divergence  # not nonlinear_max_steps_reached
+
+
+def test_refuses_what_is_not_a_stage():
+    """The stopping rule reads diffrax's stage arguments ``(stage, γ, vf, prod, t, y_p, args, h)``: a plain root find
+    is refused."""
+    with jax.enable_x64(True), pytest.raises(TypeError, match="implicit stages"):
+        optx.root_find(lambda y, args: y - 1.0, StageNewton(rtol=1e-9, atol=1e-9), jnp.zeros(2), args=None)
