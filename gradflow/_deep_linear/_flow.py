@@ -7,7 +7,8 @@ With the layers in units of α, ``Ŵ_l = W_l / α`` (of order 1 while asleep), t
 
 whose plateaus last a time of order 1 in τ. Learned modes relax at rate ``O(α^{−(L−2)})`` in τ (stiff), so it is
 solved by Kvaerno5 (L-stable) in segments (``gradflow._solver``), stepping onto every output time, in the range of
-α that ``_checks.lowest_log_alpha`` states.
+α that ``_checks.lowest_log_alpha`` states. Below ``_checks.small_log_alpha`` (``L ≥ 3``) the flow is its α → 0
+limit to the tolerance, computed by ``gradflow._deep_linear._small``.
 """
 
 from __future__ import annotations
