@@ -220,3 +220,21 @@ def test_depth_two_is_the_factorised_flow():
         b = gradflow.simulate_flow(fact, u0=(W2,), v0=(W1.T,), ts=ts, alpha=alpha)
     np.testing.assert_allclose(a.W, b.W[0], atol=1e-6)
     np.testing.assert_allclose(a.b, b.b[0], atol=1e-6)
+
+
+def test_sleeping_singular_values_are_read_beside_learned_ones():
+    """Layers in units of α holding one learned mode (of order 1/α per layer) and two sleeping ones (of order 1), in
+    random bases of every space: the product's singular values are the products of the layers' own, ``α^{−3}`` apart,
+    which an SVD of the product does not resolve (it returns ``eps σ_1``); ``graded_singular_values`` holds each to
+    ``1e-6`` of its log at α = 1e-8."""
+    rng = np.random.default_rng(3)
+    alpha, depth = 1e-8, 3
+    scales = np.array([[2.0 / alpha, 0.7, 0.3], [1.5 / alpha, 1.1, 0.5], [1.0 / alpha, 0.9, 0.8]])
+    R = [np.linalg.qr(rng.standard_normal((3, 3)))[0] for _ in range(depth + 1)]
+    layers = [R[l + 1] @ np.diag(scales[l]) @ R[l].T for l in range(depth)]
+    exact = np.sort(np.prod(scales, axis=0))[::-1]
+    with jax.enable_x64(True):
+        graded = np.asarray(_flow.graded_singular_values([jax.numpy.asarray(w) for w in layers], np.log(alpha)))
+    plain = np.linalg.svd(product(layers), compute_uv=False)
+    assert np.abs(np.log(plain[1:] / exact[1:])).max() > 1.0  # what the product's SVD gives: rounding
+    np.testing.assert_allclose(np.log(graded), np.log(exact), atol=1e-6)
