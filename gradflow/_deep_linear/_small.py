@@ -30,6 +30,7 @@ import numpy as np
 from .._config import check_interrupt
 from .._kit._greedy import GreedyTolerances
 from .._results import RESULTS
+from .._solver._segments import Progress
 from ._greedy import _gradient, phase_b_from
 from ._model import DeepLinearModel, _unpack, product
 from ._results import DeepLinearFlowResult
@@ -74,6 +75,8 @@ def path(model: DeepLinearModel, W0, tau_end: float, *, rtol: float, atol: float
     scale = float(np.linalg.norm(G, 2))
     stages, start, steps = [], 0.0, 0
     result, message = RESULTS.successful.value, ""
+    bar = Progress(tau_end, 1, desc="simulate_flow", enabled=progress)
+    reached = bar.run(0, 1.0)
     try:
         for k in range(rank + 1):
             out = escape(G, S, L, trajectory=True, horizon=tau_end - start)
@@ -82,6 +85,7 @@ def path(model: DeepLinearModel, W0, tau_end: float, *, rtol: float, atol: float
             )
             if k == rank or start + out.delta > tau_end:
                 stages.append(Stage(start, tuple(A), out))
+                reached(tau_end)
                 break
             size = max(1.0, float(np.linalg.norm(product(A), 2))) if k else 1.0
             e = ((atol + rtol) * size) ** (1.0 / L)
@@ -102,8 +106,7 @@ def path(model: DeepLinearModel, W0, tau_end: float, *, rtol: float, atol: float
             A = [np.asarray(w) for w in A_new]
             S = list(off_frames(out.rest, learned_frames(A, k + 1)))
             G = np.asarray(_gradient(model, product(A)))
-            if progress:
-                print(f"simulate_flow (small α): stage {k + 1} at τ = {start:.6g}", flush=True)
+            reached(start)
             check_interrupt()
     except KeyboardInterrupt:
         result = RESULTS.interrupted.value
@@ -111,6 +114,8 @@ def path(model: DeepLinearModel, W0, tau_end: float, *, rtol: float, atol: float
             f"simulate_flow was interrupted (Ctrl-C) in stage {len(stages)}; the outputs up to τ = {start:.6g} are "
             "kept, those after it are +inf"
         )
+    finally:
+        bar.close()
     return stages, result, message, steps
 
 
