@@ -148,7 +148,9 @@ def reach(stages, result: str, log_alpha: float) -> float:
     if not stages:  # stopped in the first plateau
         return -math.inf
     last = stages[-1]
-    return last.jump_start(log_alpha) if last.scale else last.start + (last.out.delta if last.jump else 0.0)
+    if last.jump:  # stopped after this stage's jump
+        return last.end
+    return last.jump_start(log_alpha) if last.scale else last.start  # a jump that failed, or Ctrl-C before it
 
 
 def outputs(model: DeepLinearModel, stages, ts, log_alpha: float, reached: float):
