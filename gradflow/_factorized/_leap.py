@@ -27,6 +27,7 @@ from ._qr import SWAP_MARGIN, Args, Factor, factor_weights, imbalance, restore, 
 PIECE = 18.0  # the longest exponential piece, h σ_1(G): the rounding it amplifies, ε e^{h σ_1}, stays near 1e-8
 _NEAR = 1e2  # awake columns slower than this × atol (where stability-limited steps leave them) are polished ...
 _POLISH_ROOM = 20.0  # ... where a leap of at least this many steps would follow
+_STALLED = 3  # with dense output, also after this many accepted explicit steps in a row at their stability limit
 
 # --------------------------------------------------------------------------------------------------
 # Which columns are awake, and whether they rest.
@@ -260,22 +261,26 @@ def leap_from(state: LeapState, out_ts, t_stop, args: Args, tol: LeapTolerances)
 # The solve, in segments.
 
 
-def leap_or_polish(s: LeapState, t_end, tol: LeapTolerances) -> tuple[jax.Array, jax.Array]:
+def leap_or_polish(s: LeapState, t_end, tol: LeapTolerances, *, dense: bool = False) -> tuple[jax.Array, jax.Array]:
     """Whether to leap (the awake columns rest and no sleeping column wakes within an explicit step), and whether an
-    explicit step should polish (the awake columns nearly rest and a long leap would follow)."""
+    explicit step should polish (a long leap would follow, and the awake columns nearly rest or, with ``dense``
+    output, the explicit steps have sat at their stability limit: docs/math.md, *Plateau leaps*, resting)."""
     speed = _awake_speed(s.y, s.f, tol)
     room = jnp.min(jnp.stack([_asleep_for(yf, vf.rho, tol) for yf, vf in zip(s.y, s.f)]))
     room = jnp.minimum(room, t_end - s.t)
     leap = (speed <= tol.rest) & (room >= jnp.minimum(s.dt, t_end - s.t))
-    polish = (speed <= _NEAR * tol.atol) & (room >= _POLISH_ROOM * s.dt)
+    near = speed <= _NEAR * tol.atol
+    if dense:  # no output time cuts a step short, which stepping onto them did now and then, damping the relaxation
+        near = near | (s.stiff >= _STALLED)
+    polish = near & (room >= _POLISH_ROOM * s.dt)
     return leap, polish
 
 
-def _step(s: LeapState, out_ts, t_stop, args: Args, tol: LeapTolerances) -> LeapState:
+def _step(s: LeapState, out_ts, t_stop, args: Args, tol: LeapTolerances, *, dense: bool) -> LeapState:
     """A leap where the awake columns rest and no sleeping column wakes within an explicit step, else an explicit
-    step (a polishing one where the awake columns nearly rest and a long leap would follow); both to ``t_stop`` at
-    most, recording the output times ``out_ts`` they reach or pass."""
-    leap, polish = leap_or_polish(s, next_output(s, out_ts, t_stop), tol)
+    step (a polishing one where ``leap_or_polish`` says); both to ``t_stop`` at most, recording the output times
+    ``out_ts`` they reach or pass."""
+    leap, polish = leap_or_polish(s, next_output(s, out_ts, t_stop), tol, dense=dense)
     return jax.lax.cond(
         leap, lambda: leap_from(s, out_ts, t_stop, args, tol), lambda: explicit(s, t_stop, args, tol, polish)
     )
@@ -291,9 +296,9 @@ def advance(
     state: LeapState, budget, args: Args, out_ts, tol: LeapTolerances, step=_step, *, dense: bool = False
 ) -> LeapState:
     """``state`` after at most ``budget`` more steps and leaps towards ``out_ts[-1]`` (unscaled time), recording
-    ``y`` at every output time it reaches or passes; ``step(state, out_ts, t_stop, args, tol)`` takes one (a leap
-    or an explicit step to ``t_stop`` at most: the last output time if ``dense``, else the next one; or what
-    ``_split`` chooses). Stops early, with ``result`` set, where the step size falls below the resolution of
+    ``y`` at every output time it reaches or passes; ``step(state, out_ts, t_stop, args, tol, dense=dense)`` takes
+    one (a leap or an explicit step to ``t_stop`` at most: the last output time if ``dense``, else the next one; or
+    what ``_split`` chooses). Stops early, with ``result`` set, where the step size falls below the resolution of
     ``t``."""
     last = len(out_ts) - 1
     spent = state.steps + state.leaps + budget
@@ -303,7 +308,7 @@ def advance(
 
     def body(s: LeapState):
         t_stop = out_ts[last] if dense else out_ts[jnp.minimum(s.next, last)]
-        return _record(step(s, out_ts, t_stop, args, tol), args, out_ts)
+        return _record(step(s, out_ts, t_stop, args, tol, dense=dense), args, out_ts)
 
     return jax.lax.while_loop(running, body, state)
 

@@ -21,10 +21,20 @@ def log_singular_values(f: Factor, m: int) -> np.ndarray:
 
 
 def _log_sv_one(Q, rho, R, m) -> np.ndarray:
+    """``log σ`` of one state; NaN where the state is not finite (``Q``, ``ρ`` or ``R̃``: an output not reached is
+    ``+inf``) or its ``R̃ R̃ᵀ`` overflows, where NumPy's factorisations would raise."""
+    if not all(np.all(np.isfinite(x)) for x in (Q, rho, R)):
+        return np.full(rho.shape, np.nan)
+    try:
+        with np.errstate(over="ignore", invalid="ignore"):
+            return _log_sv_finite(Q, rho, R, m)
+    except np.linalg.LinAlgError:
+        return np.full(rho.shape, np.nan)
+
+
+def _log_sv_finite(Q, rho, R, m) -> np.ndarray:
     """``W = F D² Hᵀ`` with ``D = diag(e^ρ)`` and bounded ``F, H`` (docs/math.md): block elimination over clusters
     of log scales more than ``_CLUSTER_GAP`` apart, an SVD within each cluster, in scaled arithmetic."""
-    if not np.all(np.isfinite(rho)):
-        return np.full(rho.shape, np.nan)
     order = np.argsort(-rho)
     Q, rho, R = Q[:, order], rho[order], R[np.ix_(order, order)]
     K = R @ R.T

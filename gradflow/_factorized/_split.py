@@ -267,12 +267,12 @@ def split_step(s: LeapState, t_end, args: Args, tol: LeapTolerances, width) -> L
     )
 
 
-def _step(s: LeapState, out_ts, t_stop, args: Args, tol: LeapTolerances, *, width) -> LeapState:
+def _step(s: LeapState, out_ts, t_stop, args: Args, tol: LeapTolerances, *, width, dense: bool) -> LeapState:
     """A leap where the awake columns rest (as ``_leap``), else a split step where explicit steps have been at their
     stability limit and the columns near waking fit in the block (to the next output time at most: it has no dense
     output), else an explicit step; the leap and the explicit step to ``t_stop`` at most."""
     t_end = next_output(s, out_ts, t_stop)
-    leap, polish = leap_or_polish(s, t_end, tol)
+    leap, polish = leap_or_polish(s, t_end, tol, dense=dense)
     split = (s.stiff >= _ENTER) & _fits(s.y, tol, width)
     which = jnp.where(leap, 0, jnp.where(split, 1, 2))
     return jax.lax.switch(

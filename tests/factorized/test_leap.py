@@ -7,6 +7,7 @@ The default tests share one compilation: matrix factorisation of a 4×3 matrix, 
 """
 
 import diffrax as dfx
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -17,9 +18,12 @@ from hypothesis import strategies as st
 
 import gradflow
 from gradflow import models
+from gradflow._factorized._explicit import LeapTolerances
 from gradflow._factorized._flow import _advance, _run, _start
+from gradflow._factorized._leap import _STALLED, _awake_speed, leap_or_polish
+from gradflow._factorized._leap import start as leap_start
 from gradflow._factorized._model import check_factors
-from gradflow._factorized._qr import imbalance, initial_state
+from gradflow._factorized._qr import Args, imbalance, initial_state
 
 
 def _logistic(log_alpha, sbar):
@@ -69,6 +73,22 @@ def test_dense_output_keeps_the_steps_of_a_sparse_grid():
     assert dense.stats["num_steps"] <= sparse.stats["num_steps"] + 5 < stepped.stats["num_steps"]  # 152, 152, 437
     for res, ts in ((dense, fine), (stepped, fine), (sparse, TS)):
         np.testing.assert_allclose(res.log_singular_values[0], logistic(ts * 50.0, -50.0, sbar), rtol=1e-9, atol=1e-6)
+
+
+def test_dense_output_polishes_at_the_stability_limit():
+    """With dense output an explicit step polishes once the steps have sat at their stability limit, however fast
+    the awake columns still move: no output time cuts a step short there, as stepping onto each did now and then, so
+    nothing else damps a stiff relaxation that the tolerance holds above ``100 atol`` (at the paper's size, 3e-6 at
+    ``log α = −1000``: docs/benchmarks.md); stepping onto the output times polishes by the speed alone."""
+    task = models.matrix_factorization(aligned()[0])
+    args = Args(model=task.model, log_alpha=jnp.asarray(-2.0))
+    tol = LeapTolerances(rtol=0.0, atol=1e-8)
+    s = leap_start(_y0(task), args, jnp.asarray(TS * 2.0))
+    assert float(_awake_speed(s.y, s.f, tol)) > 1e2 * tol.atol  # every column awake, and moving
+    s = eqx.tree_at(lambda s: (s.dt, s.stiff), s, (jnp.asarray(1e-3), jnp.asarray(_STALLED)))
+    assert bool(leap_or_polish(s, 1.0, tol, dense=True)[1]) and not bool(leap_or_polish(s, 1.0, tol)[1])
+    s = eqx.tree_at(lambda s: s.stiff, s, jnp.asarray(_STALLED - 1))
+    assert not bool(leap_or_polish(s, 1.0, tol, dense=True)[1])
 
 
 def _y0(task):

@@ -57,3 +57,21 @@ def test_far_below_float64_and_batched():
     got = log_singular_values(batch, 3)
     np.testing.assert_allclose(got[0], np.sort(2 * log_a)[::-1], rtol=1e-12)
     assert np.all(np.isnan(got[1]))
+
+
+def test_a_state_numpy_cannot_factor_gives_nan():
+    """A state with finite log scales but a non-finite ``Q`` or ``R̃``, or an ``R̃`` whose ``R̃ R̃ᵀ`` overflows,
+    gives NaN like a non-finite ``ρ``, beside the finite states of its batch: NumPy's SVD would raise."""
+    rng = np.random.default_rng(3)
+    good = factor_of(rng.standard_normal((4, 3)), rng.standard_normal((5, 3)))
+    Q_nan, R_inf, R_huge = np.array(good.Q), np.array(good.R), np.array(good.R)
+    Q_nan[0, 0], R_inf[0, 1], R_huge[0, 2] = np.nan, np.inf, 1e200
+    batch = Factor(
+        Q=np.stack([good.Q, Q_nan, good.Q, good.Q]),
+        rho=np.stack([good.rho] * 4),
+        R=np.stack([good.R, good.R, R_inf, R_huge]),
+        C=np.stack([good.C] * 4),
+    )
+    got = log_singular_values(batch, 4)
+    np.testing.assert_allclose(got[0], log_singular_values(good, 4), rtol=0, atol=0)
+    assert np.all(np.isfinite(got[0])) and np.all(np.isnan(got[1:]))
