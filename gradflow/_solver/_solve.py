@@ -81,7 +81,8 @@ def segment_result(seg: Segment, t_end, interrupted: bool):
 def solve_status(solver_result, finished, ts, log_a, max_steps, stopped, *, what: str, advice: str, ahead=None):
     """Each run's ``result`` (a :class:`~gradflow._results.RESULTS` value) and ``message`` from diffrax's result.
 
-    ``finished``: ``(..., m)`` whether each output time was reached; ``stopped``: whether Ctrl-C stopped each run
+    ``finished``: ``(..., m)`` whether each output time was reached with a finite output (a run the solver finished
+    with a hole in it is ``non_finite``, its message naming the times); ``stopped``: whether Ctrl-C stopped each run
     (``interrupted``); ``what`` names the entry point in the messages and ``advice`` says what to try when a stage
     iteration failed. ``ahead(k)``, if given: where the model is not finite at or just ahead of the point where run
     ``k`` stopped (``""``: nowhere), which its message then names as the cause.
@@ -92,9 +93,18 @@ def solve_status(solver_result, finished, ts, log_a, max_steps, stopped, *, what
     stuck = np.asarray(solver_result == dfx.RESULTS.dt_min_reached)
     failed = np.where(hit, RESULTS.max_steps_reached.value, RESULTS.solver_failed.value)
     failed = np.where(stopped, RESULTS.interrupted.value, failed)
-    result = np.where(ok, RESULTS.successful.value, failed)
+    # a run that reached its last time with an output that is not finite (rounding in an interpolant, say) is no success
+    holes = ok & ~np.all(np.asarray(finished), axis=-1)
+    result = np.where(ok & ~holes, RESULTS.successful.value, np.where(holes, RESULTS.non_finite.value, failed))
     message = np.full(result.shape, "", dtype=object)
     for k in np.ndindex(result.shape):
+        if holes[k]:
+            bad = ts[np.flatnonzero(~np.asarray(finished[k]))]
+            message[k] = (
+                f"{what} reached τ = {ts[-1]:.6g} at log α = {log_a[k]:.6g}, but its outputs at τ = "
+                f"{', '.join(f'{t:.6g}' for t in bad[:5])}{' …' if bad.size > 5 else ''} ({bad.size} of {len(ts)}) are "
+                "not finite; the others are kept. Record other times, or tighten atol."
+            )
         if ok[k]:
             continue
         done = np.asarray(finished[k])

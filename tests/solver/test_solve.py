@@ -59,3 +59,16 @@ def test_solve_status_says_where_a_run_stopped():
         "simulate_flow hit max_steps=7 at log α = -20: the flow stopped after τ = 1 (ts[-1] = 2). Raise max_steps, "
         "loosen atol, or shorten ts."
     )
+
+
+def test_solve_status_flags_a_finished_run_with_a_non_finite_output():
+    """The solver finished both runs, but the second has one output that is not finite (as a dense output's
+    interpolant once gave at the paper's size): ``non_finite``, with the time named, not ``successful``."""
+    results = jax.vmap(lambda _: dfx.RESULTS.successful)(jnp.arange(2))
+    finished = np.array([[True, True, True], [True, False, True]])
+    ts, log_a = np.array([0.0, 1.0, 2.0]), np.array([-10.0, -20.0])
+    result, message = solve_status(
+        results, finished, ts, log_a, 7, np.array([False, False]), what="simulate_flow", advice=""
+    )
+    assert result.tolist() == ["successful", "non_finite"]
+    assert message[0] == "" and "outputs at τ = 1 (1 of 3) are not finite" in message[1]
