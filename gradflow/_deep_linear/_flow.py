@@ -108,15 +108,8 @@ def graded_singular_values(layers, log_alpha):
     sleeping entry beside a learned one, where the blocks of the sleeping layers that meet a learned subspace vanish
     (on a plateau they are of relative order α; docs/deep-linear.md, *Small α*). Where the product's SVD resolves
     them too (Gaussian starts on the whitened 3×3 task, α = 1e-2, 1e-3, L = 2, 3, 4), the two agree to 2e-10."""
-    sv = jnp.linalg.svd(product(layers), compute_uv=False)
-    count = jnp.sum(sv >= sv[0] * EPS * jnp.exp(-log_alpha))  # the modes the product's SVD holds to α σ_i
-    return _deflated(layers, count)
-
-
-def _deflated(layers, count):
-    """The singular values of ``Ŵ_L ⋯ Ŵ_1``: the ``count`` largest from its SVD, the others from the product of the
-    layers projected off the subspaces those carry (see :func:`graded_singular_values`)."""
     _, sv, Vt = jnp.linalg.svd(product(layers))
+    count = jnp.sum(sv >= sv[0] * EPS * jnp.exp(-log_alpha))  # the modes the product's SVD holds to α σ_i
     index = jnp.arange(sv.size)
     frame = Vt.T[:, : sv.size] * (index < count)  # the input's learned subspace (zero columns beyond `count`)
     projected, image = [], frame
@@ -124,7 +117,8 @@ def _deflated(layers, count):
         image = w @ image
         Q = jnp.linalg.svd(image, full_matrices=False)[0]
         Q = Q * (jnp.arange(Q.shape[1]) < count)  # the space's learned subspace
-        projected.append((w - Q @ (Q.T @ w)) - ((w - Q @ (Q.T @ w)) @ frame) @ frame.T)
+        off = w - Q @ (Q.T @ w)
+        projected.append(off - (off @ frame) @ frame.T)
         frame = Q
     rest = jnp.linalg.svd(product(projected), compute_uv=False)  # the sleeping modes first, then zeros
     return jnp.where(index < count, sv, rest[jnp.clip(index - count, 0, sv.size - 1)])

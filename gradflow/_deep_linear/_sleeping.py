@@ -25,34 +25,16 @@ _NOISE = 1e-9  # a rest this small relative to S (the error of Θ times e^ρ is 
 
 @dataclasses.dataclass(frozen=True)
 class Trajectory:
-    """``S(τ)`` on a plateau, from :func:`escape`'s solves (``τ`` from the plateau's start): ``S = e^ρ Θ`` from the
-    dense output of ``(Θ, ρ, τ)`` in ``s`` up to ``read``, then ``a(τ) direction + rest(τ)``, the blow-up's closed form
-    ``a^{−(L−2)} = (L−2) g (Δ − τ)`` (``g = uᵀGv``) beside the rest's own flow. Without an escape (``Δ = ∞``), the
-    dense output throughout."""
+    """What :func:`escape` keeps of ``S(τ)`` on the way (``τ`` from the plateau's start; :meth:`Escape.at` reads it):
+    the dense outputs of ``(Θ, ρ, τ)`` in ``s`` (``S = e^ρ Θ``) up to ``read``, the rest's own flow in ``τ`` from
+    there, and ``g = uᵀGv``, the escaping direction's rate in its closed form."""
 
-    pieces: tuple  # scipy OdeSolutions of (Θ, ρ, τ) in s, consecutive
+    pieces: tuple  # scipy OdeSolutions of (Θ, ρ, τ) in s, consecutive (none: S = 0)
     read: float  # τ where the rest was read (∞: never)
     rest: object  # scipy OdeSolution of the rest's flow in τ on [read, Δ], or None
-    shapes: tuple
     g: float = 0.0
-    delta: float = math.inf
-    direction: tuple = ()
 
-    def at(self, tau: float) -> tuple[tuple, np.ndarray]:
-        """``S(τ)`` and the logs of the singular values of ``S_L ⋯ S_1``, descending."""
-        if not self.pieces:  # S = 0 stays there
-            S = tuple(np.zeros(shape) for shape in self.shapes)
-            return S, np.full(min(self.shapes[0][1], self.shapes[-1][0]), -math.inf)
-        if tau <= self.read or self.rest is None:
-            theta, rho = self._dense(tau)
-            return tuple(math.exp(rho) * w for w in theta), len(theta) * rho + _log_sv(theta)
-        L = len(self.shapes)
-        log_a = -math.log((L - 2) * self.g * max(self.delta - tau, 1e-300)) / (L - 2)
-        rest = _unpack(self.rest(min(tau, self.delta)), self.shapes)
-        S = tuple(r + math.exp(log_a) * d for r, d in zip(rest, self.direction))
-        return S, np.sort(np.append(_log_sv(rest)[:-1], L * log_a))[::-1]
-
-    def _dense(self, tau: float):
+    def dense(self, tau: float, shapes):
         """``(Θ, ρ)`` at ``τ``: the ``s`` where the dense output's ``τ`` reaches it (monotone in ``s``)."""
         for sol in self.pieces:
             if sol(sol.t_max)[-1] >= tau or sol is self.pieces[-1]:
@@ -61,7 +43,7 @@ class Trajectory:
         if sol(hi)[-1] >= tau:
             hi = brentq(lambda s: sol(s)[-1] - tau, lo, hi, xtol=1e-14 * max(1.0, hi), rtol=1e-14)
         z = sol(hi)
-        return _unpack(z[:-2], self.shapes), float(z[-2])
+        return _unpack(z[:-2], shapes), float(z[-2])
 
 
 def _log_sv(layers) -> np.ndarray:
@@ -84,6 +66,22 @@ class Escape:
     rest: tuple
     trajectory: Trajectory | None = None
 
+    def at(self, tau: float) -> tuple[tuple, np.ndarray]:
+        """``S(τ)`` (``τ`` from the plateau's start; needs ``trajectory``) and the logs of the singular values of
+        ``S_L ⋯ S_1``, descending: ``e^ρ Θ`` from the dense output up to the read, then ``a(τ) direction +
+        rest(τ)``, the blow-up's closed form ``a^{−(L−2)} = (L−2) g (Δ − τ)`` beside the rest's own flow."""
+        path, shapes = self.trajectory, [w.shape for w in self.rest]
+        if not path.pieces:  # S = 0 stays there
+            return tuple(np.zeros(shape) for shape in shapes), np.full(min(shapes[0][1], shapes[-1][0]), -math.inf)
+        if tau <= path.read or path.rest is None:
+            theta, rho = path.dense(tau, shapes)
+            return tuple(math.exp(rho) * w for w in theta), len(theta) * rho + _log_sv(theta)
+        L = len(shapes)
+        log_a = -math.log((L - 2) * path.g * max(self.delta - tau, 1e-300)) / (L - 2)
+        rest = _unpack(path.rest(min(tau, self.delta)), shapes)
+        S = tuple(r + math.exp(log_a) * d for r, d in zip(rest, self.direction))
+        return S, np.sort(np.append(_log_sv(rest)[:-1], L * log_a))[::-1]
+
 
 def escape(G: np.ndarray, S, depth: int, *, trajectory: bool = False, horizon: float = math.inf) -> Escape:
     """The blow-up of ``dS_l/dτ = S_{>l}ᵀ G S_{<l}ᵀ`` from ``S`` (see the module), by DOP853 in the bounded
@@ -93,13 +91,15 @@ def escape(G: np.ndarray, S, depth: int, *, trajectory: bool = False, horizon: f
     y0 = _pack(S)
     r0 = float(np.linalg.norm(y0))
     L = depth
-    never = Escape(math.inf, tuple(np.zeros(s) for s in shapes), np.zeros(G.shape[0]), np.zeros(G.shape[1]), tuple(S))
+
+    def never(pieces=()) -> Escape:
+        """No blow-up (within ``horizon``): ``S`` is all rest, and its dense output so far if asked."""
+        zeros = tuple(np.zeros(s) for s in shapes)
+        path = Trajectory(tuple(pieces), math.inf, None) if trajectory else None
+        return Escape(math.inf, zeros, np.zeros(G.shape[0]), np.zeros(G.shape[1]), tuple(S), path)
+
     if r0 == 0.0:
-        return (
-            dataclasses.replace(never, trajectory=Trajectory((), math.inf, None, tuple(shapes)))
-            if trajectory
-            else never
-        )
+        return never()
 
     def growth(theta):
         F = _pack(layer_velocities(_unpack(theta, shapes), G))
@@ -138,12 +138,8 @@ def escape(G: np.ndarray, S, depth: int, *, trajectory: bool = False, horizon: f
         check_interrupt()
         if z[-1] > horizon and read is None:
             break
-    else:
-        if trajectory:
-            return dataclasses.replace(never, trajectory=Trajectory(tuple(pieces), math.inf, None, tuple(shapes)))
-        return never
-    if sol.status != 1:  # past the horizon before any blow-up
-        return dataclasses.replace(never, trajectory=Trajectory(tuple(pieces), math.inf, None, tuple(shapes)))
+    if sol.status != 1:  # no blow-up within the windows, or past the horizon before one
+        return never(pieces)
     read = z if read is None else read
     theta = _unpack(z[:-2], shapes)
     lam = growth(z[:-2])[1]
@@ -168,9 +164,7 @@ def escape(G: np.ndarray, S, depth: int, *, trajectory: bool = False, horizon: f
     )
     path = None
     if trajectory:
-        path = Trajectory(
-            tuple(pieces), float(read[-1]), sol.sol, tuple(shapes), float(b[-1] @ G @ b[0]), tau, direction
-        )
+        path = Trajectory(tuple(pieces), float(read[-1]), sol.sol, float(b[-1] @ G @ b[0]))
     return Escape(tau, direction, b[-1], b[0], off_frames(_unpack(sol.y[:, -1], shapes), along), path)
 
 

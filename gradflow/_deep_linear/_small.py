@@ -125,9 +125,9 @@ def _settled(record, end, tol: float) -> float:
     y_end = np.concatenate([np.ravel(w) for w in end])
     bound = tol * max(1.0, float(np.abs(y_end).max()))
     times = np.concatenate([sol.ts for sol in record])
-    far = [t for t in times if np.abs(_at(record, t) - y_end).max() > bound]
-    later = times[times > max(far)] if far else times
-    return float(later[0]) if later.size else float(times[-1])
+    far = np.concatenate([np.abs(sol(sol.ts) - y_end[:, None]).max(axis=0) > bound for sol in record])
+    last_far = np.flatnonzero(far)[-1] if far.any() else -1
+    return float(times[min(last_far + 1, times.size - 1)])
 
 
 def _at(record, t: float) -> np.ndarray:
@@ -174,7 +174,7 @@ def outputs(model: DeepLinearModel, stages, ts, log_alpha: float, reached: float
             learned, asleep = _log_sv(awake)[: k + 1], L * log_alpha + _log_sv(rest)
         else:
             awake = stage.layers
-            rest, log_sv_S = stage.out.trajectory.at(tau - stage.start)
+            rest, log_sv_S = stage.out.at(tau - stage.start)
             learned, asleep = _log_sv(awake)[:k], L * log_alpha + log_sv_S
         for l, (a, s) in enumerate(zip(awake, rest)):
             layers[l][i] = a + alpha * s
