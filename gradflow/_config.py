@@ -236,10 +236,17 @@ def check_interrupt() -> None:
 BATCHING = ("auto", "vmap", "separate")  # how a batch of flows is solved (``simulate_flow``'s ``batching``)
 
 
+_CORES: contextvars.ContextVar[int | None] = contextvars.ContextVar("gradflow_cores", default=None)
+"""The cores a thread may fill: all of them in a thread of the user's, a worker's share inside a :class:`PerCore`
+pool (so that a pool started by one of its calls, e.g. a greedy path's phase-(B) runs inside a sweep's point, does
+not put a thread per core on every core again)."""
+
+
 def cores_for(tasks: int) -> int:
-    """Threads for ``tasks`` independent solves: one per core, at most one per task (a solve is a serial chain of
-    small XLA calls that keeps about one core busy)."""
-    return max(1, min(os.cpu_count() or 1, tasks))
+    """Threads for ``tasks`` independent solves: one per core this thread may fill, at most one per task (a solve is a
+    serial chain of small XLA calls that keeps about one core busy)."""
+    cores = _CORES.get()
+    return max(1, min((os.cpu_count() or 1) if cores is None else cores, tasks))
 
 
 _STOPS: contextvars.ContextVar[tuple[threading.Event, ...]] = contextvars.ContextVar("gradflow_stops", default=())
@@ -264,7 +271,9 @@ class PerCore:
     def __init__(self, tasks: int):
         self._stop = threading.Event()
         self._stops = _STOPS.get() + (self._stop,)
-        self._pool = ThreadPoolExecutor(max_workers=cores_for(tasks))
+        workers = cores_for(tasks)
+        self._share = max(1, cores_for(os.cpu_count() or 1) // workers)  # the cores each worker's own pools may fill
+        self._pool = ThreadPoolExecutor(max_workers=workers)
 
     def __enter__(self) -> PerCore:
         return self
@@ -278,6 +287,7 @@ class PerCore:
     def submit(self, fn: Callable, *args, **kwargs) -> Future:
         def run():
             _STOPS.set(self._stops)
+            _CORES.set(self._share)
             return fn(*args, **kwargs)
 
         return self._pool.submit(float64(run))

@@ -163,3 +163,20 @@ def test_second_process_reads_the_cache_and_survives_damaged_entries(tmp_path):
     second = child("damage")
     assert second["hits"] >= len(stored) and second["loss"] == first["loss"]
     assert second["warned"] and second["damaged_loss"] == first["loss"]
+
+
+def test_a_pool_inside_a_pools_worker_shares_that_workers_cores(monkeypatch):
+    """On 8 cores a pool of 2 workers leaves each 4 cores for its own pools, a pool of 8 one; the threads a call
+    gets follow (at most one per task), and a thread of the user's has every core."""
+    monkeypatch.setattr(_config.os, "cpu_count", lambda: 8)
+    assert _config.cores_for(3) == 3 and _config.cores_for(100) == 8
+
+    def inner(tasks):
+        with _config.PerCore(tasks) as pool:
+            names = [pool.submit(lambda: threading.current_thread().name).result() for _ in range(tasks)]
+        return _config.cores_for(100), len(pool._pool._threads), len(set(names))
+
+    for outer, share in ((2, 4), (8, 1), (16, 1)):
+        out = _config.map_per_core(lambda _: inner(6), range(outer))
+        assert all(cores == share and threads <= share for cores, threads, _ in out), (outer, out)
+    assert _config.cores_for(100) == 8

@@ -31,6 +31,7 @@ from functools import partial
 import jax.numpy as jnp
 import numpy as np
 
+from .._config import map_per_core
 from .._kit import _checkpoint
 from .._kit import _greedy as kit
 from .._kit._checks import AHEAD, check_pair
@@ -381,20 +382,20 @@ def _phase_b_ends(ctx: _Context, stage: _Stage, j: int):
         end, code, _, record = solve_phase_b(
             model, layout, jnp.asarray(start[None]), jnp.asarray(mask), thresholds, tol.max_steps, tol.newton_steps
         )
-        ends.append(np.asarray(end)[0])
-        status.append(int(np.asarray(code)[0]))
-        records.append(np.asarray(record)[0])
+        return np.asarray(end)[0], int(np.asarray(code)[0]), np.asarray(record)[0]
 
-    n_eps, ends, status, records = len(tol.epsilons), [], [], []
-    for start in starts[:n_eps]:  # ε by ε: the first failure ends the path, and the runs after it are not needed
-        solve(start)
-        if status[-1]:
-            break
+    # The runs are independent: one per core, the ε first; a failure among them ends the path, so the perturbed
+    # starts run only after every ε has ended stationary.
+    n_eps = len(tol.epsilons)
+    ends, status, records = (list(x) for x in zip(*map_per_core(solve, starts[:n_eps])))
     outcome, eps = kit.first_failure(status, tol)
     if outcome is not kit.PhaseB.STATIONARY:
-        return outcome, eps, layout.products(ends[-1]), None, math.nan, math.nan, runs_off(records[-1])
-    for start in starts[n_eps:]:
-        solve(start)
+        failed = tol.epsilons.index(eps)
+        return outcome, eps, layout.products(ends[failed]), None, math.nan, math.nan, runs_off(records[failed])
+    for end, code, record in map_per_core(solve, starts[n_eps:]):
+        ends.append(end)
+        status.append(code)
+        records.append(record)
     products = [layout.products(e) for e in ends]
     size = max(float(np.linalg.norm(w, 2)) for w in products[n_eps - 1])
     found = [_ranks(ws, size, tol.support) for ws in products]

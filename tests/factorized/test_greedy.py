@@ -172,9 +172,50 @@ def test_attention_toy_learns_the_teacher_ranks():
         np.testing.assert_allclose(w[-1], teacher, atol=1e-8)
 
 
+def test_phase_b_runs_one_per_core_give_the_path_of_one_after_the_other(monkeypatch):
+    """On two cores the two ε of a phase (B) run at once (each waits for the other), then the two perturbed starts;
+    the path is the one the runs give one after the other (one core: never two at once), to the last digit."""
+    import threading
+
+    from gradflow import _config
+    from gradflow._factorized import _phase_b
+
+    task = models.matrix_factorization(m=3, n=3, singular_values=(3.0, 2.0, 1.0), seed=0)
+    quick, lock, both = _phase_b._phase_b_quick, threading.Lock(), threading.Barrier(2, timeout=60)
+    active, most = [0], [0]
+
+    def recorded(*args):
+        with lock:
+            active[0] += 1
+            most[0] = max(most[0], active[0])
+        try:
+            if together_run:
+                both.wait()  # breaks (BrokenBarrierError) unless the other run of the pair runs at the same time
+            return quick(*args)
+        finally:
+            with lock:
+                active[0] -= 1
+
+    monkeypatch.setattr(_phase_b, "_phase_b_quick", recorded)
+    monkeypatch.setattr(_config.os, "cpu_count", lambda: 2)
+    together_run = True
+    together = gradflow.greedy_limit(task.model, u0=task.u0, v0=task.v0, max_stages=1)
+    assert most[0] == 2
+    together_run, most[0] = False, 0
+    token = _config._CORES.set(1)
+    try:
+        alone = gradflow.greedy_limit(task.model, u0=task.u0, v0=task.v0, max_stages=1)
+    finally:
+        _config._CORES.reset(token)
+    assert most[0] == 1
+    np.testing.assert_array_equal(together.times, alone.times)
+    np.testing.assert_array_equal(together.W[0], alone.W[0])
+    np.testing.assert_array_equal(together.perturbation_spread, alone.perturbation_spread)
+
+
 def test_ctrl_c_between_phase_b_runs_keeps_the_stages_finished(monkeypatch, ctrl_c_at_call):
-    """Phase (B) runs from one start after the other, so Ctrl-C (a ``KeyboardInterrupt`` as the third run starts:
-    the first of stage 2, with two runs, one per ε, a stage) ends the path ``"interrupted"`` with stage 1 kept."""
+    """Ctrl-C (a ``KeyboardInterrupt`` as the third phase-(B) run starts: one of stage 2's two, one per ε, which run
+    side by side) ends the path ``"interrupted"`` with stage 1 kept."""
     from gradflow._factorized import _phase_b
 
     task = models.matrix_factorization(m=3, n=3, singular_values=(3.0, 2.0, 1.0), seed=0)
