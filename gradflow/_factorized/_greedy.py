@@ -337,10 +337,10 @@ def _not_finite_on_the_way(model, start, end) -> str:
 
 
 def _phase_b_ends(ctx: _Context, stage: _Stage, j: int):
-    """Phase (B) into factor j from every ε (in turn, until one fails) and then the perturbed starts. Returns
-    (outcome, ε, y, ranks, disc, spread, run-off): the last, where phase (B) failed and its flow ran off to infinity
-    (:func:`~gradflow._factorized._phase_b.runs_off`), the evidence, else None; where phase (B) failed, ``y`` is
-    where the failed run ended (its weight matrices)."""
+    """Phase (B) into factor j from every ε, then, if each ended stationary, from the perturbed starts (each set one
+    run per core). Returns (outcome, ε, y, ranks, disc, spread, run-off): the last, where phase (B) failed and its flow
+    ran off to infinity (:func:`~gradflow._factorized._phase_b.runs_off`), the evidence, else None; where phase (B)
+    failed, ``y`` is where the failed run ended (its weight matrices)."""
     tol, layout, model = ctx.tol, ctx.layout, ctx.model
     a, b = stage.pairs[j]
     sigma = float(stage.rates[j][0])
