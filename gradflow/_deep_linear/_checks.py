@@ -37,6 +37,22 @@ _small.py): the limit's stage times are off by ``C α``, ``C`` from 0.3 to 1.2 o
 docs/deep-linear.md, and its jumps start where a layer's new direction reaches ``(atol + rtol)^{1/L} ≫ α``."""
 
 
+SPLIT_STIFFNESS = 4.5e-9
+"""Between the two ranges (``L ≥ 3``, an affine ``G``) the flow is solved by the split of the layers into their learned
+and sleeping parts (gradflow/_deep_linear/_split.py) while ``α^{L−2} ≥ SPLIT_STIFFNESS · eps / (atol + rtol)``
+(``1e-16`` at ``atol = 1e-8``): its plateaus last ``α^{−(L−2)}`` in ``t``, where the rounding of the forces on the
+blocks that meet a learned subspace caps the steps as it does the direct integration's, ``10⁷`` times further down.
+Measured on Saxe's whitened 3×3 task rotated, from Gaussian starts (docs/deep-linear.md, *Between the two ranges*):
+solved at ``α^{L−2} = 1e-16`` (L = 4, α = 1e-8: 4,098 steps), ``1e-12`` (L = 5, α = 1e-4) and ``1e-11`` (L = 3); no
+second escape within 5 minutes at ``1e-20`` (L = 4, α = 1e-10)."""
+
+
+def split_log_alpha(depth: int, rtol: float, atol: float) -> float:
+    """The smallest ``log α`` the split of the layers takes (``L ≥ 3``): ``log(SPLIT_STIFFNESS · eps / (atol + rtol))
+    / (L − 2)``."""
+    return math.log(SPLIT_STIFFNESS * EPS / (atol + rtol)) / (depth - 2)
+
+
 def small_log_alpha(rtol: float, atol: float) -> float:
     """The largest ``log α`` that the small-α path (``L ≥ 3``) takes: ``log(SMALL · (atol + rtol))``."""
     return math.log(SMALL * (atol + rtol))
@@ -64,32 +80,45 @@ def lowest_log_alpha(depth: int | None, tau_end: float, rtol: float, atol: float
     return max(log_scale, log_stiff, log_jump)
 
 
-def check_resolved(depth: int | None, log_a, ts, *, rtol: float, atol: float, names=("alpha", "log_alpha")) -> None:
-    """Refuse, with the supported range in the message, the scales ``log α`` below :func:`lowest_log_alpha` at the
-    tolerances and the output times ``ts`` (or None: ``τ_end = 1``), for the model's ``depth`` (None: the bound of
-    every depth; the flow checks its depth's before it solves anything): the direct integration's range, and for
-    ``L ≥ 3`` (or None) the small-α path's, ``log α ≤`` :func:`small_log_alpha`."""
+def check_resolved(
+    depth: int | None, log_a, ts, *, rtol: float, atol: float, affine: bool = True, names=("alpha", "log_alpha")
+) -> None:
+    """Refuse, with the supported range in the message, the scales ``log α`` that no path resolves at the tolerances
+    and the output times ``ts`` (or None: ``τ_end = 1``), for the model's ``depth`` (None: the bound of every depth;
+    the flow checks its depth's before it solves anything): below the direct integration's range
+    (:func:`lowest_log_alpha`), and for ``L ≥ 3`` (or None) above the small-α path's (:func:`small_log_alpha`) and
+    below the split's (:func:`split_log_alpha`, for an ``affine`` ``G`` only)."""
     check_tolerances(rtol, atol)
     log_a = np.atleast_1d(np.asarray(log_a, dtype=np.float64))
     tau_end = 1.0 if ts is None else float(np.max(ts))
     lowest, small = lowest_log_alpha(depth, tau_end, rtol, atol), small_log_alpha(rtol, atol)
-    below = (log_a < lowest) & ((log_a > small) | (depth == 2))
-    if np.any(below):
-        la = float(log_a[below][0])
-        if depth == 2:
-            where = (
-                f"It takes log α ≥ {lowest:.4g} (α ≥ {math.exp(lowest):.3g}) here (a looser atol widens the range); "
-                "for smaller α use a FactorizedModel (W = U Vᵀ with U = W_2, V = W_1ᵀ), whose flow takes any α"
-            )
-        else:
-            where = (
-                f"It takes log α ≥ {lowest:.4g} (α ≥ {math.exp(lowest):.3g}), by the direct integration, or log α ≤ "
-                f"{small:.4g} (α ≤ {math.exp(small):.3g}), where the flow is its α → 0 limit to the tolerance; the "
-                "scales between are not covered yet (a looser atol widens both)"
-            )
-        raise ValueError(
-            f"{names[1]} = {la:.6g} (α = {math.exp(la):.3g}) is below what float64 resolves for a deep linear network of "
-            f"depth L = {depth or 'L'} at atol = {atol:g}, rtol = {rtol:g}, up to τ = {tau_end:.6g}: gradflow integrates "
-            "the layers in units of α, where a sleeping entry (of order 1) sits next to learned ones (of order 1/α) that "
-            f"relax at rate α^−(L−2). {where} (docs/deep-linear.md, Supported range)."
+    split = min(lowest, split_log_alpha(depth or 3, rtol, atol) if affine and depth != 2 else math.inf)
+    below = (log_a < lowest) & (((log_a > small) & (log_a < split)) | (depth == 2))
+    if not np.any(below):
+        return
+    la = float(log_a[below][0])
+    if depth == 2:
+        where = (
+            f"It takes log α ≥ {lowest:.4g} (α ≥ {math.exp(lowest):.3g}) here (a looser atol widens the range); "
+            "for smaller α use a FactorizedModel (W = U Vᵀ with U = W_2, V = W_1ᵀ), whose flow takes any α"
         )
+    elif affine:
+        where = (
+            f"It takes log α ≥ {split:.4g} (α ≥ {math.exp(split):.3g}; by the direct integration down to α = "
+            f"{math.exp(lowest):.3g}, below it by the split of the layers into their learned and sleeping parts), or "
+            f"log α ≤ {small:.4g} (α ≤ {math.exp(small):.3g}), where the flow is its α → 0 limit to the tolerance; the "
+            "scales between are not covered yet (a looser atol widens both)"
+        )
+    else:
+        where = (
+            f"It takes log α ≥ {lowest:.4g} (α ≥ {math.exp(lowest):.3g}), by the direct integration, or log α ≤ "
+            f"{small:.4g} (α ≤ {math.exp(small):.3g}), where the flow is its α → 0 limit to the tolerance; the split "
+            "of the layers that covers scales between takes an affine G (the square loss of an h linear in W, as in "
+            "every built-in task), which this model's is not"
+        )
+    raise ValueError(
+        f"{names[1]} = {la:.6g} (α = {math.exp(la):.3g}) is below what float64 resolves for a deep linear network of "
+        f"depth L = {depth or 'L'} at atol = {atol:g}, rtol = {rtol:g}, up to τ = {tau_end:.6g}: gradflow integrates "
+        "the layers in units of α, where a sleeping entry (of order 1) sits next to learned ones (of order 1/α) that "
+        f"relax at rate α^−(L−2). {where} (docs/deep-linear.md, Supported range)."
+    )

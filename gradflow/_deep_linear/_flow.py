@@ -8,7 +8,8 @@ With the layers in units of α, ``Ŵ_l = W_l / α`` (of order 1 while asleep), t
 whose plateaus last a time of order 1 in τ. Learned modes relax at rate ``O(α^{−(L−2)})`` in τ (stiff), so it is
 solved by Kvaerno5 (L-stable) in segments (``gradflow._solver``), stepping onto every output time, in the range of
 α that ``_checks.lowest_log_alpha`` states. Below ``_checks.small_log_alpha`` (``L ≥ 3``) the flow is its α → 0
-limit to the tolerance, computed by ``gradflow._deep_linear._small``.
+limit to the tolerance, computed by ``gradflow._deep_linear._small``; between the two, by the split of the layers
+into their learned and sleeping parts (``gradflow._deep_linear._split``) down to ``_checks.split_log_alpha``.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ import optimistix as optx
 from .._kit._checks import EPS
 from .._kit._family import FlowRequest
 from .._solver import Solve, StageNewton, solve_in_segments, solve_runs, solve_status, vmap_batches
-from . import _small
-from ._checks import check_resolved, small_log_alpha
+from . import _small, _split
+from ._checks import check_resolved, lowest_log_alpha, small_log_alpha
 from ._model import DeepLinearModel, check_layers, layer_velocities, product
 from ._results import DeepLinearFlowResult
 
@@ -149,14 +150,25 @@ def flow(model: DeepLinearModel, request: FlowRequest) -> DeepLinearFlowResult:
         raise ValueError("give the layers' initial directions u0, a tuple of L matrices (W_l(0) = α u0[l−1]).")
     W0 = check_layers(model, request.u0)
     ts, log_a, rtol, atol, max_steps = request.ts, request.log_a, request.rtol, request.atol, request.max_steps
-    check_resolved(model.depth, log_a, ts, rtol=rtol, atol=atol)
-    small = (np.asarray(log_a) <= small_log_alpha(rtol, atol)) & (model.depth >= 3)
+    deep = model.depth >= 3
+    small = (np.asarray(log_a) <= small_log_alpha(rtol, atol)) & deep
+    split = (np.asarray(log_a) < lowest_log_alpha(model.depth, float(np.max(ts)), rtol, atol)) & ~small & deep
+    check_resolved(
+        model.depth, log_a, ts, rtol=rtol, atol=atol, affine=not np.any(split) or _split.affine_gradient(model)
+    )
     options = dict(rtol=rtol, atol=atol, max_steps=max_steps, progress=request.progress)
     if np.all(small):
         return _small.flow(model, W0, ts, log_a, **options)
-    if np.any(small):  # a batch across both ranges: each part by its own path, merged in the batch's order
-        direct = flow(model, dataclasses.replace(request, log_a=np.asarray(log_a)[~small]))
-        return _merged(small, direct, _small.flow(model, W0, ts, np.asarray(log_a)[small], **options))
+    if np.all(split):
+        return _split.flow(model, W0, ts, log_a, **options)
+    if np.any(small | split):  # a batch across the ranges: each part by its own path, merged in the batch's order
+        la = np.asarray(log_a)
+        direct = ~(small | split)
+        parts = [(small, _small.flow), (split, _split.flow)]
+        results = [(mask, path(model, W0, ts, la[mask], **options)) for mask, path in parts if np.any(mask)]
+        if np.any(direct):
+            results.append((direct, flow(model, dataclasses.replace(request, log_a=la[direct]))))
+        return _merged(results)
     y0 = tuple(jnp.asarray(w) for w in W0)
     la, times = jnp.asarray(log_a), jnp.asarray(ts)
 
@@ -209,28 +221,31 @@ def flow(model: DeepLinearModel, request: FlowRequest) -> DeepLinearFlowResult:
     )
 
 
-def _merged(small, direct: DeepLinearFlowResult, limit: DeepLinearFlowResult) -> DeepLinearFlowResult:
-    """One batch from the runs of the direct integration and of the small-α path (``small`` marks the latter's places):
-    every field in the batch's order; a count that one path does not keep is −1 in the other's runs."""
+def _merged(parts) -> DeepLinearFlowResult:
+    """One batch from the runs of several paths, ``parts`` the pairs ``(mask, result)`` (``mask`` marks a path's places
+    in the batch): every field in the batch's order; a count that one path does not keep is −1 in its runs."""
+    size = parts[0][0].size
 
-    def merge(a, b):
-        out = np.empty((small.size, *np.shape(a)[1:]), dtype=np.result_type(a, b))
-        out[~small], out[small] = a, b
+    def merge(field):
+        values = [field(result) for _, result in parts]
+        out = np.empty((size, *np.shape(values[0])[1:]), dtype=np.result_type(*values))
+        for (mask, _), value in zip(parts, values):
+            out[mask] = value
         return out
 
-    stats = {"max_steps": direct.stats["max_steps"]}
-    for key in (direct.stats.keys() | limit.stats.keys()) - {"max_steps"}:
-        stats[key] = merge(
-            direct.stats.get(key, np.full(np.sum(~small), -1)), limit.stats.get(key, np.full(np.sum(small), -1))
-        )
+    keys = set().union(*(result.stats.keys() for _, result in parts)) - {"max_steps"}
+    stats = {"max_steps": parts[0][1].stats["max_steps"]}
+    for key in sorted(keys):
+        stats[key] = merge(lambda r: r.stats.get(key, np.full(np.size(r.log_alpha), -1)))
+    first = parts[0][1]
     return DeepLinearFlowResult(
-        ts=direct.ts,
-        layers=tuple(merge(a, b) for a, b in zip(direct.layers, limit.layers)),
-        W=merge(direct.W, limit.W),
-        log_singular_values=merge(direct.log_singular_values, limit.log_singular_values),
-        loss=merge(direct.loss, limit.loss),
-        log_alpha=merge(direct.log_alpha, limit.log_alpha),
+        ts=first.ts,
+        layers=tuple(merge(lambda r: r.layers[l]) for l in range(len(first.layers))),
+        W=merge(lambda r: r.W),
+        log_singular_values=merge(lambda r: r.log_singular_values),
+        loss=merge(lambda r: r.loss),
+        log_alpha=merge(lambda r: r.log_alpha),
         stats=stats,
-        result=merge(direct.result, limit.result),
-        message=merge(direct.message, limit.message),
+        result=merge(lambda r: r.result),
+        message=merge(lambda r: r.message),
     )

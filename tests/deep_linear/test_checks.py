@@ -1,6 +1,7 @@
 """The scales float64 resolves in a deep linear flow (docs/deep-linear.md, *Supported range*): the refused range is the
 stated one."""
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from deep_linear_common import aligned, whitened
@@ -9,23 +10,32 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import gradflow
-from gradflow._deep_linear._checks import JUMP_STEP, STIFFNESS, lowest_log_alpha, small_log_alpha
+from gradflow._deep_linear import _split
+from gradflow._deep_linear._checks import (
+    JUMP_STEP,
+    SPLIT_STIFFNESS,
+    STIFFNESS,
+    lowest_log_alpha,
+    small_log_alpha,
+    split_log_alpha,
+)
 from gradflow._kit._checks import EPS
 
 
 @given(hnp.arrays(np.float64, 2, elements=st.floats(1e-9, 1e-2)))
 def test_refused_range_is_the_stated_one(tols):
-    """Just below the direct integration's range, and above the small-α path's, a scale is refused with both ranges
-    in the message (where the two ranges meet, nothing is refused)."""
+    """Just below the split's range (or the direct integration's, where that is lower), and above the small-α path's, a
+    scale is refused with the ranges in the message (where they meet, nothing is refused)."""
     atol, rtol = float(tols[0]), float(tols[1])
     for depth in (3, 4, 6):
         lowest, small = lowest_log_alpha(depth, 1.0, rtol, atol), small_log_alpha(rtol, atol)
-        if lowest - 1e-3 <= small:
+        floor = min(lowest, split_log_alpha(depth, rtol, atol))
+        if floor - 1e-3 <= small:
             continue
         model = whitened(depth)
-        with pytest.raises(ValueError, match=f"takes log α ≥ {lowest:.4g} .* or log α ≤ {small:.4g}"):
+        with pytest.raises(ValueError, match=f"takes log α ≥ {floor:.4g} .* or log α ≤ {small:.4g}"):
             gradflow.simulate_flow(
-                model, u0=aligned(depth), ts=[0.0, 1.0], log_alpha=lowest - 1e-3, atol=atol, rtol=rtol
+                model, u0=aligned(depth), ts=[0.0, 1.0], log_alpha=floor - 1e-3, atol=atol, rtol=rtol
             )
 
 
@@ -36,8 +46,28 @@ def test_refused_range_at_the_default_tolerances():
     assert lowest_log_alpha(3, 1.0, 0.0, 1e-8) < np.log(1e-6)
     assert lowest_log_alpha(5, 1.0, 0.0, 1e-8) < np.log(1e-3)
     assert lowest_log_alpha(4, 1.0, 0.0, 1e-8) == pytest.approx(0.5 * np.log(STIFFNESS * EPS / 1e-8))
-    with pytest.raises(ValueError, match=r"log α ≥ .* not covered yet"):
-        gradflow.simulate_flow(whitened(5), u0=aligned(5), ts=[0.0, 1.0], alpha=1e-4)
+
+
+def test_the_split_covers_the_scales_between_at_l3_and_part_of_them_from_l4():
+    """At ``atol = 1e-8`` the split of the layers takes ``α^{L−2} ≥ 1e-16``: every scale between the two ranges at
+    L = 3, down to α = 1e-8 at L = 4 and 4.6e-6 at L = 5; α = 1e-7 at L = 5 is refused with the ranges."""
+    assert np.exp(split_log_alpha(4, 0.0, 1e-8)) == pytest.approx(1e-8, rel=1e-2)
+    assert split_log_alpha(3, 0.0, 1e-8) < small_log_alpha(0.0, 1e-8)
+    assert SPLIT_STIFFNESS * EPS / 1e-8 == pytest.approx(1e-16, rel=1e-2)
+    with pytest.raises(ValueError, match=r"log α ≥ .* split of the layers.* not covered yet"):
+        gradflow.simulate_flow(whitened(5), u0=aligned(5), ts=[0.0, 1.0], alpha=1e-7)
+
+
+def test_a_model_whose_gradient_is_not_affine_is_refused_between_the_ranges():
+    """The split takes an affine ``G``: with the cross-entropy loss, or an ``h`` not linear in ``W``, the scales between
+    the direct integration's range and the small-α path's are refused, saying why."""
+    X = np.eye(3)
+    Y = np.eye(3)
+    model = gradflow.DeepLinearModel(lambda x, W: jnp.tanh(W @ x), X, Y, shape=(3, 3), depth=3)
+    with pytest.raises(ValueError, match="takes an affine G"):
+        gradflow.simulate_flow(model, u0=aligned(3), ts=[0.0, 1.0], alpha=1e-8)
+    assert not _split.affine_gradient(model)
+    assert _split.affine_gradient(whitened(3))
 
 
 def test_jumps_bound_at_loose_tolerances():

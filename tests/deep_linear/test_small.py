@@ -85,17 +85,17 @@ def test_interrupted_path_keeps_what_it_finished(monkeypatch):
 
 
 def test_scales_between_the_ranges_are_refused():
-    """At the default atol, L = 3: α = 1e-8 lies between the small-α path (α ≤ 1e-10) and the direct integration; at
+    """At the default atol, L = 4: α = 1e-9 lies between the small-α path (α ≤ 1e-10) and the split (α ≥ 1e-8); at
     L = 2 small α is the factorised family's."""
     with pytest.raises(ValueError, match=r"log α ≤ -23\.03 \(α ≤ 1e-10\)"):
-        gradflow.simulate_flow(whitened(3), u0=aligned(3), ts=[0.0, 1.0], alpha=1e-8)
+        gradflow.simulate_flow(whitened(4), u0=aligned(4), ts=[0.0, 1.0], alpha=1e-9)
     assert small_log_alpha(0.0, 1e-8) == pytest.approx(math.log(1e-10))
     with pytest.raises(ValueError, match="FactorizedModel"):
         gradflow.simulate_flow(whitened(2), u0=aligned(2), ts=[0.0, 1.0], log_alpha=-1000.0)
 
 
-def test_a_batch_across_both_ranges_keeps_its_order():
-    """The merge of the two paths' runs puts each in its place, and a count one path does not keep reads −1."""
+def test_a_batch_across_the_ranges_keeps_its_order():
+    """The merge of the paths' runs puts each in its place, and a count one path does not keep reads −1."""
 
     def fake(log_a, value, stats):
         n = len(log_a)
@@ -111,15 +111,18 @@ def test_a_batch_across_both_ranges_keeps_its_order():
             message=np.full(n, ""),
         )
 
-    small = np.array([False, True, False, True])
+    small = np.array([False, True, False, True, False])
+    split = np.array([False, False, False, False, True])
     direct = fake([-1.0, -2.0], 1.0, dict(num_steps=np.array([5, 6]), num_rejected_steps=np.array([1, 2])))
     limit = fake([-1e3, -1e4], 2.0, dict(num_steps=np.array([7, 7]), num_stages=np.array([3, 3])))
-    out = _flow._merged(small, direct, limit)
-    np.testing.assert_array_equal(out.log_alpha, [-1.0, -1e3, -2.0, -1e4])
-    np.testing.assert_array_equal(out.W[:, 0, 0, 0], [1.0, 2.0, 1.0, 2.0])
-    np.testing.assert_array_equal(out.stats["num_steps"], [5, 7, 6, 7])
-    np.testing.assert_array_equal(out.stats["num_rejected_steps"], [1, -1, 2, -1])
-    np.testing.assert_array_equal(out.stats["num_stages"], [-1, 3, -1, 3])
+    between = fake([-20.0], 3.0, dict(num_steps=np.array([9]), num_frame_turns=np.array([4])))
+    out = _flow._merged([(small, limit), (split, between), (~(small | split), direct)])
+    np.testing.assert_array_equal(out.log_alpha, [-1.0, -1e3, -2.0, -1e4, -20.0])
+    np.testing.assert_array_equal(out.W[:, 0, 0, 0], [1.0, 2.0, 1.0, 2.0, 3.0])
+    np.testing.assert_array_equal(out.stats["num_steps"], [5, 7, 6, 7, 9])
+    np.testing.assert_array_equal(out.stats["num_rejected_steps"], [1, -1, 2, -1, -1])
+    np.testing.assert_array_equal(out.stats["num_stages"], [-1, 3, -1, 3, -1])
+    np.testing.assert_array_equal(out.stats["num_frame_turns"], [-1, -1, -1, -1, 4])
 
 
 @pytest.mark.slow

@@ -1,0 +1,370 @@
+"""The exact flow of a deep linear network between the direct integration's range and the small-α path's (``L ≥ 3``,
+an affine ``G``): the layers split as ``W_l = A_l + α S_l`` (docs/deep-linear.md, *Between the two ranges*).
+
+``A`` moves by the layers' own flow, ``dA/dt = F(A)`` (``F_l(W) = W_{>l}ᵀ G(W) W_{<l}ᵀ``): at rest on a plateau,
+through a jump the flow that carries the escaping mode. ``S``, the rest in units of α, moves by ``(F(A + αS) −
+F(A))/α``, expanded so that nothing cancels: with ``Δ_{<l} = (W_{<l} − A_{<l})/α``, ``Δ_{>l}`` likewise and ``ΔG =
+G'(W_A)[(W − W_A)/α]`` (exact for an affine ``G``),
+
+    dS_l/dt = Δ_{>l}ᵀ G_A A_{<l}ᵀ + A_{>l}ᵀ G_A Δ_{<l}ᵀ + α Δ_{>l}ᵀ G_A Δ_{<l}ᵀ + W_{>l}ᵀ ΔG W_{<l}ᵀ.
+
+It is solved in ``t = (τ − τ_0)/α^{L−2}`` from each escape by Radau with the exact Jacobian, in frames: orthonormal
+bases of the input, hidden and output spaces whose first ``k`` vectors span ``A``'s learned subspaces, so that ``A``
+is its ``k×k`` block and the sleeping blocks of ``S`` carry only their own rounding (computed in the layers' own
+coordinates, the rounding of ``A`` and of the cancelling forces on the blocks that meet a learned subspace lands in
+them at ``eps/α``). The frames turn to ``A``'s singular subspaces whenever its blocks off the ``k×k`` block exceed
+:data:`ROTATION` of its size (along a jump) and once ``A`` has settled after a jump; those blocks are then rounding
+and are dropped. Where the sleeping blocks' top mode reaches ``α‖S‖ = e = √α`` it moves into ``A``: the top right
+singular vector ``b_0`` of the product of the sleeping blocks, carried up the layers (``b_l ∝ S_l b_{l−1}``), as the
+rank-one chain ``b_l b_lᵀ S_l b_{l−1} b_{l−1}ᵀ``. The sleeping singular values are read in the frames in which the
+layers are block upper triangular: the product of the blocks ``A_l/α + S_l`` off the learned subspaces.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from scipy.integrate import solve_ivp
+
+from .._config import check_interrupt
+from .._results import RESULTS
+from .._solver._segments import Progress
+from ._model import DeepLinearModel, _pack, _unpack, product
+from ._results import DeepLinearFlowResult
+
+ROTATION = 0.1
+"""The frames turn when ``A``'s blocks off its learned ``k×k`` block exceed this fraction of its largest entry."""
+
+SETTLED = 1e-2
+"""After a jump ``A`` has settled (the frames turn once more and stay) where its velocity is at most this fraction
+of ``atol + rtol``."""
+
+
+def _fields(y, G0, K, log_alpha, shapes):
+    """``(dA/dt, dS/dt)`` packed (the module's equations) for the state ``y`` (``A`` and ``S`` packed) in frames where
+    ``G(W) = G0 + K[W]`` (``K[W]_{ab} = Σ K_{abcd} W_{cd}``)."""
+    L = len(shapes)
+    alpha = jnp.exp(log_alpha)
+    parts = _unpack(y, shapes * 2)
+    A, S = parts[:L], parts[L:]
+    W = [a + alpha * s for a, s in zip(A, S)]
+    n, m = shapes[0][1], shapes[-1][0]
+    below_A, below_W, below_D = [None] * L, [None] * L, [None] * L
+    P_A, P_W, D = jnp.eye(n), jnp.eye(n), jnp.zeros((n, n))
+    for l in range(L):
+        below_A[l], below_W[l], below_D[l] = P_A, P_W, D
+        D = S[l] @ P_W + A[l] @ D  # (W_l W_{<l} − A_l A_{<l}) / α
+        P_A, P_W = A[l] @ P_A, W[l] @ P_W
+    G_A = G0 + jnp.einsum("abcd,cd->ab", K, P_A)
+    dG = jnp.einsum("abcd,cd->ab", K, D)  # (G(W) − G(W_A)) / α, without cancellation
+    above_A, above_W, above_D = [None] * L, [None] * L, [None] * L
+    P_A, P_W, D = jnp.eye(m), jnp.eye(m), jnp.zeros((m, m))
+    for l in reversed(range(L)):
+        above_A[l], above_W[l], above_D[l] = P_A, P_W, D
+        D = P_W @ S[l] + D @ A[l]  # (W_{>l} W_l − A_{>l} A_l) / α
+        P_A, P_W = P_A @ A[l], P_W @ W[l]
+    f_A = [above_A[l].T @ G_A @ below_A[l].T for l in range(L)]
+    f_S = [
+        above_D[l].T @ G_A @ below_A[l].T
+        + above_A[l].T @ G_A @ below_D[l].T
+        + alpha * above_D[l].T @ G_A @ below_D[l].T
+        + above_W[l].T @ dG @ below_W[l].T
+        for l in range(L)
+    ]
+    return jnp.concatenate([x.ravel() for x in f_A + f_S])
+
+
+_velocity = jax.jit(_fields, static_argnums=4)
+_jacobian = jax.jit(jax.jacfwd(_fields), static_argnums=4)
+
+
+@eqx.filter_jit
+def _affine(model: DeepLinearModel):
+    """``G(0)`` and ``K = ∂G/∂W`` (constant for an affine ``G``), so that ``G(W) = G(0) + K[W]``."""
+    zero = jnp.zeros(model.shape)
+    return model.G(zero), jax.jacfwd(model.G)(zero)
+
+
+def _in_frames(G0, K, frames):
+    """``G(0)`` and ``K`` in the frames: ``Q_Lᵀ G(Q_L W̃ Q_0ᵀ) Q_0 = G̃0 + K̃[W̃]``, rotated once (so that ``G`` is
+    evaluated in the frames, with no rotation of ``W`` and back: that would spread the rounding of the blocks that meet
+    a learned subspace over the sleeping one)."""
+    Q_in, Q_out = frames[0], frames[-1]
+    return Q_out.T @ G0 @ Q_in, np.einsum("ai,bj,abcd,ck,dl->ijkl", Q_out, Q_in, K, Q_out, Q_in, optimize=True)
+
+
+def affine_gradient(model: DeepLinearModel) -> bool:
+    """Whether ``G = −∇L`` is affine in ``W`` (the square loss of an ``h`` linear in ``W``, every built-in task), which
+    the split needs for ``ΔG`` without cancellation: its second derivative vanishes, exactly, along random directions
+    at two random points."""
+    if model.loss != "square":
+        return False
+    rng = np.random.default_rng(0)
+    for _ in range(2):
+        W, D = (jnp.asarray(rng.standard_normal(model.shape)) for _ in range(2))
+        second = jax.jvp(lambda w: jax.jvp(model.G, (w,), (D,))[1], (W,), (D,))[1]
+        if np.any(np.asarray(second) != 0.0):
+            return False
+    return True
+
+
+def _rotate(layers, frames):
+    """``Q_lᵀ X_l Q_{l−1}`` for every layer."""
+    return [frames[l + 1].T @ x @ frames[l] for l, x in enumerate(layers)]
+
+
+def _unrotate(layers, frames):
+    return [frames[l + 1] @ x @ frames[l].T for l, x in enumerate(layers)]
+
+
+def _svd_frames(A) -> list[np.ndarray]:
+    """Rotations (in the current frames) to ``A``'s own singular subspaces: the input's from ``A_1``'s right singular
+    vectors, each other space's from its layer's left ones."""
+    return [np.linalg.svd(A[0])[2].T] + [np.linalg.svd(a)[0] for a in A]
+
+
+def _turn(A, S, frames, k):
+    """Frames turned to ``A``'s singular subspaces, and ``A``, ``S`` in them, ``A`` cut to its ``k×k`` block (its
+    other blocks are rounding there)."""
+    turn = _svd_frames(A)
+    A, S = _rotate(A, turn), _rotate(S, turn)
+    for a in A:
+        a[k:, :] = 0.0
+        a[:, k:] = 0.0
+    return A, S, [q @ r for q, r in zip(frames, turn)]
+
+
+def _escape_into_A(A, S, k, alpha):
+    """Move the sleeping blocks' top mode into ``A`` as a rank-one chain (the module's docstring), in place."""
+    offs = []
+    for s in S:
+        x = np.zeros_like(s)
+        x[k:, k:] = s[k:, k:]
+        offs.append(x)
+    b = np.linalg.svd(np.asarray(product(offs)))[2][0]
+    for l in range(len(A)):
+        image = offs[l] @ b
+        top = image / np.linalg.norm(image)
+        chain = np.outer(top, top) @ offs[l] @ np.outer(b, b)
+        A[l] += alpha * chain
+        S[l] -= chain
+        b = top
+
+
+def log_singular_values(A, S, k: int, log_alpha: float, rank: int) -> np.ndarray:
+    """``log σ`` of ``W = Π (A_l + α S_l)``, descending: the ``k`` learned ones from ``W``; the sleeping ones from the
+    product of each layer's block off the images of the input's learned subspace (the layers are block upper
+    triangular in those frames, so the product's block is the product of theirs), ``A``'s part over α plus ``S``'s,
+    times ``α^L``."""
+    alpha, L = math.exp(log_alpha), len(A)
+    layers = [a + alpha * s for a, s in zip(A, S)]
+    _, sv, Vt = np.linalg.svd(np.asarray(product(layers)))
+    blocks, learned = [], Vt[:k].T
+    for l in range(L):
+        off_in = _complement(learned)
+        out = _complement(layers[l] @ learned, keep=True)
+        off_out = out[:, k:]
+        blocks.append(off_out.T @ A[l] @ off_in / alpha + off_out.T @ S[l] @ off_in)
+        learned = out[:, :k]
+    with np.errstate(divide="ignore"):
+        asleep = L * log_alpha + np.log(np.linalg.svd(np.asarray(product(blocks)), compute_uv=False))
+        return np.sort(np.concatenate([np.log(sv[:k]), asleep]))[::-1][:rank]
+
+
+def _complement(X, keep: bool = False):
+    """An orthonormal basis of the space whose first ``X.shape[1]`` vectors span ``X``'s columns (``keep``), or of
+    their orthogonal complement alone."""
+    Q = np.eye(X.shape[0]) if X.shape[1] == 0 else np.linalg.svd(X, full_matrices=True)[0]
+    return Q if keep else Q[:, X.shape[1] :]
+
+
+@dataclasses.dataclass
+class _Run:
+    """The split flow at one α, chunk by chunk (between escapes and turns of the frames)."""
+
+    model: DeepLinearModel
+    log_alpha: float
+    rtol: float
+    atol: float
+    steps: int = 0
+    turns: int = 0
+    calls: int = 0
+    stop: str | None = None  # why the run stopped early: "max_steps" or "interrupted"
+    stop_at: float = math.inf  # the chunk's t where it stopped
+    outputs: list = dataclasses.field(default_factory=list)
+
+    def solve(self, W0, ts, *, max_steps, reached):
+        """``(result, message)``, with ``self.outputs[i] = (A, S, k)`` in the original coordinates at ``ts[i]`` (None
+        after the time reached, which Ctrl-C and the step budget keep)."""
+        model, L = self.model, self.model.depth
+        shapes = tuple(model.layer_shapes)
+        alpha, unit = math.exp(self.log_alpha), math.exp((L - 2) * self.log_alpha)
+        e = math.sqrt(alpha)
+        frames = [np.eye(shapes[0][1])] + [np.eye(s[0]) for s in shapes]
+        G0, K = (np.asarray(x) for x in _affine(model))
+        A, S = [np.zeros(s) for s in shapes], [np.array(w, dtype=np.float64) for w in W0]
+        k, tau0, jumping = 0, 0.0, False
+        outputs = self.outputs = [None] * len(ts)
+        tol = self.atol + self.rtol
+        while tau0 < ts[-1]:
+            args = (*(jnp.asarray(x) for x in _in_frames(G0, K, frames)), jnp.asarray(self.log_alpha), shapes)
+
+            def stopped(t, y):  # once a step (and in the root finding): ends the chunk where the budget or Ctrl-C fell
+                if self.stop is None:
+                    self._count(max_steps, reached, tau0 + t * unit, t)
+                return 1.0 if t < self.stop_at else -1.0
+
+            def escaped(t, y):
+                S_ = _unpack(y, shapes * 2)[L:]
+                return max(np.linalg.norm(s[k:, k:], 2) for s in S_) * alpha - e
+
+            def turned(t, y):
+                if k == 0:
+                    return -1.0
+                A_ = _unpack(y, shapes * 2)[:L]
+                size = max(np.abs(a).max() for a in A_)
+                off = max(max(np.abs(a[k:]).max(initial=0.0), np.abs(a[:, k:]).max(initial=0.0)) for a in A_)
+                return off - ROTATION * size
+
+            def settled(t, y):
+                if not jumping:
+                    return 1.0
+                speed = np.asarray(_velocity(y, *args))[: sum(a * b for a, b in shapes)]
+                return np.abs(speed).max() - SETTLED * tol
+
+            for event in (stopped, escaped, turned, settled):
+                event.terminal = True
+            stopped.direction, escaped.direction, turned.direction, settled.direction = -1, 1, 1, -1
+            self.calls = 0
+            sol = solve_ivp(
+                lambda t, y: np.asarray(_velocity(y, *args)),
+                (0.0, (ts[-1] - tau0) / unit),
+                _pack(A + S),
+                method="Radau",
+                rtol=tol,
+                atol=self.atol,
+                events=[stopped, escaped, turned, settled],
+                jac=lambda t, y: np.asarray(_jacobian(y, *args)),
+                dense_output=True,
+            )
+            t_stop = float(sol.t[-1])
+            self.steps += sol.t.size - 1
+            for i, tau in enumerate(ts):
+                if tau0 <= tau and (tau - tau0) / unit <= t_stop and outputs[i] is None:
+                    parts = _unpack(sol.sol((tau - tau0) / unit), shapes * 2)
+                    outputs[i] = (_unrotate(parts[:L], frames), _unrotate(parts[L:], frames), k)
+            parts = [np.array(x) for x in _unpack(sol.y[:, -1], shapes * 2)]
+            A, S = parts[:L], parts[L:]
+            tau0 += t_stop * unit
+            if sol.status == 0:
+                break
+            if sol.status != 1 or not np.all(np.isfinite(sol.y[:, -1])):
+                return RESULTS.solver_failed.value, (
+                    f"the split flow's solver failed at τ = {tau0:.6g} ({sol.message}); the outputs after it are +inf. "
+                    "Try another atol."
+                )
+            ended = [ev.size and ev[-1] == sol.t[-1] for ev in sol.t_events]
+            if ended[0]:
+                return self._stopped(max_steps, tau0)
+            if ended[1]:
+                _escape_into_A(A, S, k, alpha)
+                k, jumping = k + 1, True
+                A, S, frames = _turn(A, S, frames, k)
+                continue
+            if ended[3]:
+                jumping = False
+            A, S, frames = _turn(A, S, frames, k)
+            self.turns += 1
+        return RESULTS.successful.value, ""
+
+    def _count(self, max_steps, reached, tau, t):
+        """Called once a step by the first event: the step budget, Ctrl-C and the progress bar; where one of the first
+        two stops the run, the chunk ends at this ``t``."""
+        self.calls += 1
+        reached(tau)
+        if max_steps is not None and self.steps + self.calls > max_steps:
+            self.stop, self.stop_at = RESULTS.max_steps_reached.value, t
+            return
+        try:
+            check_interrupt()
+        except KeyboardInterrupt:
+            self.stop, self.stop_at = RESULTS.interrupted.value, t
+
+    def _stopped(self, max_steps, tau):
+        if self.stop == RESULTS.interrupted.value:
+            raise KeyboardInterrupt
+        return self.stop, (
+            f"the split flow took its max_steps = {max_steps} steps at τ = {tau:.6g}; the outputs after it are +inf. "
+            "Try a larger max_steps."
+        )
+
+
+def flow(model: DeepLinearModel, W0, ts, log_a, *, rtol: float, atol: float, max_steps, progress: bool):
+    """``simulate_flow`` for scales between the two ranges (every ``log α`` there): one split flow per α."""
+    ts = np.asarray(ts)
+    log_alphas = np.atleast_1d(np.asarray(log_a, dtype=np.float64))
+    bar = Progress(float(ts[-1]), log_alphas.size, desc="simulate_flow", enabled=progress)
+    runs, results, messages, steps, turns = [], [], [], [], []
+    interrupted = False
+    try:
+        for j, la in enumerate(log_alphas):
+            run = _Run(model, float(la), rtol, atol)
+            if interrupted:
+                result, message = RESULTS.interrupted.value, "simulate_flow was interrupted (Ctrl-C) before this run"
+            else:
+                try:
+                    result, message = run.solve(W0, ts, max_steps=max_steps, reached=bar.run(j, 1.0))
+                except KeyboardInterrupt:
+                    interrupted, result = True, RESULTS.interrupted.value
+                    message = "simulate_flow was interrupted (Ctrl-C); the outputs it had reached are kept, those after are +inf"
+            runs.append(_outputs(model, run.outputs or [None] * len(ts), ts, float(la)))
+            results.append(result)
+            messages.append(message)
+            steps.append(run.steps)
+            turns.append(run.turns)
+    finally:
+        bar.close()
+    layers, W, log_sv, loss = jax.tree_util.tree_map(lambda *xs: np.stack(xs), *runs)
+    batched = np.ndim(log_a) > 0
+    pick = (lambda x: x) if batched else (lambda x: x[0])
+    return DeepLinearFlowResult(
+        ts=ts,
+        layers=tuple(pick(x) for x in layers),
+        W=pick(W),
+        log_singular_values=pick(log_sv),
+        loss=pick(loss),
+        log_alpha=np.array(log_a),
+        stats=dict(
+            num_steps=pick(np.array(steps)),
+            num_accepted_steps=pick(np.array(steps)),
+            num_frame_turns=pick(np.array(turns)),
+            max_steps=max_steps,
+        ),
+        result=pick(np.array(results)),
+        message=pick(np.array(messages)),
+    )
+
+
+def _outputs(model: DeepLinearModel, outputs, ts, log_alpha: float):
+    """The layers, ``W``, ``log σ`` and the loss at ``ts`` from the split's ``(A, S, k)`` (``+inf``, the loss NaN,
+    where there is none)."""
+    alpha = math.exp(log_alpha)
+    layers = [np.full((len(ts), *shape), np.inf) for shape in model.layer_shapes]
+    log_sv = np.full((len(ts), model.rank), np.inf)
+    W = np.full((len(ts), *model.shape), np.inf)
+    loss = np.full(len(ts), np.nan)
+    done = [i for i, out in enumerate(outputs) if out is not None]
+    for i in done:
+        A, S, k = outputs[i]
+        for l, (a, s) in enumerate(zip(A, S)):
+            layers[l][i] = a + alpha * s
+        W[i] = np.asarray(product([w[i] for w in layers]))
+        log_sv[i] = log_singular_values(A, S, k, log_alpha, model.rank)
+    if done:
+        loss[done] = np.asarray(jax.vmap(model.loss_of_weights)(jnp.asarray(W[done])))
+    return tuple(layers), W, log_sv, loss

@@ -1,0 +1,134 @@
+"""The deep linear flow between the direct integration's range and the small-α path's (docs/deep-linear.md, *Between
+the two ranges*; gradflow/_deep_linear/_split.py): Saxe's closed form through a jump at α = 1e-8, the direct
+integration where both run, the small-α path below, a batch across the three ranges, max_steps and Ctrl-C."""
+
+import math
+
+import jax
+import numpy as np
+import pytest
+from deep_linear_common import A0, S, aligned, whitened
+
+import gradflow
+import theory
+from gradflow._deep_linear import _small, _split
+
+
+def rotated(depth, seed=1):
+    """The whitened task with its teacher in random singular bases (a Gaussian start then mixes every mode)."""
+    rng = np.random.default_rng(seed)
+    U, _ = np.linalg.qr(rng.standard_normal((3, 3)))
+    V, _ = np.linalg.qr(rng.standard_normal((3, 3)))
+    M = U @ np.diag(S) @ V.T
+    X = math.sqrt(3) * np.eye(3)
+    return gradflow.DeepLinearModel(lambda x, W: W @ x, X, math.sqrt(3) * M.T, shape=(3, 3), depth=depth)
+
+
+def gaussian(depth, seed=0):
+    rng = np.random.default_rng(seed)
+    return tuple(rng.standard_normal((3, 3)) / math.sqrt(3) for _ in range(depth))
+
+
+def split_flow(model, W0, ts, alpha, **options):
+    with jax.enable_x64(True):  # as simulate_flow runs it
+        return _split.flow(
+            model, W0, np.asarray(ts), math.log(alpha), **dict(dict(rtol=0.0, atol=1e-8, max_steps=None), **options),
+            progress=False,
+        )
+
+
+def test_saxes_closed_form_through_the_first_jump_inside_the_gap():
+    """Aligned start, L = 3, α = 1e-8 (between the ranges, so ``simulate_flow`` takes the split): ``σ_1`` crosses
+    ``s_1/2`` where Saxe's closed form does, to 1e-10 of ``T_1`` (the plateau's length, 3e7 in ``t``, to the tolerance:
+    1e-2 of the jump's width ``α^{L−2}/s_1``); across the jump Saxe's time of each ``σ_1`` less its ``τ`` is that
+    offset to 1e-3 of the width (the jump's shape); ``σ_2``, ``σ_3`` are asleep on their own closed form."""
+    depth, alpha = 3, 1e-8
+    exact = theory.saxe_time(S[0] / 2, S[0], (alpha * A0[0]) ** depth, depth) * alpha ** (depth - 2)
+    width = alpha ** (depth - 2) / S[0]
+    ts = np.concatenate([[0.0, 0.5 * exact], exact + width * np.linspace(-3.0, 3.0, 601)])
+    flow = gradflow.simulate_flow(whitened(depth), u0=aligned(depth), ts=ts, alpha=alpha)
+    assert flow.result == "successful" and "num_frame_turns" in flow.stats  # the split's count
+    sigma = np.exp(flow.log_singular_values[2:, 0])
+    crossing = np.interp(S[0] / 2, sigma, ts[2:])
+    assert abs(crossing - exact) < 1e-10 * exact, (crossing - exact) / width
+    across = (sigma > 0.05 * S[0]) & (sigma < 0.95 * S[0])
+    saxe = theory.saxe_time(sigma[across], S[0], (alpha * A0[0]) ** depth, depth) * alpha ** (depth - 2)
+    offset = saxe - ts[2:][across]
+    assert np.ptp(offset) < 1e-3 * width and across.sum() > 50, np.ptp(offset) / width
+    # the sleeping modes on their own closed form: a^{−(L−2)} = a0^{−(L−2)} − (L−2) s τ per mode, σ = α^L a^L
+    a = (A0[1:] ** (-(depth - 2)) - (depth - 2) * S[1:] * ts[1]) ** (-1.0 / (depth - 2))
+    np.testing.assert_allclose(flow.log_singular_values[1, 1:], np.sort(depth * np.log(alpha * a))[::-1], atol=1e-6)
+
+
+def test_the_split_is_the_direct_flow_where_both_run():
+    """Gaussian start on the rotated task, L = 3, α = 1e-3: the split against the direct integration at atol = 1e-10,
+    ``W`` to 1e-9 and ``log σ`` to 1e-4 away from the jumps."""
+    depth, alpha = 3, 1e-3
+    model, W0 = rotated(depth), gaussian(depth)
+    ts = np.linspace(0.0, 1.5, 16)
+    split = split_flow(model, W0, ts, alpha)
+    direct = gradflow.simulate_flow(model, u0=W0, ts=ts, alpha=alpha, atol=1e-10)
+    assert split.result == "successful"
+    np.testing.assert_allclose(split.W, direct.W, atol=1e-9)
+    np.testing.assert_allclose(split.log_singular_values, direct.log_singular_values, atol=1e-4)
+    for a, b in zip(split.layers, direct.layers):
+        np.testing.assert_allclose(a, b, atol=1e-9)
+
+
+@pytest.mark.slow
+def test_the_split_inside_the_gap_agrees_with_itself_and_the_limit():
+    """Gaussian start on the rotated task, L = 3, α = 1e-8 (between the ranges): two tolerances agree to 1e-5 in
+    ``log σ``, and with the small-α path (the limit, ``O(α)`` away) to its own accuracy, 1e-3; ``W`` to 1e-9."""
+    depth, alpha = 3, 1e-8
+    model, W0 = rotated(depth), gaussian(depth)
+    ts = np.linspace(0.0, 1.5, 16)
+    coarse = gradflow.simulate_flow(model, u0=W0, ts=ts, alpha=alpha)
+    fine = gradflow.simulate_flow(model, u0=W0, ts=ts, alpha=alpha, atol=1e-9)
+    with jax.enable_x64(True):
+        limit = _small.flow(model, W0, ts, math.log(alpha), rtol=0.0, atol=1e-8, max_steps=None, progress=False)
+    np.testing.assert_allclose(coarse.log_singular_values, fine.log_singular_values, atol=1e-5)
+    np.testing.assert_allclose(coarse.log_singular_values, limit.log_singular_values, atol=1e-3)
+    np.testing.assert_allclose(coarse.W, limit.W, atol=1e-9)
+
+
+def test_a_batch_across_the_three_ranges():
+    """α = 1e-2 (direct), 1e-8 (split) and 1e-12 (the small-α path) in one batch at L = 3, aligned start: each run by its
+    own path, in the batch's order, all learning the first mode by Saxe's ``T_1`` and not before."""
+    depth = 3
+    T1 = A0[0] ** (-(depth - 2)) / ((depth - 2) * S[0])
+    ts = np.array([0.0, 0.5 * T1, 1.1 * T1])
+    flow = gradflow.simulate_flow(whitened(depth), u0=aligned(depth), ts=ts, alpha=[1e-2, 1e-8, 1e-12])
+    assert list(flow.result) == ["successful"] * 3
+    assert flow.stats["num_frame_turns"][1] >= 1 and flow.stats["num_frame_turns"][0] == -1
+    np.testing.assert_array_equal(flow.b[:, 1, 0] < 0.5, [False, False, False])
+    np.testing.assert_array_equal(flow.b[:, 2, 0] < 0.5, [True, True, True])
+
+
+def test_max_steps_keeps_what_it_reached():
+    """A step budget that runs out in the first plateau: ``max_steps_reached``, the outputs before it kept, those
+    after +inf."""
+    depth, alpha = 3, 1e-8
+    ts = np.array([0.0, 0.5, 1.0])
+    flow = split_flow(whitened(depth), aligned(depth), ts, alpha, max_steps=5)
+    assert flow.result == "max_steps_reached" and "max_steps = 5" in str(flow.message)
+    assert np.all(np.isfinite(flow.W[0])) and np.all(np.isinf(flow.W[2])) and np.isnan(flow.loss[2])
+
+
+def test_interrupted_split_keeps_what_it_finished(monkeypatch):
+    """Ctrl-C after the first escape: ``"interrupted"``, the outputs of the chunks before it kept, those after +inf."""
+    calls = []
+
+    def interrupt():
+        calls.append(1)
+        if len(calls) > 400:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(_split, "check_interrupt", interrupt)
+    depth = 3
+    T1 = A0[0] ** (-(depth - 2)) / ((depth - 2) * S[0])
+    ts = np.array([0.0, 0.5 * T1, 2.0])
+    with pytest.raises(gradflow.Interrupted) as stop:
+        gradflow.simulate_flow(whitened(depth), u0=aligned(depth), ts=ts, alpha=1e-8)
+    flow = stop.value.result
+    assert flow.result == "interrupted" and "Ctrl-C" in str(flow.message)
+    assert np.all(np.isfinite(flow.W[:2])) and np.all(np.isinf(flow.W[2])) and np.isnan(flow.loss[2])
