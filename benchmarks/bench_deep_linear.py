@@ -1,13 +1,13 @@
-"""The cost of a deep linear network's exact flow against log(1/α): the direct integration and the small-α path side
-by side.
+"""The cost of a deep linear network's exact flow against log(1/α): the direct integration, the split of the layers and
+the small-α path side by side.
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_deep_linear.py [--depths 3 4] [--record]
 
 On Saxe's whitened task ``L(W) = ½‖W − diag(s)‖²``, ``s = (3, 2, 1)`` (docs/deep-linear.md), from the aligned balanced
 start (every layer ``diag(1, 0.8, 1.2)``) and a Gaussian one (i.i.d. N(0, 1) layers, seed 0), τ ∈ [0, 1.5/(L−2)] at
-31 times: the path ``simulate_flow`` takes (the direct integration, or the small-α path below
-``α = 1e-2 (atol + rtol)``), its steps and seconds after compiling it, at α = 1e-2, 1e-4 (direct) and log α = −30,
-−100, −1000, −1e4 (small), and the ratio to the steps at α = 1e-4 (goal: ≤ 1.5 at log α = −1e4); the last
+31 times: the path ``simulate_flow`` takes (the direct integration; the split of the layers between its range and the
+small-α path's; the small-α path below ``α = 1e-2 (atol + rtol)``), its steps and seconds after compiling it, at
+α = 1e-2, 1e-4, 1e-6, 1e-8 and log α = −30, −100, −1000, −1e4, and the ratio to the steps at α = 1e-4 (goal: ≤ 1.5 at log α = −1e4); the last
 columns are the modes learned at the end (``b < 1/2``; from the Gaussian start the third is learned later) and the
 largest ``|log σ − log s_r|`` over them.
 
@@ -31,12 +31,12 @@ if str(ROOT) not in sys.path:  # run from a checkout without installing gradflow
 
 from benchmarks import _common  # noqa: E402
 from gradflow import DeepLinearModel, simulate_flow  # noqa: E402
-from gradflow._deep_linear._checks import small_log_alpha  # noqa: E402
+from gradflow._deep_linear._checks import lowest_log_alpha, small_log_alpha  # noqa: E402
 
 SECTION = "Deep linear: cost of the exact flow against log(1/α)"
 S = np.array([3.0, 2.0, 1.0])
 A0 = np.array([1.0, 0.8, 1.2])
-LOG_ALPHAS = (math.log(1e-2), math.log(1e-4), -30.0, -100.0, -1e3, -1e4)
+LOG_ALPHAS = (math.log(1e-2), math.log(1e-4), math.log(1e-6), math.log(1e-8), -30.0, -100.0, -1e3, -1e4)
 BASE = LOG_ALPHAS[1]
 
 
@@ -63,7 +63,7 @@ def run(depth: int, start: str, W0, log_alpha: float) -> dict:
         depth=depth,
         start=start,
         log_alpha=log_alpha,
-        path="small α" if log_alpha <= small_log_alpha(0.0, 1e-8) else "direct",
+        path=path(depth, ts[-1], log_alpha),
         seconds=seconds,
         load=", ".join(f"{x:.1f}" for x in os.getloadavg()),
         steps=int(res.stats["num_steps"]),
@@ -71,6 +71,13 @@ def run(depth: int, start: str, W0, log_alpha: float) -> dict:
         learned=int(np.sum(res.b[-1] < 0.5)),
         error=float(np.max(np.abs(res.log_singular_values[-1] - np.log(S))[res.b[-1] < 0.5], initial=0.0)),
     )
+
+
+def path(depth: int, tau_end: float, log_alpha: float) -> str:
+    """The path ``simulate_flow`` takes at the default tolerances (gradflow/_deep_linear/_flow.py)."""
+    if log_alpha <= small_log_alpha(0.0, 1e-8):
+        return "small α"
+    return "split" if log_alpha < lowest_log_alpha(depth, tau_end, 0.0, 1e-8) else "direct"
 
 
 def render(rows: list[dict], argv) -> str:
@@ -98,7 +105,8 @@ def render(rows: list[dict], argv) -> str:
         f"`python benchmarks/bench_deep_linear.py{(' ' + ' '.join(argv)) if argv else ''}` (see its docstring). "
         f"Machine: {_common.cpu_name()}, 2 cores shared with other jobs (load averages in brackets), no GPU. "
         "Seconds after compilation; default tolerances (atol = 1e-8). The small-α path's steps are those of its scipy "
-        "solves (the sleeping layers' flow in DOP853, the jumps in Radau), the direct integration's Kvaerno5's."
+        "solves (the sleeping layers' flow in DOP853, the jumps in Radau), the split's its Radau's, the direct "
+        "integration's Kvaerno5's."
     )
     return f"## {SECTION}\n\n" + intro + "\n\n" + "\n".join(lines)
 

@@ -35,10 +35,11 @@ def test_config_refuses_bad_depths_models_and_scales():
         DeepLinearDemoConfig(model="deep_linear_regression", depths=(2, 3))
     with pytest.raises(ValueError, match="at L = 2 the deep linear demo draws Saxe's closed form"):
         DeepLinearDemoConfig(model_options=(("aligned", False),), depths=(2, 3))
-    # the flow's range: α = 1e-4 is inside it at L = 3 (α ≥ 2.2e-7) and L = 4 (α ≥ 3e-5) but not at L = 5 (α ≥ 9.6e-4)
-    DeepLinearDemoConfig(depths=(3, 4), log_alphas=(math.log(1e-4),))
+    # the flow's range: α = 1e-7 is taken at L = 3 (every α) and L = 4 (the split, α ≥ 1e-8) but not at L = 5 (the
+    # split takes α ≥ 4.6e-6 there, the small-α path α ≤ 1e-10)
+    DeepLinearDemoConfig(depths=(3, 4), log_alphas=(math.log(1e-7),))
     with pytest.raises(ValueError, match="is below what float64 resolves for a deep linear network of depth L = 5"):
-        DeepLinearDemoConfig(depths=(3, 5), log_alphas=(math.log(1e-4),))
+        DeepLinearDemoConfig(depths=(3, 5), log_alphas=(math.log(1e-7),))
     with pytest.raises(ValueError, match="num_times must be an integer >= 2"):
         DeepLinearDemoConfig(num_times=1)
     for config in PIPELINE.demo.configs.values():  # the demo's own scales lie inside the range
