@@ -46,8 +46,9 @@ class DeepLinearFlowResult(AbstractFlowResult):
         log_alpha: ``log α``.
         stats: ``num_steps``, ``num_accepted_steps``, ``num_rejected_steps`` and ``max_steps``; below the direct
             integration's range (docs/deep-linear.md, *Small α*) ``num_steps`` (the accepted steps of its scipy
-            solves, also ``num_accepted_steps``) and ``num_stages``; in a batch across both, a count that one path
-            does not keep is −1 in its runs.
+            solves, also ``num_accepted_steps``) and ``num_stages``; between the two (*Between the two ranges*)
+            ``num_steps``, ``num_accepted_steps`` and ``num_frame_turns``; in a batch across the paths, a count that
+            one path does not keep is −1 in its runs.
         result, message: as for every flow (``"successful"``, ``"max_steps_reached"``, ``"solver_failed"``,
             ``"interrupted"``; the message says where). After the time a failed run stopped at, its fields are
             ``+inf`` (NaN for the loss).

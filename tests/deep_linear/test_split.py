@@ -132,3 +132,20 @@ def test_interrupted_split_keeps_what_it_finished(monkeypatch):
     flow = stop.value.result
     assert flow.result == "interrupted" and "Ctrl-C" in str(flow.message)
     assert np.all(np.isfinite(flow.W[:2])) and np.all(np.isinf(flow.W[2])) and np.isnan(flow.loss[2])
+
+
+@pytest.mark.slow
+def test_rectangular_layers_and_a_wider_hidden_width():
+    """``deep_matrix_factorization(m=4, n=6, width=5)`` from a Gaussian start, L = 3, α = 1e-8: the split's frames
+    on spaces of three sizes; the small-α path's ``log σ`` within 1e-3 and its ``W`` within 1e-12."""
+    task = gradflow.models.deep_matrix_factorization(m=4, n=6, depth=3, aligned=False, width=5)
+    ts = np.linspace(0.0, 2.0, 11)
+    flow = gradflow.simulate_flow(task.model, u0=task.u0, ts=ts, alpha=1e-8)
+    with jax.enable_x64(True):
+        limit = _small.flow(
+            task.model, tuple(np.asarray(u) for u in task.u0), ts, math.log(1e-8), rtol=0.0, atol=1e-8,
+            max_steps=None, progress=False,
+        )
+    assert flow.result == "successful" and flow.stats["num_frame_turns"] >= 1
+    np.testing.assert_allclose(flow.log_singular_values, limit.log_singular_values, atol=1e-3)
+    np.testing.assert_allclose(flow.W, limit.W, atol=1e-12)
