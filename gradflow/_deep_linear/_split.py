@@ -12,12 +12,13 @@ It is solved in ``t = (τ − τ_0)/α^{L−2}`` from each escape by Radau with 
 bases of the input, hidden and output spaces whose first ``k`` vectors span ``A``'s learned subspaces, so that ``A``
 is its ``k×k`` block and the sleeping blocks of ``S`` carry only their own rounding (computed in the layers' own
 coordinates, the rounding of ``A`` and of the cancelling forces on the blocks that meet a learned subspace lands in
-them at ``eps/α``). The frames turn to ``A``'s singular subspaces whenever its blocks off the ``k×k`` block exceed
-:data:`ROTATION` of its size (along a jump) and once ``A`` has settled after a jump; those blocks are then rounding
-and are dropped. Where the sleeping blocks' top mode reaches ``α‖S‖ = e = √α`` it moves into ``A``: the top right
-singular vector ``b_0`` of the product of the sleeping blocks, carried up the layers (``b_l ∝ S_l b_{l−1}``), as the
-rank-one chain ``b_l b_lᵀ S_l b_{l−1} b_{l−1}ᵀ``. The sleeping singular values are read in the frames in which the
-layers are block upper triangular: the product of the blocks ``A_l/α + S_l`` off the learned subspaces.
+them at ``eps/α``); ``G`` is evaluated in them too, as ``G̃(0) + K̃[W̃]`` (:func:`_in_frames`). The frames turn to
+``A``'s singular subspaces whenever its blocks off the ``k×k`` block exceed :data:`ROTATION` of its size (along a
+jump) and once ``A`` has settled after a jump; those blocks are then rounding and are dropped. Where the sleeping
+blocks' top mode reaches ``α‖S‖ = e = √α`` it moves into ``A``: the top right singular vector ``b_0`` of the product
+of the sleeping blocks, carried up the layers (``b_l ∝ S_l b_{l−1}``), as the rank-one chain ``b_l b_lᵀ S_l b_{l−1}
+b_{l−1}ᵀ``. The sleeping singular values are read in the frames in which the layers are block upper triangular: the
+product of the blocks ``A_l/α + S_l`` off the learned subspaces.
 """
 
 from __future__ import annotations

@@ -32,7 +32,11 @@ def gaussian(depth, seed=0):
 def split_flow(model, W0, ts, alpha, **options):
     with jax.enable_x64(True):  # as simulate_flow runs it
         return _split.flow(
-            model, W0, np.asarray(ts), math.log(alpha), **dict(dict(rtol=0.0, atol=1e-8, max_steps=None), **options),
+            model,
+            W0,
+            np.asarray(ts),
+            math.log(alpha),
+            **dict(dict(rtol=0.0, atol=1e-8, max_steps=None), **options),
             progress=False,
         )
 
@@ -143,8 +147,14 @@ def test_rectangular_layers_and_a_wider_hidden_width():
     flow = gradflow.simulate_flow(task.model, u0=task.u0, ts=ts, alpha=1e-8)
     with jax.enable_x64(True):
         limit = _small.flow(
-            task.model, tuple(np.asarray(u) for u in task.u0), ts, math.log(1e-8), rtol=0.0, atol=1e-8,
-            max_steps=None, progress=False,
+            task.model,
+            tuple(np.asarray(u) for u in task.u0),
+            ts,
+            math.log(1e-8),
+            rtol=0.0,
+            atol=1e-8,
+            max_steps=None,
+            progress=False,
         )
     assert flow.result == "successful" and flow.stats["num_frame_turns"] >= 1
     np.testing.assert_allclose(flow.log_singular_values, limit.log_singular_values, atol=1e-3)
