@@ -125,7 +125,7 @@ def test_compare_command(tmp_path, capsys):
     assert main(argv + ["--alpha", "1e-1", "1e-2"]) == 0
     assert "fitted r" in capsys.readouterr().out
     assert "# gradflow compare: deep_matrix_factorization at L = 3" in (tmp_path / "report.md").read_text()
-    assert main(argv + ["--alpha", "1e-8"]) == 2
+    assert main(argv + ["--alpha", "1e-9", "--depth", "4"]) == 2  # between the split's range and the small-α path's
     assert "is below what float64 resolves for a deep linear network" in capsys.readouterr().err
     assert main(argv + ["--alpha", "1e-1", "--depth", "2"]) == 2
     assert "needs --depth 3 or more" in capsys.readouterr().err
