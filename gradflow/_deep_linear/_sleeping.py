@@ -18,7 +18,10 @@ from ._model import _pack, _unpack, layer_velocities, product
 
 _ESCAPED = 36.0  # (L−2)ρ at which the blow-up's integral is cut: the tail e^{−36}/((L−2)λ) is added in closed form
 # the rest of S is read where S has grown by this factor, and then flowed on alone to the escape: what the blow-up's
-# own pull on it still adds is about e^{−ρ} of it, and later the rest (e^{−ρ} of Θ) would drown in the error of Θ
+# own pull on it still adds falls as the growth does, and later the rest (e^{−ρ} of Θ) would drown in the error of Θ.
+# The cut waits for that read (at L ≥ 5 (L−2)ρ = 36 comes first, at a growth of 1.6e5 (L = 5) or 8e3 (L = 6), where
+# the rest read there was off by 9e-3 and 0.37 in log σ after the jump; read at 1e7, 4e-4 at L = 5;
+# docs/deep-linear.md, *Between the two ranges*).
 _REST_GROWTH = 1e7
 _NOISE = 1e-9  # a rest this small relative to S (the error of Θ times e^ρ is ≲ 1e-5 of S) is rounding
 
@@ -109,8 +112,8 @@ def escape(G: np.ndarray, S, depth: int, *, trajectory: bool = False, horizon: f
         F, lam = growth(z[:-2])
         return np.concatenate([F - lam * z[:-2], [lam, math.exp(min(-(L - 2) * z[-2], 700.0))]])
 
-    def escaped(_, z):
-        return (L - 2) * z[-2] - _ESCAPED
+    def escaped(_, z):  # past the cut, and past the rest's read
+        return min((L - 2) * z[-2] - _ESCAPED, z[-2] - math.log(_REST_GROWTH * r0) - 1.0)
 
     def settled(_, z):
         return z[-2] - math.log(_REST_GROWTH * r0)

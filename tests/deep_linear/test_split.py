@@ -159,3 +159,18 @@ def test_rectangular_layers_and_a_wider_hidden_width():
     assert flow.result == "successful" and flow.stats["num_frame_turns"] >= 1
     np.testing.assert_allclose(flow.log_singular_values, limit.log_singular_values, atol=1e-3)
     np.testing.assert_allclose(flow.W, limit.W, atol=1e-12)
+
+
+@pytest.mark.slow
+def test_the_small_alpha_paths_sleeping_modes_after_a_jump_at_depth_5():
+    """L = 5, α = 1e-4, Gaussian start on the rotated task: the small-α path's ``log σ`` against the split's, within
+    1e-4 after the first jump (τ ≤ 2) and 5e-4 after the second (τ ≥ 2.6). With the rest of ``S`` read at the
+    blow-up's cut (a growth of 1.6e5 at L = 5) instead of at 1e7, they were 1.5e-4 and 1.6e-3."""
+    depth, alpha = 5, 1e-4
+    model, W0 = rotated(depth), gaussian(depth)
+    ts = np.linspace(0.0, 3.0, 31)
+    split = split_flow(model, W0, ts, alpha)
+    with jax.enable_x64(True):
+        limit = _small.flow(model, W0, ts, math.log(alpha), rtol=0.0, atol=1e-8, max_steps=None, progress=False)
+    gap = np.abs(split.log_singular_values - limit.log_singular_values).max(axis=1)
+    assert gap[ts <= 2.0].max() < 1e-4 and gap[ts >= 2.6].max() < 5e-4, gap
