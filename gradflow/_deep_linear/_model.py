@@ -125,6 +125,12 @@ def product(layers) -> jax.Array:
     return out
 
 
+@eqx.filter_jit
+def losses(model: DeepLinearModel, Ws) -> jax.Array:
+    """``L(W)`` of each end-to-end matrix of a stack ``Ws``."""
+    return jax.vmap(model.loss_of_weights)(Ws)
+
+
 def layer_velocities(layers, G) -> tuple[jax.Array, ...]:
     """``(W_{>l}ᵀ G W_{<l}ᵀ)_l``, the gradient flow of the layers ``(W_1, …, W_L)`` for ``G = −∇_W L``: the
     prefix products ``W_{<l}`` and suffix products ``W_{>l}`` once each."""

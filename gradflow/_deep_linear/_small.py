@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import math
 
-import equinox as eqx
 import jax
 import numpy as np
 
@@ -32,7 +31,7 @@ from .._kit._greedy import GreedyTolerances
 from .._results import RESULTS
 from .._solver._segments import Progress
 from ._greedy import _gradient, phase_b_from
-from ._model import DeepLinearModel, _unpack, product
+from ._model import DeepLinearModel, _unpack, losses, product
 from ._results import DeepLinearFlowResult
 from ._sleeping import Escape, _log_sv, escape, learned_frames, off_frames
 
@@ -184,13 +183,8 @@ def outputs(model: DeepLinearModel, stages, ts, log_alpha: float, reached: float
     W[done] = [product([w[i] for w in layers]) for i in np.flatnonzero(done)]
     loss = np.full(len(ts), np.nan)
     if np.any(done):
-        loss[done] = np.asarray(_losses(model, W[done]))
+        loss[done] = np.asarray(losses(model, W[done]))
     return tuple(layers), W, log_sv, loss
-
-
-@eqx.filter_jit
-def _losses(model, Ws):
-    return jax.vmap(model.loss_of_weights)(Ws)
 
 
 def flow(model: DeepLinearModel, W0, ts, log_a, *, rtol: float, atol: float, max_steps, progress: bool):

@@ -35,7 +35,7 @@ from scipy.integrate import solve_ivp
 from .._config import check_interrupt
 from .._results import RESULTS
 from .._solver._segments import Progress
-from ._model import DeepLinearModel, _pack, _unpack, product
+from ._model import DeepLinearModel, _pack, _unpack, layer_velocities, losses, product
 from ._results import DeepLinearFlowResult
 
 ROTATION = 0.1
@@ -82,6 +82,13 @@ def _fields(y, G0, K, log_alpha, shapes):
 
 _velocity = jax.jit(_fields, static_argnums=4)
 _jacobian = jax.jit(jax.jacfwd(_fields), static_argnums=4)
+
+
+@jax.jit
+def _speed_of_A(A, G0, K):
+    """The largest entry of ``dA/dt = F(A)`` (``A``'s own flow, without ``S``): where it has settled after a jump."""
+    G = G0 + jnp.einsum("abcd,cd->ab", K, product(A))
+    return jnp.max(jnp.array([jnp.abs(v).max() for v in layer_velocities(A, G)]))
 
 
 @eqx.filter_jit
@@ -195,19 +202,18 @@ class _Run:
     steps: int = 0
     turns: int = 0
     calls: int = 0
-    stop: str | None = None  # why the run stopped early: "max_steps" or "interrupted"
+    stop: str | None = None  # why the run stopped early: "max_steps_reached" or "interrupted"
     stop_at: float = math.inf  # the chunk's t where it stopped
     outputs: list = dataclasses.field(default_factory=list)
 
-    def solve(self, W0, ts, *, max_steps, reached):
+    def solve(self, W0, ts, G0, K, *, max_steps, reached):
         """``(result, message)``, with ``self.outputs[i] = (A, S, k)`` in the original coordinates at ``ts[i]`` (None
-        after the time reached, which Ctrl-C and the step budget keep)."""
+        after the time reached, which Ctrl-C and the step budget keep); ``G(W) = G0 + K[W]`` (:func:`_affine`)."""
         model, L = self.model, self.model.depth
         shapes = tuple(model.layer_shapes)
         alpha, unit = math.exp(self.log_alpha), math.exp((L - 2) * self.log_alpha)
         e = math.sqrt(alpha)
         frames = [np.eye(shapes[0][1])] + [np.eye(s[0]) for s in shapes]
-        G0, K = (np.asarray(x) for x in _affine(model))
         A, S = [np.zeros(s) for s in shapes], [np.array(w, dtype=np.float64) for w in W0]
         k, tau0, jumping = 0, 0.0, False
         outputs = self.outputs = [None] * len(ts)
@@ -235,8 +241,7 @@ class _Run:
             def settled(t, y):
                 if not jumping:
                     return 1.0
-                speed = np.asarray(_velocity(y, *args))[: sum(a * b for a, b in shapes)]
-                return np.abs(speed).max() - SETTLED * tol
+                return float(_speed_of_A(_unpack(y, shapes), *args[:2])) - SETTLED * tol
 
             for event in (stopped, escaped, turned, settled):
                 event.terminal = True
@@ -309,6 +314,7 @@ def flow(model: DeepLinearModel, W0, ts, log_a, *, rtol: float, atol: float, max
     """``simulate_flow`` for scales between the two ranges (every ``log α`` there): one split flow per α."""
     ts = np.asarray(ts)
     log_alphas = np.atleast_1d(np.asarray(log_a, dtype=np.float64))
+    G0, K = (np.asarray(x) for x in _affine(model))
     bar = Progress(float(ts[-1]), log_alphas.size, desc="simulate_flow", enabled=progress)
     runs, results, messages, steps, turns = [], [], [], [], []
     interrupted = False
@@ -319,7 +325,7 @@ def flow(model: DeepLinearModel, W0, ts, log_a, *, rtol: float, atol: float, max
                 result, message = RESULTS.interrupted.value, "simulate_flow was interrupted (Ctrl-C) before this run"
             else:
                 try:
-                    result, message = run.solve(W0, ts, max_steps=max_steps, reached=bar.run(j, 1.0))
+                    result, message = run.solve(W0, ts, G0, K, max_steps=max_steps, reached=bar.run(j, 1.0))
                 except KeyboardInterrupt:
                     interrupted, result = True, RESULTS.interrupted.value
                     message = "simulate_flow was interrupted (Ctrl-C); the outputs it had reached are kept, those after are +inf"
@@ -367,5 +373,5 @@ def _outputs(model: DeepLinearModel, outputs, ts, log_alpha: float):
         W[i] = np.asarray(product([w[i] for w in layers]))
         log_sv[i] = log_singular_values(A, S, k, log_alpha, model.rank)
     if done:
-        loss[done] = np.asarray(jax.vmap(model.loss_of_weights)(jnp.asarray(W[done])))
+        loss[done] = np.asarray(losses(model, jnp.asarray(W[done])))
     return tuple(layers), W, log_sv, loss
