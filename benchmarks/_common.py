@@ -107,6 +107,12 @@ def parser(doc: str, *, config: str, configs: str, steps: int, warmup: int) -> a
         default="auto",
         help="compute dtype (auto: bf16 on GPU/TPU, float32 on CPU)",
     )
+    p.add_argument(
+        "--attention",
+        choices=("auto", "xla", "cudnn", "both"),
+        default="both",
+        help="gradflow's attention (the model config's `attention`); both: auto and xla side by side",
+    )
     p.add_argument("--no-torch", action="store_true", help="skip the PyTorch comparison")
     p.add_argument(
         "--record",
@@ -117,6 +123,11 @@ def parser(doc: str, *, config: str, configs: str, steps: int, warmup: int) -> a
     )
     p.add_argument("--json", default=None, help="also write the rows to this JSON file")
     return p
+
+
+def attention_modes(option: str) -> tuple[str, ...]:
+    """``--attention``: the model configs' ``attention`` values to time, each a row."""
+    return ("auto", "xla") if option == "both" else (option,)
 
 
 def time_steps(run_step, wait, n_steps: int, n_warmup: int) -> float:
@@ -190,7 +201,8 @@ def bench_jax(
         state[0], state[1], state[2], _ = compiled(state[0], state[1], frozen, arrays, idx, lr)
 
     sec = time_steps(run, lambda: jax.block_until_ready(state), n_steps, n_warmup)
-    return row(f"JAX gradflow {name} ({jnp.dtype(dtype).name})", sec, items_per_step, flops, mem)
+    attention = "cuDNN fused attention" if "cudnn$fmha" in compiled.as_text() else "XLA attention"
+    return row(f"JAX gradflow {name} ({jnp.dtype(dtype).name}, {attention})", sec, items_per_step, flops, mem)
 
 
 def bench_torch(

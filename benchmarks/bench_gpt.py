@@ -67,7 +67,7 @@ def jax_rows(cfg, recipe, dtype, args) -> list[dict]:
 
     b, tiny = recipe.batch_size, args.config == "gpt2-tiny"
     stream = jax.random.randint(jax.random.PRNGKey(1), (b * cfg.context + 1,), 0, cfg.vocab_size, jnp.int32)
-    remat = f"remat {'on' if cfg.remat else 'off'}"
+    remat = f"remat {'on' if cfg.remat else 'off'}, attention {cfg.attention}"
 
     def bench(name, model):
         return C.bench_jax(
@@ -172,7 +172,8 @@ def main(argv=None) -> str:
     rows = [
         r
         for remat in {"on": (True,), "off": (False,), "both": (True, False)}[args.remat]
-        for r in jax_rows(dataclasses.replace(cfg, remat=remat), recipe, dtype, args)
+        for attention in C.attention_modes(args.attention)
+        for r in jax_rows(dataclasses.replace(cfg, remat=remat, attention=attention), recipe, dtype, args)
     ]
     title = (
         f"GPT training throughput: {cfg.n_layers} layers × {cfg.d_emb}, context {cfg.context}, batch {batch}, "

@@ -52,7 +52,7 @@ def bench_jax(cfg, recipe, dtype, args) -> dict:
     y = jax.random.randint(ky, (b,), 0, cfg.n_classes, jnp.int32)
     stats = (jnp.zeros(cfg.channels, jnp.float32), jnp.ones(cfg.channels, jnp.float32), jnp.float32(255.0))
     return C.bench_jax(
-        "ViT",
+        f"ViT, attention {cfg.attention}",
         ViT(cfg, key=jax.random.key(0)),
         ((x, y), stats),
         kind="image",
@@ -122,7 +122,11 @@ def main(argv=None) -> str:
         missing = C.torch_missing("timm")
         torch_rows = [] if missing else [bench_torch(cfg, recipe, args)]
         notes += [missing] if missing else []
-    rows = [bench_jax(cfg, recipe, C.compute_dtype(args.dtype), args)] + torch_rows
+    dtype = C.compute_dtype(args.dtype)
+    rows = [
+        bench_jax(dataclasses.replace(cfg, attention=a), recipe, dtype, args) for a in C.attention_modes(args.attention)
+    ]
+    rows += torch_rows
     return C.finish(args, argv, f"ViT training throughput: {args.config}, batch {batch}", rows, "images/s", notes)
 
 

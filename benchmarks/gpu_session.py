@@ -13,7 +13,8 @@ Parts:
   paper's recipe ``vit-cifar`` (Adam 1e-4, batch 512, 15 of 500 epochs warm-up then cosine: 1,000 steps, about
   3.4 TFLOP each), 30 spectra measurements per run, the figures and ``report.md``.
 - ``bench-vit``: ``bench_vit.py`` (paper ViT, batch 512, bf16) and ``bench-gpt``: ``bench_gpt.py`` (GPT-2 small,
-  context 1024, batch 16, remat on and off; full rank, InRank phase, InRank-Efficient), each with its PyTorch row.
+  context 1024, batch 16, remat on; full rank, InRank phase, InRank-Efficient), each JAX row with attention
+  ``auto`` (cuDNN's fused kernel where it accepts the shapes) and ``xla``, and the PyTorch row.
 - ``inrank``: ``gradflow inrank --config gpt2-small --modes full inrank-efficient`` on the embedded text (byte
   vocabulary), batch 16, 1,000 steps, the switch to fixed rank after 250: time per step and per rank check, ranks
   through training, memory (the corpus is small: its perplexities only compare the two modes).
@@ -61,7 +62,10 @@ def commands(part: str, work: pathlib.Path, smoke: bool) -> list[list[str]]:
             if smoke
             else []
         )
-        return [[py, str(script), *size, "--json", str(work / f"{part}.json"), "--record", str(work / f"{part}.md")]]
+        remat = ["--remat", "on"] if part == "bench-gpt" else []
+        return [
+            [py, str(script), *size, *remat, "--json", str(work / f"{part}.json"), "--record", str(work / f"{part}.md")]
+        ]
     size = (
         "--config gpt2-tiny --steps 6 --batch-size 8 --buffer 4 --check-every 2 --efficient-after 4"
         if smoke

@@ -125,6 +125,13 @@ def _add_training_options(p: argparse.ArgumentParser, *, recipe_help: str, data_
         help="recompute the block activations in the backward pass, to save memory (default: the config's: on "
         "for gpt2-small/medium/large)",
     )
+    p.add_argument(
+        "--attention",
+        choices=("auto", "xla", "cudnn"),
+        default="auto",
+        help="attention kernel (auto: cuDNN's fused flash attention on a GPU in bf16 where cuDNN accepts the "
+        "shapes, else XLA); the same function, so a run may resume under another",
+    )
 
 
 def _command(run):
@@ -205,18 +212,18 @@ def _model_and_data(args):
     from ._gpt import GPT
     from ._vit import ViT
 
-    remat = {} if args.remat is None else {"remat": args.remat}
+    kernels = {"attention": args.attention} | ({} if args.remat is None else {"remat": args.remat})
     if args.model_kind == "vit":
         cfg = vit_config(args.config)
         data = _data.load_images(args.data_dir, image_size=cfg.image_size, seed=args.seed)
         h, w, c = data.image_shape
         if h != w:
             raise ValueError(f"the ViT needs square images, got {h}x{w}")
-        cfg = dataclasses.replace(cfg, image_size=h, channels=c, n_classes=data.num_classes, **remat)
+        cfg = dataclasses.replace(cfg, image_size=h, channels=c, n_classes=data.num_classes, **kernels)
         return cfg, data, lambda scale: ViT(cfg, key=jax.random.key(args.seed), init_scale=scale)
     cfg = gpt_config(args.config)
     data = _data.load_text(args.data_dir)
-    cfg = dataclasses.replace(cfg, vocab_size=data.vocab_size, **remat)
+    cfg = dataclasses.replace(cfg, vocab_size=data.vocab_size, **kernels)
     return cfg, data, lambda scale: GPT(cfg, key=jax.random.key(args.seed), init_scale=scale)
 
 

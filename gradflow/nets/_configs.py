@@ -7,12 +7,19 @@ import math
 from typing import Literal
 
 
+def _check_attention(name: str) -> None:
+    if name not in ("auto", "xla", "cudnn"):
+        raise ValueError(f"attention must be 'auto', 'xla' or 'cudnn', got {name!r}")
+
+
 @dataclasses.dataclass(frozen=True)
 class ViTConfig:
     """Vision transformer. Images are (H, W, C) = (image_size, image_size, channels).
 
     ``pool="cls"`` classifies from a learned class token (as in [DBK+20]); ``"mean"`` averages the patch tokens.
     ``remat=True`` recomputes each block's activations in the backward pass (see ``_layers.apply_stacked``).
+    ``attention``: ``"auto"`` (cuDNN's fused flash attention on a GPU in bf16 where cuDNN accepts the shapes,
+    else XLA), ``"xla"`` or ``"cudnn"`` (``_layers.attend``); the same function either way.
     """
 
     image_size: int
@@ -26,8 +33,10 @@ class ViTConfig:
     n_classes: int
     pool: Literal["cls", "mean"] = "cls"
     remat: bool = False
+    attention: Literal["auto", "xla", "cudnn"] = "auto"
 
     def __post_init__(self):
+        _check_attention(self.attention)
         if self.image_size % self.patch:
             raise ValueError(f"image_size {self.image_size} is not a multiple of patch {self.patch}")
         if self.pool not in ("cls", "mean"):
@@ -45,7 +54,8 @@ class GPTConfig:
     ``remat=True`` recomputes each block's activations in the backward pass instead of keeping them (see
     ``_layers.apply_stacked``): on for the paper-scale presets, whose micro-batch of 16 × 1024 tokens would
     otherwise keep every layer's attention probabilities (GPT-2 small, bf16: the compiled gradient's temporaries
-    drop from 46.7 to 13.3 GiB, most of the rest being the 16 × 1024 × 50257 logits).
+    drop from 46.7 to 13.3 GiB, most of the rest being the 16 × 1024 × 50257 logits). ``attention`` as in
+    ``ViTConfig``.
     """
 
     vocab_size: int
@@ -56,6 +66,10 @@ class GPTConfig:
     d_head: int
     d_mlp: int
     remat: bool = False
+    attention: Literal["auto", "xla", "cudnn"] = "auto"
+
+    def __post_init__(self):
+        _check_attention(self.attention)
 
 
 @dataclasses.dataclass(frozen=True)

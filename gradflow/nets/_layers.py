@@ -24,6 +24,34 @@ import jax.numpy as jnp
 import numpy as np
 
 INIT_STD = 0.02
+ATTENTION_IMPLEMENTATIONS = ("auto", "xla", "cudnn")
+
+
+def _attention_xla(q: jax.Array, k: jax.Array, v: jax.Array, causal: bool) -> jax.Array:
+    """``softmax(q kᵀ / sqrt(d_head) [+ causal mask]) v`` per head, q, k, v of shape (T, heads, d_head); the
+    scores and softmax in float32."""
+    scores = jnp.einsum("shk,thk->hst", q, k).astype(jnp.float32) / jnp.float32(math.sqrt(q.shape[-1]))
+    if causal:
+        t = q.shape[0]
+        scores = jnp.where(jnp.tril(jnp.ones((t, t), dtype=bool)), scores, jnp.float32(-1e30))
+    probs = jax.nn.softmax(scores, axis=-1).astype(q.dtype)
+    return jnp.einsum("hst,thk->shk", probs, v)
+
+
+def attend(q: jax.Array, k: jax.Array, v: jax.Array, *, causal: bool, implementation: str = "auto") -> jax.Array:
+    """Scaled dot-product attention of (T, heads, d_head) arrays. ``implementation``: ``"xla"``
+    (``_attention_xla``), ``"cudnn"`` (cuDNN's fused flash attention, its softmax in float32 too; an error where
+    cuDNN refuses the shapes, dtype or GPU) or ``"auto"``: cuDNN on a GPU in bf16/fp16 where it accepts them,
+    else XLA."""
+    name = implementation
+    fused = q.dtype in (jnp.bfloat16, jnp.float16) and jax.default_backend() == "gpu"
+    if name == "cudnn" or (name == "auto" and fused):
+        try:
+            return jax.nn.dot_product_attention(q, k, v, is_causal=causal, implementation="cudnn")
+        except (NotImplementedError, ValueError, RuntimeError):
+            if name == "cudnn":
+                raise
+    return _attention_xla(q, k, v, causal)
 
 
 def numpy_rng(key) -> np.random.Generator:
@@ -104,6 +132,7 @@ class MultiHeadAttention(eqx.Module):
     bv: jax.Array
     bo: jax.Array
     causal: bool = eqx.field(static=True)
+    implementation: str = eqx.field(static=True)
 
     def __init__(
         self,
@@ -115,7 +144,12 @@ class MultiHeadAttention(eqx.Module):
         causal: bool,
         scale: float = 1.0,
         out_std: float = INIT_STD,
+        implementation: str = "auto",
     ):
+        if implementation not in ATTENTION_IMPLEMENTATIONS:
+            raise ValueError(
+                f"attention implementation {implementation!r}: choose one of {', '.join(ATTENTION_IMPLEMENTATIONS)}"
+            )
         shape, scale = (d_emb, n_heads, d_head), np.float32(scale)
         self.wq = scale * trunc_normal(rng, shape)
         self.wk = scale * trunc_normal(rng, shape)
@@ -124,21 +158,15 @@ class MultiHeadAttention(eqx.Module):
         self.bq, self.bk, self.bv = _zeros(n_heads, d_head), _zeros(n_heads, d_head), _zeros(n_heads, d_head)
         self.bo = _zeros(d_emb)
         self.causal = causal
+        self.implementation = implementation
 
     def __call__(self, x: jax.Array) -> jax.Array:
         dt = x.dtype
-        q = jnp.einsum("td,dhk->htk", x, self.wq.astype(dt)) + self.bq.astype(dt)[:, None, :]
-        k = jnp.einsum("td,dhk->htk", x, self.wk.astype(dt)) + self.bk.astype(dt)[:, None, :]
-        v = jnp.einsum("td,dhk->htk", x, self.wv.astype(dt)) + self.bv.astype(dt)[:, None, :]
-        d_head = q.shape[-1]
-        scores = jnp.einsum("hsk,htk->hst", q, k).astype(jnp.float32) / jnp.float32(math.sqrt(d_head))
-        if self.causal:
-            t = x.shape[0]
-            mask = jnp.tril(jnp.ones((t, t), dtype=bool))
-            scores = jnp.where(mask, scores, jnp.float32(-1e30))
-        probs = jax.nn.softmax(scores, axis=-1).astype(dt)
-        heads = jnp.einsum("hst,htk->hsk", probs, v)
-        return jnp.einsum("hsk,dhk->sd", heads, self.wo.astype(dt)) + self.bo.astype(dt)
+        q = jnp.einsum("td,dhk->thk", x, self.wq.astype(dt)) + self.bq.astype(dt)
+        k = jnp.einsum("td,dhk->thk", x, self.wk.astype(dt)) + self.bk.astype(dt)
+        v = jnp.einsum("td,dhk->thk", x, self.wv.astype(dt)) + self.bv.astype(dt)
+        heads = attend(q, k, v, causal=self.causal, implementation=self.implementation)
+        return jnp.einsum("thk,dhk->td", heads, self.wo.astype(dt)) + self.bo.astype(dt)
 
 
 class MLP(eqx.Module):
@@ -177,9 +205,12 @@ class Block(eqx.Module):
         scale: float = 1.0,
         out_std: float = INIT_STD,
         ln_eps: float = 1e-6,
+        attention: str = "auto",
     ):
         self.ln1 = LayerNorm(d_emb, eps=ln_eps)
-        self.attn = MultiHeadAttention(d_emb, n_heads, d_head, rng=rng, causal=causal, scale=scale, out_std=out_std)
+        self.attn = MultiHeadAttention(
+            d_emb, n_heads, d_head, rng=rng, causal=causal, scale=scale, out_std=out_std, implementation=attention
+        )
         self.ln2 = LayerNorm(d_emb, eps=ln_eps)
         self.mlp = MLP(d_emb, d_mlp, rng=rng, scale=scale, out_std=out_std)
 
@@ -189,11 +220,14 @@ class Block(eqx.Module):
 
 
 def stacked_blocks(config, *, rng: np.random.Generator, **kwargs) -> Block:
-    """The ``config.n_layers`` blocks of a ViT or GPT ``config`` (its ``d_emb, n_heads, d_head, d_mlp``; the other
-    ``Block`` arguments in ``kwargs``), initialised in order from ``rng``, as one ``Block`` whose arrays carry a
-    leading layer axis."""
+    """The ``config.n_layers`` blocks of a ViT or GPT ``config`` (its ``d_emb, n_heads, d_head, d_mlp, attention``;
+    the other ``Block`` arguments in ``kwargs``), initialised in order from ``rng``, as one ``Block`` whose arrays
+    carry a leading layer axis."""
     c = config
-    blocks = [Block(c.d_emb, c.n_heads, c.d_head, c.d_mlp, rng=rng, **kwargs) for _ in range(c.n_layers)]
+    blocks = [
+        Block(c.d_emb, c.n_heads, c.d_head, c.d_mlp, rng=rng, attention=c.attention, **kwargs)
+        for _ in range(c.n_layers)
+    ]
     return jax.tree_util.tree_map(lambda *a: np.stack(a), *blocks)
 
 

@@ -198,12 +198,18 @@ def data_run(model, config: TrainConfig, data, *, seed: int, compute_dtype, **fi
         **fields,
         seed=seed,
         config=recipe_description(config),
-        model=model.config,
+        model=model_description(model.config),
         data=data_description(data),
         compute_dtype=compute_dtype,
         init_weights=_runs.fingerprint(model),
     )
     return task, description
+
+
+def model_description(config) -> dict:
+    """A ViT or GPT config as a run description records it: without ``attention``, which picks a kernel for the
+    same function (a run may resume under another)."""
+    return {k: v for k, v in dataclasses.asdict(config).items() if k != "attention"}
 
 
 # ----------------------------------------------------------------------------- spectra

@@ -87,8 +87,8 @@ def test_peak_table():
 @pytest.mark.parametrize(
     "name, argv, unit, n_rows",
     [
-        ("bench_vit", ["--config", "tiny"], "images/s", 1),
-        ("bench_gpt", ["--config", "gpt2-tiny", "--remat", "on"], "tokens/s", 3),
+        ("bench_vit", ["--config", "tiny"], "images/s", 2),  # attention auto and xla
+        ("bench_gpt", ["--config", "gpt2-tiny", "--remat", "on", "--attention", "xla"], "tokens/s", 3),
     ],
 )
 def test_benchmark_smoke(tmp_path, name, argv, unit, n_rows):
@@ -124,7 +124,8 @@ def test_runbook_commands():
     (inrank,) = session.commands("inrank", work, smoke=False)
     assert "gpt2-small" in inrank and inrank[inrank.index("--modes") + 1 :][:2] == ["full", "inrank-efficient"]
     (gpt,) = session.commands("bench-gpt", work, smoke=False)
-    assert gpt[1].endswith("bench_gpt.py") and "--config" not in gpt  # defaults: gpt2-small, remat on and off
+    assert gpt[1].endswith("bench_gpt.py") and "--config" not in gpt  # default gpt2-small
+    assert gpt[gpt.index("--remat") + 1] == "on" and "--attention" not in gpt  # attention auto and xla
     documented = [
         line.split("gpu_session.py", 1)[1].split("--")[0].split()
         for line in (ROOT / "docs" / "networks.md").read_text().splitlines()
@@ -149,6 +150,6 @@ def test_gpu_session_smoke(tmp_path):
     assert {"vit/report.md", "vit/figures/stable_rank_by_layer.png", "vit.log"} <= set(names)
     assert not any("checkpoint" in n for n in names)
     rows = json.loads((tmp_path / "work" / "smoke" / "bench-gpt.json").read_text())["rows"]
-    assert len([r for r in rows if r["name"].startswith("JAX")]) == 6  # 3 parameterisations × remat on/off
+    assert len([r for r in rows if r["name"].startswith("JAX")]) == 6  # 3 parameterisations × attention auto/xla
     assert session.main(argv) == 0
     assert "already done" in (tmp_path / "out" / "bench-vit.md").read_text()

@@ -1,4 +1,4 @@
-"""The networks' commands: gpt end to end, --remat, --init-scale checked alike, inrank's defaults and resume."""
+"""The networks' commands: gpt end to end, --remat and --attention, --init-scale checked alike, inrank's defaults and resume."""
 
 import argparse
 import json
@@ -37,16 +37,19 @@ def test_cli_gpt(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "argv, remat",
-    [(["gpt", "--config", "gpt2-small", "--no-remat"], False), (["vit", "--config", "tiny", "--remat"], True)],
+    "argv, remat, attention",
+    [
+        (["gpt", "--config", "gpt2-small", "--no-remat", "--attention", "xla"], False, "xla"),
+        (["vit", "--config", "tiny", "--remat"], True, "auto"),
+    ],
 )
-def test_cli_remat_option_overrides_the_config(argv, remat):
+def test_cli_remat_and_attention_options_override_the_config(argv, remat, attention):
     from gradflow.nets._cli import _model_and_data
 
     parser = argparse.ArgumentParser(prog="gradflow")
     add_subcommands(parser.add_subparsers(required=True))
     model_cfg, _, _ = _model_and_data(parser.parse_args(argv))
-    assert model_cfg.remat is remat
+    assert model_cfg.remat is remat and model_cfg.attention == attention
 
 
 @pytest.mark.parametrize("command", ["vit", "gpt", "toy-attention"])

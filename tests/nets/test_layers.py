@@ -162,3 +162,25 @@ def test_remat_changes_nothing_but_memory(which):
     scale = max(float(jnp.abs(g).max()) for g in leaves)
     for a, b in zip(leaves, leaves_remat):  # measured: at most 1.5e-8 apart (ViT), bit for bit (GPT)
         np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=1e-6 * scale)
+
+
+def test_attention_option():
+    """``attention`` picks a kernel, not a function: "auto" is XLA's on a CPU (bit for bit), "cudnn" is refused
+    where cuDNN is absent, a bad name is refused by the config, and a run description leaves it out (resumable
+    under another kernel)."""
+    from gradflow.nets._layers import attend
+    from gradflow.nets._train import model_description
+
+    base = tiny_gpt().config
+    with pytest.raises(ValueError, match="attention must be 'auto', 'xla' or 'cudnn'"):
+        dataclasses.replace(base, attention="flash")
+    x = jax.random.normal(KEY, (2, 7, 3, 8), jnp.bfloat16)
+    auto, xla = (jax.vmap(lambda a, i=i: attend(a, a, a, causal=True, implementation=i))(x) for i in ("auto", "xla"))
+    if jax.default_backend() == "cpu":
+        np.testing.assert_array_equal(np.asarray(auto, np.float32), np.asarray(xla, np.float32))
+        with pytest.raises(RuntimeError, match="cuDNN"):
+            attend(x[0], x[0], x[0], causal=True, implementation="cudnn")
+    else:  # a GPU: the fused kernel against XLA's, to bf16 rounding
+        np.testing.assert_allclose(np.asarray(auto, np.float32), np.asarray(xla, np.float32), rtol=0.05, atol=0.02)
+    described = model_description(dataclasses.replace(base, attention="xla"))
+    assert "attention" not in described and described == model_description(base)
