@@ -17,6 +17,8 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/gradflow demo --out demo_output
 	$(VENV)/bin/gradflow demo --full-weights --out demo_output
+	$(VENV)/bin/gradflow demo --depth --out demo_output
+	$(VENV)/bin/gradflow demo --deep-linear --out demo_output
 
 # Two workers (pytest-xdist), each test file on one of them; compiled programs are shared through .jax_cache/.
 test: $(STAMP) lint
