@@ -121,8 +121,27 @@ def restore(f: Factor, log_alpha, m: int) -> Factor:
     dK = imbalance(f, log_alpha, m)
     eye = jnp.eye(f.rho.shape[0])
     Q = jnp.concatenate([f.Q[:m] @ (eye + 0.5 * dK), f.Q[m:] @ (eye - 0.5 * dK)])
-    u, _, vt = jnp.linalg.svd(Q, full_matrices=False)
-    return eqx.tree_at(lambda g: g.Q, f, u @ vt)
+    return eqx.tree_at(lambda g: g.Q, f, polar(Q))
+
+
+_POLAR_NEAR = 1e-3  # ‖QᵀQ − I‖_max under which Newton–Schulz's three iterations reach rounding
+
+
+def polar(Q) -> jax.Array:
+    """The orthonormal polar factor ``U Vᵀ`` of ``Q = U Σ Vᵀ``. Near orthonormal (``‖QᵀQ − I‖_max < 1e-3``, every
+    restore after a step) by Newton–Schulz, ``X ← X (3I − XᵀX) / 2``, whose defect falls as ``¾ δ²`` per iteration
+    (three reach rounding): matrix products that cannot fail, where LAPACK's SVD of such a matrix (singular values
+    all clustered at 1) can fail to converge, which JAX reports as NaN. Farther off, by the SVD."""
+    eye = jnp.eye(Q.shape[1], dtype=Q.dtype)
+    X = Q
+    for _ in range(3):
+        X = X @ (1.5 * eye - 0.5 * (X.T @ X))
+
+    def by_svd():
+        u, _, vt = jnp.linalg.svd(Q, full_matrices=False)
+        return u @ vt
+
+    return jax.lax.cond(jnp.max(jnp.abs(Q.T @ Q - eye)) < _POLAR_NEAR, lambda: X, by_svd)
 
 
 class Args(eqx.Module):

@@ -1,9 +1,11 @@
-"""The continuous-QR state of a factorised flow (gradflow/_factorized/_qr.py): the sorting gauge."""
+"""The continuous-QR state of a factorised flow (gradflow/_factorized/_qr.py): the sorting gauge, the polar factor."""
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 
 def test_sorting_gauge_rotates_the_columns_only():
@@ -35,3 +37,29 @@ def test_sorting_gauge_rotates_the_columns_only():
         np.testing.assert_allclose(np.diag(R), 1.0, atol=1e-15)
     assert bool(changed) and g.rho[1] > g.rho[2]
     assert np.all(np.diff(np.asarray(h.rho)) < 0.5 * np.log1p(np.diag(np.asarray(h.R), 1) ** 2) + 1.0)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    shape=st.sampled_from([(100, 50), (12, 6), (5, 1)]),
+    log_defect=st.floats(-16.0, 0.0),
+)
+def test_polar_is_the_svd_polar_factor(seed, shape, log_defect):
+    """``polar`` (Newton–Schulz near orthonormal, the SVD farther off) is ``U Vᵀ`` of ``Q = U Σ Vᵀ`` to rounding,
+    on both sides of its switch (defects from 1e-16 to 1), and orthonormal."""
+    rng = np.random.default_rng(seed)
+    n, k = shape
+    q = np.linalg.qr(rng.standard_normal((n, k)))[0]
+    Q = q + 10.0**log_defect * rng.standard_normal((n, k)) / np.sqrt(n)
+    u, _, vt = np.linalg.svd(Q, full_matrices=False)
+    with jax.enable_x64(True):
+        P = np.asarray(_jit_polar(jnp.asarray(Q)))
+    np.testing.assert_allclose(P, u @ vt, atol=1e-13)
+    np.testing.assert_allclose(P.T @ P, np.eye(k), atol=1e-13)
+
+
+def _jit_polar(Q):
+    from gradflow._factorized._qr import polar
+
+    return jax.jit(polar)(Q)
