@@ -23,7 +23,16 @@ import numpy as np
 
 from .._cli._options import output_folder
 from . import _plots, _runs
-from ._configs import GPT_CONFIGS, TRAIN_CONFIGS, VIT_CONFIGS, check_init_scale, gpt_config, train_config, vit_config
+from ._configs import (
+    ATTENTION_IMPLEMENTATIONS,
+    GPT_CONFIGS,
+    TRAIN_CONFIGS,
+    VIT_CONFIGS,
+    check_init_scale,
+    gpt_config,
+    train_config,
+    vit_config,
+)
 from ._distributed import SHARDINGS, is_writer
 from ._step import NonFiniteLossError
 from ._toy_attention import ToyAttentionConfig, plot_toy_attention, train_toy_attention
@@ -127,7 +136,7 @@ def _add_training_options(p: argparse.ArgumentParser, *, recipe_help: str, data_
     )
     p.add_argument(
         "--attention",
-        choices=("auto", "xla", "cudnn"),
+        choices=ATTENTION_IMPLEMENTATIONS,
         default="auto",
         help="attention kernel (auto: cuDNN's fused flash attention on a GPU in bf16 where cuDNN accepts the "
         "shapes, else XLA); the same function, so a run may resume under another",

@@ -6,9 +6,12 @@ import dataclasses
 import math
 from typing import Literal
 
+ATTENTION_IMPLEMENTATIONS = ("auto", "xla", "cudnn")  # ``_layers.attend``
 
-def _check_attention(name: str) -> None:
-    if name not in ("auto", "xla", "cudnn"):
+
+def check_attention(name: str) -> None:
+    """Refuse an attention implementation that is not one of ``ATTENTION_IMPLEMENTATIONS``."""
+    if name not in ATTENTION_IMPLEMENTATIONS:
         raise ValueError(f"attention must be 'auto', 'xla' or 'cudnn', got {name!r}")
 
 
@@ -36,7 +39,7 @@ class ViTConfig:
     attention: Literal["auto", "xla", "cudnn"] = "auto"
 
     def __post_init__(self):
-        _check_attention(self.attention)
+        check_attention(self.attention)
         if self.image_size % self.patch:
             raise ValueError(f"image_size {self.image_size} is not a multiple of patch {self.patch}")
         if self.pool not in ("cls", "mean"):
@@ -69,7 +72,7 @@ class GPTConfig:
     attention: Literal["auto", "xla", "cudnn"] = "auto"
 
     def __post_init__(self):
-        _check_attention(self.attention)
+        check_attention(self.attention)
 
 
 @dataclasses.dataclass(frozen=True)

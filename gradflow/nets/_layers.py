@@ -23,8 +23,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._configs import check_attention
+
 INIT_STD = 0.02
-ATTENTION_IMPLEMENTATIONS = ("auto", "xla", "cudnn")
 
 
 def _attention_xla(q: jax.Array, k: jax.Array, v: jax.Array, causal: bool) -> jax.Array:
@@ -43,13 +44,12 @@ def attend(q: jax.Array, k: jax.Array, v: jax.Array, *, causal: bool, implementa
     (``_attention_xla``), ``"cudnn"`` (cuDNN's fused flash attention, its softmax in float32 too; an error where
     cuDNN refuses the shapes, dtype or GPU) or ``"auto"``: cuDNN on a GPU in bf16/fp16 where it accepts them,
     else XLA."""
-    name = implementation
     fused = q.dtype in (jnp.bfloat16, jnp.float16) and jax.default_backend() == "gpu"
-    if name == "cudnn" or (name == "auto" and fused):
+    if implementation == "cudnn" or (implementation == "auto" and fused):
         try:
             return jax.nn.dot_product_attention(q, k, v, is_causal=causal, implementation="cudnn")
         except (NotImplementedError, ValueError, RuntimeError):
-            if name == "cudnn":
+            if implementation == "cudnn":
                 raise
     return _attention_xla(q, k, v, causal)
 
@@ -146,10 +146,7 @@ class MultiHeadAttention(eqx.Module):
         out_std: float = INIT_STD,
         implementation: str = "auto",
     ):
-        if implementation not in ATTENTION_IMPLEMENTATIONS:
-            raise ValueError(
-                f"attention implementation {implementation!r}: choose one of {', '.join(ATTENTION_IMPLEMENTATIONS)}"
-            )
+        check_attention(implementation)
         shape, scale = (d_emb, n_heads, d_head), np.float32(scale)
         self.wq = scale * trunc_normal(rng, shape)
         self.wk = scale * trunc_normal(rng, shape)
