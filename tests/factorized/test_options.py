@@ -14,8 +14,8 @@ def test_the_methods_by_name():
         gradflow.FactorizedSolver(method="dopri5")
 
 
-def test_dense_output_is_off_by_default_and_a_bool():
-    assert gradflow.FactorizedSolver().dense_output is False
-    assert gradflow.FactorizedSolver(dense_output=True) != gradflow.FactorizedSolver()
+def test_dense_output_is_on_by_default_and_a_bool():
+    assert gradflow.FactorizedSolver().dense_output is True
+    assert gradflow.FactorizedSolver(dense_output=False) != gradflow.FactorizedSolver()
     with pytest.raises(ValueError, match="dense_output must be True or False; got 'yes'"):
         gradflow.FactorizedSolver(dense_output="yes")

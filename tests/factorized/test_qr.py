@@ -43,23 +43,46 @@ def test_sorting_gauge_rotates_the_columns_only():
 @given(
     seed=st.integers(0, 2**31 - 1),
     shape=st.sampled_from([(100, 50), (12, 6), (5, 1)]),
-    log_defect=st.floats(-16.0, 0.0),
+    log_defect=st.floats(-16.0, -1.0),
 )
-def test_polar_is_the_svd_polar_factor(seed, shape, log_defect):
-    """``polar`` (Newton–Schulz near orthonormal, the SVD farther off) is ``U Vᵀ`` of ``Q = U Σ Vᵀ`` to rounding,
-    on both sides of its switch (defects from 1e-16 to 1), and orthonormal."""
+def test_newton_schulz_is_the_svd_polar_factor(seed, shape, log_defect):
+    """``newton_schulz`` (``polar``'s way where the SVD fails) is ``U Vᵀ`` of ``Q = U Σ Vᵀ`` to rounding for
+    defects from 1e-16 to 0.1, and orthonormal."""
+    from gradflow._factorized._qr import newton_schulz
+
     rng = np.random.default_rng(seed)
     n, k = shape
     q = np.linalg.qr(rng.standard_normal((n, k)))[0]
     Q = q + 10.0**log_defect * rng.standard_normal((n, k)) / np.sqrt(n)
     u, _, vt = np.linalg.svd(Q, full_matrices=False)
     with jax.enable_x64(True):
-        P = np.asarray(_jit_polar(jnp.asarray(Q)))
+        P = np.asarray(jax.jit(newton_schulz)(jnp.asarray(Q)))
     np.testing.assert_allclose(P, u @ vt, atol=1e-13)
     np.testing.assert_allclose(P.T @ P, np.eye(k), atol=1e-13)
 
 
-def _jit_polar(Q):
-    from gradflow._factorized._qr import polar
+def test_polar_falls_back_where_the_svd_fails(monkeypatch):
+    """``polar`` is the SVD's ``U Vᵀ``; where the SVD returns NaN (LAPACK's failure to converge) on a finite ``Q``,
+    Newton–Schulz's; a ``Q`` that is not finite stays not finite."""
+    from gradflow._factorized import _qr
 
-    return jax.jit(polar)(Q)
+    rng = np.random.default_rng(3)
+    q = np.linalg.qr(rng.standard_normal((9, 4)))[0]
+    Q = q + 1e-6 * rng.standard_normal((9, 4))
+    u, _, vt = np.linalg.svd(Q, full_matrices=False)
+    with jax.enable_x64(True):
+        np.testing.assert_allclose(np.asarray(_qr.polar(jnp.asarray(Q))), u @ vt, atol=1e-14)
+        failing = lambda a, full_matrices: tuple(jnp.full_like(x, jnp.nan) for x in jnp.linalg.svd(a, full_matrices))
+        monkeypatch.setattr(_qr, "jnp", _WithSVD(failing))
+        np.testing.assert_allclose(np.asarray(_qr.polar(jnp.asarray(Q))), u @ vt, atol=1e-13)
+        assert np.isnan(np.asarray(_qr.polar(jnp.asarray(np.where(Q > 0.5, np.nan, Q))))).all()
+
+
+class _WithSVD:
+    """``jax.numpy`` with ``linalg.svd`` replaced."""
+
+    def __init__(self, svd):
+        self.linalg = type("linalg", (), {"svd": staticmethod(svd)})
+
+    def __getattr__(self, name):
+        return getattr(jnp, name)
