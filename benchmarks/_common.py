@@ -42,6 +42,8 @@ import equinox as eqx  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
+from gradflow.nets._configs import ATTENTION_IMPLEMENTATIONS  # noqa: E402
+
 # Dense bf16 tensor-core peaks (FLOP/s) by device-kind substring, most specific first.
 PEAK_BF16 = (
     ("H100 PCIe", 756e12),
@@ -109,7 +111,7 @@ def parser(doc: str, *, config: str, configs: str, steps: int, warmup: int) -> a
     )
     p.add_argument(
         "--attention",
-        choices=("auto", "xla", "cudnn", "both"),
+        choices=(*ATTENTION_IMPLEMENTATIONS, "both"),
         default="both",
         help="gradflow's attention (the model config's `attention`); both: auto and xla side by side",
     )
