@@ -175,6 +175,18 @@ def mean_loss(h: Callable, X, Y, loss: LossSpec, params, *, batch=None) -> jax.A
     return total / X.shape[0]
 
 
+_STACK_NUMBERS = 1 << 23  # input numbers one block of a stack's losses spans (64 MB in float64)
+
+
+def loss_at_each(loss_of: Callable, stack, X) -> jax.Array:
+    """``[loss_of(p) for p in stack]`` over the leading axis of the PyTree ``stack`` (the recorded states of a run),
+    ``vmap``-ed in blocks of at most ``2²³ / X.size`` states: one ``vmap`` over all of them holds every state's
+    intermediates at once (675 outputs of the paper-size attention head: 2.7 GB, and slower than the blocks)."""
+    count = jax.tree_util.tree_leaves(stack)[0].shape[0]
+    block = max(1, min(count, _STACK_NUMBERS // max(1, int(np.size(X)))))
+    return jax.lax.map(loss_of, stack, batch_size=block)
+
+
 def check_h(h: Callable, x, params, *, what: str, hint: str):
     """The abstract output of ``h(x, params)`` on one sample ``x`` (``jax.eval_shape``, in float64), or a
     ``ValueError`` naming ``what`` (``h``'s signature) with the error and ``hint``, how to fix it."""

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._data import LossSpec, check_data, check_h, check_loss, check_output, mean_loss
+from .._data import LossSpec, check_data, check_h, check_loss, check_output, loss_at_each, mean_loss
 from .._kit._checks import check_int
 
 DEPTHS = (2, 3, 4, 5, 6)
@@ -128,7 +128,7 @@ def product(layers) -> jax.Array:
 @eqx.filter_jit
 def losses(model: DeepLinearModel, Ws) -> jax.Array:
     """``L(W)`` of each end-to-end matrix of a stack ``Ws``."""
-    return jax.vmap(model.loss_of_weights)(Ws)
+    return loss_at_each(model.loss_of_weights, Ws, model.X)
 
 
 def layer_velocities(layers, G) -> tuple[jax.Array, ...]:

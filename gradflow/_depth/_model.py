@@ -12,7 +12,7 @@ import equinox as eqx
 import jax
 import numpy as np
 
-from .._data import LossSpec, mean_loss
+from .._data import LossSpec, loss_at_each, mean_loss
 from .._kit._checks import check_coordinate_model
 
 DEPTHS = (2, 3, 4, 5, 6)
@@ -95,4 +95,4 @@ def _batched_g(model, betas):
 
 @eqx.filter_jit
 def _batched_loss(model, betas):
-    return jax.vmap(model.loss_of_beta)(betas)
+    return loss_at_each(model.loss_of_beta, betas, model.X)

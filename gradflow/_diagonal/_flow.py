@@ -24,6 +24,7 @@ import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
 from .._config import float64
+from .._data import loss_at_each
 from .._kit._checks import AHEAD, degenerate_error
 from .._kit._family import FlowRequest
 from .._solver import (
@@ -82,7 +83,7 @@ def _outputs(model, ys, log_wwbar, *, batched):
     def one(ys, log_wwbar):
         w, wbar = exp_weights(ys, Args(model=model, log_wwbar=log_wwbar))
         u, v = 0.5 * (w + wbar), 0.5 * (w - wbar)
-        return log_wwbar - ys, jax.vmap(model.loss_of_beta)(u * v)
+        return log_wwbar - ys, loss_at_each(model.loss_of_beta, u * v, model.X)
 
     return jax.vmap(one)(ys, log_wwbar) if batched else one(ys, log_wwbar)
 

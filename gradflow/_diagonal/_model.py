@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._config import float64
-from .._data import LossSpec, mean_loss
+from .._data import LossSpec, loss_at_each, mean_loss
 from .._kit._checks import check_coordinate_model, check_vector, describe_coordinates, non_finite_at
 
 
@@ -122,7 +122,7 @@ def where_not_finite(model: DiagonalModel, betas) -> str:
 
 @eqx.filter_jit
 def _batched_loss(model, betas):
-    return jax.vmap(model.loss_of_beta)(betas)
+    return loss_at_each(model.loss_of_beta, betas, model.X)
 
 
 @eqx.filter_jit

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import optimistix as optx
 
+from .._data import loss_at_each
 from .._kit._checks import AHEAD
 from .._kit._family import FlowRequest
 from .._solver import (
@@ -83,7 +84,7 @@ def _outputs(model, ys, *, batched):
 
     def one(ys):
         Ws = tuple(jax.vmap(lambda f, m=m: factor_weights(f, m))(f) for f, (m, _) in zip(ys, model.shapes))
-        return Ws, jax.vmap(model.loss_of_weights)(Ws)
+        return Ws, loss_at_each(model.loss_of_weights, Ws, model.X)
 
     return jax.vmap(one)(ys) if batched else one(ys)
 
