@@ -330,7 +330,7 @@ DEMO = Demo(
     flag="--full-weights",
     help="the second part: the attention head with full weights (Figure 2 d–f) exactly, down to log α = −1000, with "
     "its greedy low-rank limit and float64 GD, into OUT/full_weights (with --paper-size: the paper's size, 1,000 "
-    "samples, 10 tokens, d = 50, a rank-3 teacher, into OUT/full_weights_paper; about 15 minutes cold on two cores)",
+    "samples, 10 tokens, d = 50, a rank-3 teacher, into OUT/full_weights_paper; about 9 minutes cold on two idle cores)",
     folder="full_weights",
     configs=MappingProxyType({"default": RankDemoConfig(), "quick": QUICK_FULL, "paper_size": PAPER_FULL}),
     run=run_rank_demo,
