@@ -48,6 +48,7 @@ _SAFETY, _GROW, _SHRINK = 0.9, 3.0, 0.2
 _REUSE = 1  # accepted split steps on one Jacobian
 _PIECE = 6.0  # the longest exponential piece, h σ_1 (rounding ε e^{h σ_1} ≈ 1e-13, far below the tolerance that
 # the step doubling measures; the leaps' 18 puts it at 1e-8)
+_MAX_PIECES = 1000  # more pieces than this in one exponential: the step is rejected (G far above the flow's scale)
 _D = 1.0 / (2.0 + math.sqrt(2.0))  # ode23s: W = I − h d J
 _E32 = 6.0 + math.sqrt(2.0)
 _GAUSS = (0.5 - math.sqrt(3.0) / 6.0, 0.5 + math.sqrt(3.0) / 6.0)
@@ -101,7 +102,12 @@ def _exp(f: Factor, G, h, m: int) -> Factor:
     (``_leap.exp_piece``)."""
     svd = jnp.linalg.svd(G, full_matrices=False)
     n = jnp.maximum(jnp.ceil(h * svd[1][0] / _PIECE), 1.0)
-    return jax.lax.fori_loop(0, n.astype(int), lambda _, g: exp_piece(g, exp_apply(g.Q, svd, h / n, m)), f)
+    # a rejected Rosenbrock step's dense output can put G, hence n, anywhere up to overflow: such a step is rejected
+    # (non-finite log scales) instead of taking billions of pieces, which hung the solve in one segment
+    many = ~(n <= _MAX_PIECES)
+    n = jnp.where(many, 1.0, n)
+    g = jax.lax.fori_loop(0, n.astype(int), lambda _, g: exp_piece(g, exp_apply(g.Q, svd, h / n, m)), f)
+    return eqx.tree_at(lambda g: g.rho, g, jnp.where(many, jnp.nan, g.rho))
 
 
 def _restore_active(f: Factor, active, log_alpha, m: int) -> Factor:

@@ -31,6 +31,22 @@ def _y0(M, u0, v0):
     return jax.tree_util.tree_map(jnp.asarray, initial_state(us, vs))
 
 
+@pytest.mark.parametrize("scale", [1.0, 1e5])
+def test_exponential_rejects_a_huge_G(scale):
+    """``exp(h Ã) Z`` in pieces of ``h σ₁ ≤ 6``: for a G of the flow's scale the log scales move by at most ``h σ₁``;
+    for a G far above it (a rejected Rosenbrock step's dense output, which once hung a solve in billions of pieces)
+    the log scales come back NaN, so that the step is rejected, at once."""
+    M = np.diag([3.0, 1.5, 0.0])[:, :3]
+    with jax.enable_x64(True):
+        f = _y0(M, np.eye(3), np.eye(3))[0]
+        G = scale * jnp.asarray(M)
+        out = jax.jit(_split._exp, static_argnums=3)(f, G, 2.0, 3)
+        if scale == 1.0:
+            assert np.all(np.isfinite(out.rho)) and np.max(np.abs(out.rho - f.rho)) <= 2.0 * 3.0 + 1e-12
+        else:
+            assert np.all(np.isnan(out.rho))
+
+
 @pytest.mark.slow  # compiles the split step: 20-40 s; the split method is not the default (docs/benchmarks.md)
 @pytest.mark.parametrize("h", [0.5, 1.0])
 def test_one_split_step_follows_the_closed_form(h):
