@@ -61,7 +61,11 @@ def min_eig_off_gauge(model, layout, y, ranks, seed: int = 0, rtol: float = 1e-8
     (:func:`off_gauge_hessian_product`) from a random vector off the gauge, fully reorthogonalised, so that the gauge
     never enters. It stops when the smallest Ritz value's residual ``β_m |s_m|`` is below ``rtol`` times the
     largest Ritz value in magnitude (the eigenvalue's error is about the residual squared over the gap to the
-    next), or when the space is invariant (at most the dimension off the gauge)."""
+    next), or when the space is invariant (at most the dimension off the gauge).
+
+    Every new Lanczos vector is projected off the gauge again: ``P H P`` is zero on the gauge, and rounding there,
+    left to grow, makes one of its zeros the smallest Ritz value (at the paper-size head, ``1e-16`` where the
+    smallest eigenvalue off the gauge is 0.34)."""
     active = np.flatnonzero(layout.mask(ranks))
     y = jnp.asarray(y)
     blocks = gauge_blocks(layout, y)
@@ -71,13 +75,16 @@ def min_eig_off_gauge(model, layout, y, ranks, seed: int = 0, rtol: float = 1e-8
         full[active] = x
         return jnp.asarray(full)
 
-    q = np.asarray(project_off_gauge(layout, blocks, padded(np.random.default_rng(seed).standard_normal(active.size))))
-    basis, alpha, beta = [q[active] / np.linalg.norm(q)], [], []
+    def off_gauge(x):
+        return np.asarray(project_off_gauge(layout, blocks, padded(x)))[active]
+
+    q = off_gauge(np.random.default_rng(seed).standard_normal(active.size))
+    basis, alpha, beta = [q / np.linalg.norm(q)], [], []
     while True:
         w = np.asarray(off_gauge_hessian_product(model, layout, blocks, y, padded(basis[-1])))[active]
         alpha.append(basis[-1] @ w)
         for _ in range(2):  # full reorthogonalisation, twice is enough
-            w = w - np.stack(basis).T @ (np.stack(basis) @ w)
+            w = off_gauge(w - np.stack(basis).T @ (np.stack(basis) @ w))
         beta.append(np.linalg.norm(w))
         theta, vectors = scipy.linalg.eigh_tridiagonal(np.array(alpha), np.array(beta[:-1]))
         size = np.max(np.abs(theta))
