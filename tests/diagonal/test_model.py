@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import gradflow._data
 from gradflow import DiagonalModel, evaluate_g, evaluate_loss, models
 from gradflow._data import loss_at_each, sample_blocks
 from gradflow._diagonal._attention import _attention_gradient
@@ -93,10 +94,8 @@ def test_blocked_sums_equal_one_pass():
 @pytest.mark.parametrize("count", [0, 1, 7, 50])
 def test_loss_at_each_equals_one_vmap(count, monkeypatch):
     """The losses of a stack of states in blocks (here of 3, the last one partial) are one ``vmap``'s, in order."""
-    import gradflow._data as data
-
     m = models.diagonal_linear(n=30, p=6, nonzero=3, seed=3).model
-    monkeypatch.setattr(data, "_STACK_NUMBERS", 3 * np.size(m.X))
+    monkeypatch.setattr(gradflow._data, "_STACK_NUMBERS", 3 * np.size(m.X))
     with jax.enable_x64(True):
         betas = jnp.asarray(np.random.default_rng(count).standard_normal((count, m.p)))
         blocked = jax.jit(lambda b: loss_at_each(m.loss_of_beta, b, m.X))(betas)

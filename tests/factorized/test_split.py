@@ -36,7 +36,7 @@ def test_exponential_rejects_a_huge_G(scale):
     """``exp(h Ã) Z`` in pieces of ``h σ₁ ≤ 6``: for a G of the flow's scale the log scales move by at most ``h σ₁``;
     for a G far above it (a rejected Rosenbrock step's dense output, which once hung a solve in billions of pieces)
     the log scales come back NaN, so that the step is rejected, at once."""
-    M = np.diag([3.0, 1.5, 0.0])[:, :3]
+    M = np.diag([3.0, 1.5, 0.0])
     with jax.enable_x64(True):
         f = _y0(M, np.eye(3), np.eye(3))[0]
         G = scale * jnp.asarray(M)
