@@ -16,6 +16,7 @@ move the whole tree to the device.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import equinox as eqx
@@ -39,18 +40,38 @@ def _attention_xla(q: jax.Array, k: jax.Array, v: jax.Array, causal: bool) -> ja
     return jnp.einsum("hst,thk->shk", probs, v)
 
 
+def _fused(q, k, v, causal: bool) -> jax.Array:
+    return jax.nn.dot_product_attention(q, k, v, is_causal=causal, implementation="cudnn")
+
+
+@functools.lru_cache(maxsize=64)
+def _cudnn_accepts(q: jax.ShapeDtypeStruct, k: jax.ShapeDtypeStruct, v: jax.ShapeDtypeStruct, causal: bool) -> bool:
+    """Whether cuDNN's fused attention takes these shapes forward and backward. cuDNN checks them when the
+    computation is traced, the backward's conditions only under differentiation (on an H200 it runs the ViT's 65
+    tokens forward and refuses them in training), so both are traced here, abstractly."""
+
+    def forward_backward(q, k, v):
+        out, back = jax.vjp(lambda q, k, v: _fused(q, k, v, causal), q, k, v)
+        return back(out)
+
+    try:
+        jax.eval_shape(forward_backward, q, k, v)
+    except (NotImplementedError, ValueError, RuntimeError):
+        return False
+    return True
+
+
 def attend(q: jax.Array, k: jax.Array, v: jax.Array, *, causal: bool, implementation: str = "auto") -> jax.Array:
     """Scaled dot-product attention of (T, heads, d_head) arrays. ``implementation``: ``"xla"``
     (``_attention_xla``), ``"cudnn"`` (cuDNN's fused flash attention, its softmax in float32 too; an error where
-    cuDNN refuses the shapes, dtype or GPU) or ``"auto"``: cuDNN on a GPU in bf16/fp16 where it accepts them,
-    else XLA."""
-    fused = q.dtype in (jnp.bfloat16, jnp.float16) and jax.default_backend() == "gpu"
-    if implementation == "cudnn" or (implementation == "auto" and fused):
-        try:
-            return jax.nn.dot_product_attention(q, k, v, is_causal=causal, implementation="cudnn")
-        except (NotImplementedError, ValueError, RuntimeError):
-            if implementation == "cudnn":
-                raise
+    cuDNN refuses the shapes, dtype or GPU) or ``"auto"``: cuDNN on a GPU in bf16/fp16 where it accepts them forward
+    and backward (``_cudnn_accepts``), else XLA."""
+    if implementation == "cudnn":
+        return _fused(q, k, v, causal)
+    if implementation == "auto" and q.dtype in (jnp.bfloat16, jnp.float16) and jax.default_backend() == "gpu":
+        specs = tuple(jax.ShapeDtypeStruct(x.shape, x.dtype) for x in (q, k, v))
+        if _cudnn_accepts(*specs, causal):
+            return _fused(q, k, v, causal)
     return _attention_xla(q, k, v, causal)
 
 

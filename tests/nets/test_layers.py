@@ -164,6 +164,46 @@ def test_remat_changes_nothing_but_memory(which):
         np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=1e-6 * scale)
 
 
+def test_auto_attention_falls_back_where_the_fused_backward_refuses(monkeypatch):
+    """``"auto"`` asks the fused kernel about the forward and the backward before using it: a stand-in for cuDNN that
+    runs odd sequence lengths forward but refuses them in the backward (as cuDNN did with the ViT's 65 tokens on an
+    H200, which crashed training) is used at 8 tokens and replaced by XLA's attention at 7, under ``jax.grad``."""
+    from gradflow.nets import _layers
+
+    @jax.custom_vjp
+    def fake(q, k, v):
+        return _layers._attention_xla(q, k, v, False)
+
+    def fake_fwd(q, k, v):
+        if q.shape[0] % 2:
+            raise NotImplementedError(f"Unsupported sequence length Q {q.shape[0]}")
+        return fake(q, k, v), (q, k, v)
+
+    def fake_bwd(res, g):
+        return jax.vjp(lambda *a: _layers._attention_xla(*a, False), *res)[1](g)
+
+    fake.defvjp(fake_fwd, fake_bwd)
+    used = []
+    monkeypatch.setattr(_layers, "_fused", lambda q, k, v, causal: used.append(q.shape) or fake(q, k, v))
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    _layers._cudnn_accepts.cache_clear()
+    try:
+        for tokens, fused in ((8, True), (7, False)):
+            x = jax.random.normal(KEY, (tokens, 2, 8), jnp.bfloat16)
+            used.clear()
+            loss = lambda x: jnp.sum(_layers.attend(x, x, x, causal=False, implementation="auto").astype(jnp.float32))
+            g = jax.grad(loss)(x)
+            expected = jax.grad(lambda x: jnp.sum(_layers._attention_xla(x, x, x, False).astype(jnp.float32)))(x)
+            g, expected = np.asarray(g, np.float32), np.asarray(expected, np.float32)
+            if fused:  # the stand-in's own backward: the same math, rounded to bf16 in another order
+                np.testing.assert_allclose(g, expected, rtol=0.02, atol=0.02)
+            else:  # XLA's attention itself
+                np.testing.assert_array_equal(g, expected)
+            assert (len(used) > 1) == fused  # the probe's trace, then the computation's own
+    finally:
+        _layers._cudnn_accepts.cache_clear()
+
+
 def test_attention_option():
     """``attention`` picks a kernel, not a function: "auto" is XLA's on a CPU (bit for bit), "cudnn" is refused
     where cuDNN is absent, a bad name is refused by the config, and a run description leaves it out (resumable
