@@ -12,7 +12,8 @@ ATTENTION_IMPLEMENTATIONS = ("auto", "xla", "cudnn")  # ``_layers.attend``
 def check_attention(name: str) -> None:
     """Refuse an attention implementation that is not one of ``ATTENTION_IMPLEMENTATIONS``."""
     if name not in ATTENTION_IMPLEMENTATIONS:
-        raise ValueError(f"attention must be 'auto', 'xla' or 'cudnn', got {name!r}")
+        *first, last = map(repr, ATTENTION_IMPLEMENTATIONS)
+        raise ValueError(f"attention must be {', '.join(first)} or {last}, got {name!r}")
 
 
 @dataclasses.dataclass(frozen=True)
