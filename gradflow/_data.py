@@ -28,6 +28,11 @@ def _cross_entropy(y, y_hat):
     return -jax.nn.log_softmax(y_hat)[y.astype(jnp.int32)]
 
 
+def sample_loss(loss: LossSpec) -> LossFn:
+    """The per-sample loss ``ℓ(y, ŷ)`` that ``loss`` names (or is)."""
+    return _square if loss == "square" else _cross_entropy if loss == "cross_entropy" else loss
+
+
 def check_loss(loss) -> None:
     """``loss`` is ``"square"``, ``"cross_entropy"`` or a function ``loss(y, y_hat)``."""
     if isinstance(loss, str) and loss not in _LOSSES:
@@ -169,7 +174,7 @@ def mean_loss(h: Callable, X, Y, loss: LossSpec, params, *, batch=None) -> jax.A
     X, Y = jnp.asarray(X), jnp.asarray(Y)
     if batch is not None:
         X, Y = X[batch], Y[batch]
-    ell = _square if loss == "square" else _cross_entropy if loss == "cross_entropy" else loss
+    ell = sample_loss(loss)
     blocks = [(0, X.shape[0])] if batch is not None else sample_blocks(X.shape[0])
     total = sum(jnp.sum(jax.vmap(lambda x, y: ell(y, h(x, params)))(X[a:b], Y[a:b])) for a, b in blocks)
     return total / X.shape[0]

@@ -38,7 +38,7 @@ docs/deep-linear.md, and its jumps start where a layer's new direction reaches `
 
 
 SPLIT_STIFFNESS = 4.5e-9
-"""Between the two ranges (``L ≥ 3``, an affine ``G``) the flow is solved by the split of the layers into their learned
+"""Between the two ranges (``L ≥ 3``, outputs linear in ``W``) the flow is solved by the split of the layers into their learned
 and sleeping parts (gradflow/_deep_linear/_split.py) while ``α^{L−2} ≥ SPLIT_STIFFNESS · eps / (atol + rtol)``
 (``1e-16`` at ``atol = 1e-8``): its plateaus last ``α^{−(L−2)}`` in ``t``, where the rounding of the forces on the
 blocks that meet a learned subspace caps the steps as it does the direct integration's, ``10⁷`` times further down.
@@ -81,18 +81,18 @@ def lowest_log_alpha(depth: int | None, tau_end: float, rtol: float, atol: float
 
 
 def check_resolved(
-    depth: int | None, log_a, ts, *, rtol: float, atol: float, affine: bool = True, names=("alpha", "log_alpha")
+    depth: int | None, log_a, ts, *, rtol: float, atol: float, linear: bool = True, names=("alpha", "log_alpha")
 ) -> None:
     """Refuse, with the supported range in the message, the scales ``log α`` that no path resolves at the tolerances
     and the output times ``ts`` (or None: ``τ_end = 1``), for the model's ``depth`` (None: the bound of every depth;
     the flow checks its depth's before it solves anything): below the direct integration's range
     (:func:`lowest_log_alpha`), and for ``L ≥ 3`` (or None) above the small-α path's (:func:`small_log_alpha`) and
-    below the split's (:func:`split_log_alpha`, for an ``affine`` ``G`` only)."""
+    below the split's (:func:`split_log_alpha`, for outputs ``linear`` in ``W`` only)."""
     check_tolerances(rtol, atol)
     log_a = np.atleast_1d(np.asarray(log_a, dtype=np.float64))
     tau_end = 1.0 if ts is None else float(np.max(ts))
     lowest, small = lowest_log_alpha(depth, tau_end, rtol, atol), small_log_alpha(rtol, atol)
-    split = min(lowest, split_log_alpha(depth or 3, rtol, atol) if affine and depth != 2 else math.inf)
+    split = min(lowest, split_log_alpha(depth or 3, rtol, atol) if linear and depth != 2 else math.inf)
     below = (log_a < lowest) & (((log_a > small) & (log_a < split)) | (depth == 2))
     if not np.any(below):
         return
@@ -102,7 +102,7 @@ def check_resolved(
             f"It takes log α ≥ {lowest:.4g} (α ≥ {math.exp(lowest):.3g}) here (a looser atol widens the range); "
             "for smaller α use a FactorizedModel (W = U Vᵀ with U = W_2, V = W_1ᵀ), whose flow takes any α"
         )
-    elif affine:
+    elif linear:
         where = (
             f"It takes log α ≥ {split:.4g} (α ≥ {math.exp(split):.3g}; by the direct integration down to α = "
             f"{math.exp(lowest):.3g}, below it by the split of the layers into their learned and sleeping parts), or "
@@ -113,8 +113,8 @@ def check_resolved(
         where = (
             f"It takes log α ≥ {lowest:.4g} (α ≥ {math.exp(lowest):.3g}), by the direct integration, or log α ≤ "
             f"{small:.4g} (α ≤ {math.exp(small):.3g}), where the flow is its α → 0 limit to the tolerance; the split "
-            "of the layers that covers scales between takes an affine G (the square loss of an h linear in W, as in "
-            "every built-in task), which this model's is not"
+            "of the layers that covers scales between takes outputs h(x, W) linear in W (with any loss, as in every "
+            "built-in task), which this model's are not"
         )
     raise ValueError(
         f"{names[1]} = {la:.6g} (α = {math.exp(la):.3g}) is below what float64 resolves for a deep linear network of "

@@ -154,7 +154,7 @@ def flow(model: DeepLinearModel, request: FlowRequest) -> DeepLinearFlowResult:
     small = (np.asarray(log_a) <= small_log_alpha(rtol, atol)) & deep
     split = (np.asarray(log_a) < lowest_log_alpha(model.depth, float(np.max(ts)), rtol, atol)) & ~small & deep
     check_resolved(
-        model.depth, log_a, ts, rtol=rtol, atol=atol, affine=not np.any(split) or _split.affine_gradient(model)
+        model.depth, log_a, ts, rtol=rtol, atol=atol, linear=not np.any(split) or _split.outputs_are_linear(model)
     )
     options = dict(rtol=rtol, atol=atol, max_steps=max_steps, progress=request.progress)
     if np.all(small):

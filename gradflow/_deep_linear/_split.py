@@ -1,10 +1,10 @@
 """The exact flow of a deep linear network between the direct integration's range and the small-α path's (``L ≥ 3``,
-an affine ``G``): the layers split as ``W_l = A_l + α S_l`` (docs/deep-linear.md, *Between the two ranges*).
+outputs linear in ``W``, any loss): the layers split as ``W_l = A_l + α S_l`` (docs/deep-linear.md, *Between the two ranges*).
 
 ``A`` moves by the layers' own flow, ``dA/dt = F(A)`` (``F_l(W) = W_{>l}ᵀ G(W) W_{<l}ᵀ``): at rest on a plateau,
 through a jump the flow that carries the escaping mode. ``S``, the rest in units of α, moves by ``(F(A + αS) −
 F(A))/α``, expanded so that nothing cancels: with ``Δ_{<l} = (W_{<l} − A_{<l})/α``, ``Δ_{>l}`` likewise and ``ΔG =
-G'(W_A)[(W − W_A)/α]`` (exact for an affine ``G``),
+(G(W) − G(W_A))/α`` (``K[D]`` for an affine ``G``, else a quadrature of ``∇²ℓ̄`` along the segment),
 
     dS_l/dt = Δ_{>l}ᵀ G_A A_{<l}ᵀ + A_{>l}ᵀ G_A Δ_{<l}ᵀ + α Δ_{>l}ᵀ G_A Δ_{<l}ᵀ + W_{>l}ᵀ ΔG W_{<l}ᵀ.
 
@@ -12,7 +12,8 @@ It is solved in ``t = (τ − τ_0)/α^{L−2}`` from each escape by Radau with 
 bases of the input, hidden and output spaces whose first ``k`` vectors span ``A``'s learned subspaces, so that ``A``
 is its ``k×k`` block and the sleeping blocks of ``S`` carry only their own rounding (computed in the layers' own
 coordinates, the rounding of ``A`` and of the cancelling forces on the blocks that meet a learned subspace lands in
-them at ``eps/α``); ``G`` is evaluated in them too, as ``G̃(0) + K̃[W̃]`` (:func:`_in_frames`). The frames turn to
+them at ``eps/α``); ``G`` is evaluated in them too, from coefficients rotated once per frame (``G̃(0)`` and
+``K̃`` of :class:`AffineGradient`, or ``M̃`` of :class:`LinearOutputs`). The frames turn to
 ``A``'s singular subspaces whenever its blocks off the ``k×k`` block exceed :data:`ROTATION` of its size (along a
 jump) and once ``A`` has settled after a jump; those blocks are then rounding and are dropped. Where the sleeping
 blocks' top mode reaches ``α‖S‖ = e = √α`` it moves into ``A``: the top right singular vector ``b_0`` of the product
@@ -33,6 +34,7 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 from .._config import check_interrupt
+from .._data import sample_loss
 from .._results import RESULTS
 from .._solver._segments import Progress
 from ._model import DeepLinearModel, _pack, _unpack, layer_velocities, losses, product
@@ -46,9 +48,9 @@ SETTLED = 1e-2
 of ``atol + rtol``."""
 
 
-def _fields(y, G0, K, log_alpha, shapes):
-    """``(dA/dt, dS/dt)`` packed (the module's equations) for the state ``y`` (``A`` and ``S`` packed) in frames where
-    ``G(W) = G0 + K[W]`` (``K[W]_{ab} = Σ K_{abcd} W_{cd}``)."""
+def _fields(y, gradient, log_alpha, shapes):
+    """``(dA/dt, dS/dt)`` packed (the module's equations) for the state ``y`` (``A`` and ``S`` packed), with ``G`` and
+    ``ΔG`` from ``gradient`` (an :class:`AffineGradient` or :class:`LinearOutputs` in the frames)."""
     L = len(shapes)
     alpha = jnp.exp(log_alpha)
     parts = _unpack(y, shapes * 2)
@@ -61,8 +63,8 @@ def _fields(y, G0, K, log_alpha, shapes):
         below_A[l], below_W[l], below_D[l] = P_A, P_W, D
         D = S[l] @ P_W + A[l] @ D  # (W_l W_{<l} − A_l A_{<l}) / α
         P_A, P_W = A[l] @ P_A, W[l] @ P_W
-    G_A = G0 + jnp.einsum("abcd,cd->ab", K, P_A)
-    dG = jnp.einsum("abcd,cd->ab", K, D)  # (G(W) − G(W_A)) / α, without cancellation
+    G_A = gradient.at(P_A)
+    dG = gradient.change(P_A, D, alpha)  # (G(W) − G(W_A)) / α, without cancellation
     above_A, above_W, above_D = [None] * L, [None] * L, [None] * L
     P_A, P_W, D = jnp.eye(m), jnp.eye(m), jnp.zeros((m, m))
     for l in reversed(range(L)):
@@ -80,45 +82,130 @@ def _fields(y, G0, K, log_alpha, shapes):
     return jnp.concatenate([x.ravel() for x in f_A + f_S])
 
 
-_velocity = jax.jit(_fields, static_argnums=4)
-_jacobian = jax.jit(jax.jacfwd(_fields), static_argnums=4)
-
-
-@jax.jit
-def _speed_of_A(A, G0, K):
-    """The largest entry of ``dA/dt = F(A)`` (``A``'s own flow, without ``S``): where it has settled after a jump."""
-    G = G0 + jnp.einsum("abcd,cd->ab", K, product(A))
-    return jnp.max(jnp.array([jnp.abs(v).max() for v in layer_velocities(A, G)]))
+_velocity = eqx.filter_jit(_fields)
+_jacobian = eqx.filter_jit(jax.jacfwd(_fields))
 
 
 @eqx.filter_jit
-def _affine(model: DeepLinearModel):
-    """``G(0)`` and ``K = ∂G/∂W`` (constant for an affine ``G``), so that ``G(W) = G(0) + K[W]``."""
-    zero = jnp.zeros(model.shape)
-    return model.G(zero), jax.jacfwd(model.G)(zero)
+def _speed_of_A(A, gradient):
+    """The largest entry of ``dA/dt = F(A)`` (``A``'s own flow, without ``S``): where it has settled after a jump."""
+    G = gradient.at(product(A))
+    return jnp.max(jnp.array([jnp.abs(v).max() for v in layer_velocities(A, G)]))
 
 
-def _in_frames(G0, K, frames):
-    """``G(0)`` and ``K`` in the frames: ``Q_Lᵀ G(Q_L W̃ Q_0ᵀ) Q_0 = G̃0 + K̃[W̃]``, rotated once (so that ``G`` is
-    evaluated in the frames, with no rotation of ``W`` and back: that would spread the rounding of the blocks that meet
-    a learned subspace over the sleeping one)."""
-    Q_in, Q_out = frames[0], frames[-1]
-    return Q_out.T @ G0 @ Q_in, np.einsum("ai,bj,abcd,ck,dl->ijkl", Q_out, Q_in, K, Q_out, Q_in, optimize=True)
+class AffineGradient(eqx.Module):
+    """``G(W) = G0 + K[W]`` (``K[W]_{ab} = Σ K_{abcd} W_{cd}``): the square loss of outputs linear in ``W``, where
+    ``ΔG = K[D]`` is exact."""
+
+    G0: jax.Array
+    K: jax.Array
+
+    def at(self, W):
+        return self.G0 + jnp.einsum("abcd,cd->ab", self.K, W)
+
+    def change(self, W_A, D, alpha):
+        """``(G(W_A + αD) − G(W_A)) / α = K[D]``."""
+        return jnp.einsum("abcd,cd->ab", self.K, D)
+
+    def in_frames(self, frames):
+        """``Q_Lᵀ G(Q_L W̃ Q_0ᵀ) Q_0 = G̃0 + K̃[W̃]``, with ``G0`` and ``K`` rotated once (module docstring)."""
+        Q_in, Q_out = frames[0], frames[-1]
+        K = np.einsum("ai,bj,abcd,ck,dl->ijkl", Q_out, Q_in, self.K, Q_out, Q_in, optimize=True)
+        return AffineGradient(jnp.asarray(Q_out.T @ np.asarray(self.G0) @ Q_in), jnp.asarray(K))
 
 
-def affine_gradient(model: DeepLinearModel) -> bool:
-    """Whether ``G = −∇L`` is affine in ``W`` (the square loss of an ``h`` linear in ``W``, every built-in task), which
-    the split needs for ``ΔG`` without cancellation: its second derivative vanishes, exactly, along random directions
-    at two random points."""
-    if model.loss != "square":
-        return False
+GAUSS_NODES = 8
+"""Gauss–Legendre nodes of :meth:`LinearOutputs.change`: exact where ``ℓ``'s Hessian is a polynomial of degree ≤ 15
+along the segment; for the cross-entropy within 4e-15 of a 40-digit difference while the outputs move by at most
+1.25 (docs/deep-linear.md, *Between the two ranges*)."""
+
+DIRECT_CHANGE = 0.5
+"""Where the outputs move by more than this between ``W_A`` and ``W`` (``max |α δ|``), :meth:`LinearOutputs.change`
+takes the difference itself, whose rounding (``eps / max |α δ|`` relative) is then below 1e-15."""
+
+
+class LinearOutputs(eqx.Module):
+    """``G(W) = −Mᵀ ∇ℓ̄(z0 + M[W])`` for outputs ``z = h(X; W) = z0 + M[W]`` affine in ``W`` and any loss
+    ``ℓ̄(z) = (1/n) Σ_j ℓ(y_j, z_j)``."""
+
+    z0: jax.Array
+    M: jax.Array  # ∂z/∂W: the outputs' axes, then W's two
+    Y: jax.Array
+    loss: object = eqx.field(static=True)
+
+    def _loss_gradient(self, z):
+        ell = sample_loss(self.loss)
+        return jax.grad(lambda z: jnp.mean(jax.vmap(ell)(self.Y, z)))(z)
+
+    def _pull(self, dz):
+        """``Mᵀ[dz]``, an ``(m, n)`` matrix."""
+        return jnp.tensordot(dz, self.M, axes=dz.ndim)
+
+    def _push(self, W):
+        """``M[W]``, in the outputs' shape."""
+        return jnp.tensordot(self.M, W, axes=2)
+
+    def at(self, W):
+        return -self._pull(self._loss_gradient(self.z0 + self._push(W)))
+
+    def change(self, W_A, D, alpha):
+        """``(G(W_A + αD) − G(W_A)) / α = −Mᵀ ∫₀¹ ∇²ℓ̄(z_A + s α δ)[δ] ds`` with ``δ = M[D]``, by Gauss–Legendre
+        quadrature on :data:`GAUSS_NODES` nodes: each node's term is a Hessian–vector product, so nothing cancels (the
+        difference itself where the outputs move by more than :data:`DIRECT_CHANGE`)."""
+        z_A, delta = self.z0 + self._push(W_A), self._push(D)
+        nodes, weights = np.polynomial.legendre.leggauss(GAUSS_NODES)
+        quadrature = sum(
+            0.5 * w * jax.jvp(self._loss_gradient, (z_A + 0.5 * (x + 1.0) * alpha * delta,), (delta,))[1]
+            for x, w in zip(nodes, weights)
+        )
+        difference = (self._loss_gradient(z_A + alpha * delta) - self._loss_gradient(z_A)) / alpha
+        far = alpha * jnp.max(jnp.abs(delta)) > DIRECT_CHANGE
+        return -self._pull(jnp.where(far, difference, quadrature))
+
+    def in_frames(self, frames):
+        """The same outputs of ``W̃`` in the frames, ``W = Q_L W̃ Q_0ᵀ``: ``M`` rotated once."""
+        Q_in, Q_out = frames[0], frames[-1]
+        M = np.einsum("...cd,ca,db->...ab", np.asarray(self.M), Q_out, Q_in, optimize=True)
+        return LinearOutputs(self.z0, jnp.asarray(M), self.Y, self.loss)
+
+
+def _outputs_of(model: DeepLinearModel, W):
+    return jax.vmap(model.h, in_axes=(0, None))(jnp.asarray(model.X), W)
+
+
+def outputs_are_linear(model: DeepLinearModel) -> bool:
+    """Whether the outputs ``h(X; W)`` are affine in ``W`` (what the split needs, with any loss): their second
+    derivative vanishes, exactly, along random directions at two random points."""
     rng = np.random.default_rng(0)
+    outputs = eqx.filter_jit(
+        lambda W, D: jax.jvp(lambda w: jax.jvp(lambda v: _outputs_of(model, v), (w,), (D,))[1], (W,), (D,))[1]
+    )
     for _ in range(2):
         W, D = (jnp.asarray(rng.standard_normal(model.shape)) for _ in range(2))
-        second = jax.jvp(lambda w: jax.jvp(model.G, (w,), (D,))[1], (W,), (D,))[1]
-        if np.any(np.asarray(second) != 0.0):
+        if np.any(np.asarray(outputs(W, D)) != 0.0):
             return False
     return True
+
+
+@eqx.filter_jit
+def _affine(model: DeepLinearModel) -> AffineGradient:
+    """``G(0)`` and ``K = ∂G/∂W`` (constant for an affine ``G``), so that ``G(W) = G(0) + K[W]``."""
+    zero = jnp.zeros(model.shape)
+    return AffineGradient(model.G(zero), jax.jacfwd(model.G)(zero))
+
+
+@eqx.filter_jit
+def _linear_outputs(model: DeepLinearModel) -> LinearOutputs:
+    zero = jnp.zeros(model.shape)
+    M = jax.jacfwd(lambda W: _outputs_of(model, W))(zero)
+    return LinearOutputs(_outputs_of(model, zero), M, jnp.asarray(model.Y), model.loss)
+
+
+def split_gradient(model: DeepLinearModel) -> AffineGradient | LinearOutputs:
+    """``G`` in the form the split evaluates in its frames: :class:`AffineGradient` for the square loss (the outputs
+    being linear), else :class:`LinearOutputs`; the model's outputs must be linear in ``W``
+    (:func:`outputs_are_linear`)."""
+    return _affine(model) if model.loss == "square" else _linear_outputs(model)
 
 
 def _rotate(layers, frames):
@@ -206,9 +293,10 @@ class _Run:
     stop_at: float = math.inf  # the chunk's t where it stopped
     outputs: list = dataclasses.field(default_factory=list)
 
-    def solve(self, W0, ts, G0, K, *, max_steps, reached):
+    def solve(self, W0, ts, gradient, *, max_steps, reached):
         """``(result, message)``, with ``self.outputs[i] = (A, S, k)`` in the original coordinates at ``ts[i]`` (None
-        after the time reached, which Ctrl-C and the step budget keep); ``G(W) = G0 + K[W]`` (:func:`_affine`)."""
+        after the time reached, which Ctrl-C and the step budget keep); ``gradient`` is :func:`split_gradient`'s, with
+        NumPy arrays."""
         model, L = self.model, self.model.depth
         shapes = tuple(model.layer_shapes)
         alpha, unit = math.exp(self.log_alpha), math.exp((L - 2) * self.log_alpha)
@@ -219,7 +307,7 @@ class _Run:
         outputs = self.outputs = [None] * len(ts)
         tol = self.atol + self.rtol
         while tau0 < ts[-1]:
-            args = (*(jnp.asarray(x) for x in _in_frames(G0, K, frames)), jnp.asarray(self.log_alpha), shapes)
+            args = (gradient.in_frames(frames), jnp.asarray(self.log_alpha), shapes)
 
             def stopped(t, y):  # once a step (and in the root finding): ends the chunk where the budget or Ctrl-C fell
                 if self.stop is None:
@@ -241,7 +329,7 @@ class _Run:
             def settled(t, y):
                 if not jumping:
                     return 1.0
-                return float(_speed_of_A(_unpack(y, shapes), *args[:2])) - SETTLED * tol
+                return float(_speed_of_A(_unpack(y, shapes), args[0])) - SETTLED * tol
 
             for event in (stopped, escaped, turned, settled):
                 event.terminal = True
@@ -314,7 +402,7 @@ def flow(model: DeepLinearModel, W0, ts, log_a, *, rtol: float, atol: float, max
     """``simulate_flow`` for scales between the two ranges (every ``log α`` there): one split flow per α."""
     ts = np.asarray(ts)
     log_alphas = np.atleast_1d(np.asarray(log_a, dtype=np.float64))
-    G0, K = (np.asarray(x) for x in _affine(model))
+    gradient = jax.tree_util.tree_map(np.asarray, split_gradient(model))
     bar = Progress(float(ts[-1]), log_alphas.size, desc="simulate_flow", enabled=progress)
     runs, results, messages, steps, turns = [], [], [], [], []
     interrupted = False
@@ -325,7 +413,7 @@ def flow(model: DeepLinearModel, W0, ts, log_a, *, rtol: float, atol: float, max
                 result, message = RESULTS.interrupted.value, "simulate_flow was interrupted (Ctrl-C) before this run"
             else:
                 try:
-                    result, message = run.solve(W0, ts, G0, K, max_steps=max_steps, reached=bar.run(j, 1.0))
+                    result, message = run.solve(W0, ts, gradient, max_steps=max_steps, reached=bar.run(j, 1.0))
                 except KeyboardInterrupt:
                     interrupted, result = True, RESULTS.interrupted.value
                     message = "simulate_flow was interrupted (Ctrl-C); the outputs it had reached are kept, those after are +inf"

@@ -58,16 +58,18 @@ def test_the_split_covers_the_scales_between_at_l3_and_part_of_them_from_l4():
         gradflow.simulate_flow(whitened(5), u0=aligned(5), ts=[0.0, 1.0], alpha=1e-7)
 
 
-def test_a_model_whose_gradient_is_not_affine_is_refused_between_the_ranges():
-    """The split takes an affine ``G``: with the cross-entropy loss, or an ``h`` not linear in ``W``, the scales between
-    the direct integration's range and the small-α path's are refused, saying why."""
+def test_outputs_not_linear_in_W_are_refused_between_the_ranges():
+    """The split takes outputs ``h(x, W)`` linear in ``W``, with any loss: with an ``h`` that is not, the scales between
+    the direct integration's range and the small-α path's are refused, saying why; the cross-entropy of linear outputs
+    is taken."""
     X = np.eye(3)
-    Y = np.eye(3)
-    model = gradflow.DeepLinearModel(lambda x, W: jnp.tanh(W @ x), X, Y, shape=(3, 3), depth=3)
-    with pytest.raises(ValueError, match="takes an affine G"):
+    model = gradflow.DeepLinearModel(lambda x, W: jnp.tanh(W @ x), X, np.eye(3), shape=(3, 3), depth=3)
+    with pytest.raises(ValueError, match=r"takes outputs h\(x, W\) linear in W"):
         gradflow.simulate_flow(model, u0=aligned(3), ts=[0.0, 1.0], alpha=1e-8)
-    assert not _split.affine_gradient(model)
-    assert _split.affine_gradient(whitened(3))
+    assert not _split.outputs_are_linear(model)
+    assert _split.outputs_are_linear(whitened(3))
+    labels = gradflow.DeepLinearModel(lambda x, W: W @ x, X, np.arange(3), shape=(3, 3), depth=3, loss="cross_entropy")
+    assert _split.outputs_are_linear(labels)
 
 
 def test_jumps_bound_at_loose_tolerances():
