@@ -9,7 +9,8 @@ vanish, so ``W = W^k + α^L S_L ⋯ S_1`` and ``W``'s singular values are those 
 (``g = uᵀ G_k v``). Where ``α a`` reaches ``e = ((atol + rtol) max(1, ‖W^k‖))^{1/L}`` (the new singular value reaches
 the tolerance and starts to move ``G``) the jump begins: phase (B), the layers' flow in ``t`` from
 ``A^k + e b_l b_{l−1}ᵀ``, at ``τ = T_k + Δ_k − (α/e)^{L−2}/((L−2) g) + α^{L−2} t``, until stationary at ``A^{k+1}``;
-what is left of ``S`` passes it, projected off the new learned subspaces. The greedy limit
+what is left of ``S`` is carried through it by the layers' flow linearised along it
+(gradflow._deep_linear._greedy.carried), then projected off the new learned subspaces. The greedy limit
 (gradflow._deep_linear._greedy) is this path without the outputs between its stages.
 
 Neglected: the blocks of ``S`` that meet a learned subspace (they relax in ``t`` to ``O(α)``), the learned layers'
@@ -30,7 +31,7 @@ from .._config import check_interrupt
 from .._kit._greedy import GreedyTolerances
 from .._results import RESULTS
 from .._solver._segments import Progress
-from ._greedy import _gradient, phase_b_from
+from ._greedy import _gradient, carried, layers_at, phase_b_from
 from ._model import DeepLinearModel, _unpack, losses, product
 from ._results import DeepLinearFlowResult
 from ._sleeping import Escape, _log_sv, escape, learned_frames, off_frames
@@ -39,8 +40,8 @@ from ._sleeping import Escape, _log_sv, escape, learned_frames, off_frames
 @dataclasses.dataclass(frozen=True)
 class Stage:
     """Plateau ``k`` from ``start = T_k``: its layers ``A^k``, the escape out of it (with ``S(τ − T_k)``), and the jump
-    that ends it: phase (B)'s dense outputs in ``t`` (empty for the last stage), its per-layer start ``scale`` ``e``
-    and its length ``t_end`` in ``t``."""
+    that ends it: phase (B)'s dense outputs in ``t`` (empty for the last stage), its per-layer start ``scale`` ``e``,
+    its length ``t_end`` in ``t`` and the dense outputs of the sleeping layers carried through it (``carried``)."""
 
     start: float
     layers: tuple
@@ -48,6 +49,7 @@ class Stage:
     jump: tuple = ()
     scale: float = 0.0
     t_end: float = 0.0
+    carried: tuple = ()
 
     @property
     def end(self) -> float:
@@ -100,10 +102,13 @@ def path(model: DeepLinearModel, W0, tau_end: float, *, rtol: float, atol: float
                     "+inf. Try a larger max_steps."
                 )
                 break
-            stages.append(Stage(start, tuple(A), out, tuple(record), e, _settled(record, A_new, atol + rtol)))
+            through, rest = carried(model, record, out.rest, tol)
+            steps += _steps(through)
+            settled = _settled(record, A_new, atol + rtol)
+            stages.append(Stage(start, tuple(A), out, tuple(record), e, settled, tuple(through)))
             start += out.delta
             A = [np.asarray(w) for w in A_new]
-            S = list(off_frames(out.rest, learned_frames(A, k + 1)))
+            S = list(off_frames(rest, learned_frames(A, k + 1)))
             G = np.asarray(_gradient(model, product(A)))
             reached(start)
             check_interrupt()
@@ -127,12 +132,6 @@ def _settled(record, end, tol: float) -> float:
     far = np.concatenate([np.abs(sol(sol.ts) - y_end[:, None]).max(axis=0) > bound for sol in record])
     last_far = np.flatnonzero(far)[-1] if far.any() else -1
     return float(times[min(last_far + 1, times.size - 1)])
-
-
-def _at(record, t: float) -> np.ndarray:
-    """Phase (B)'s layers, packed, at ``t`` (its last value beyond its end)."""
-    sol = next(sol for sol in record if sol.t_max >= t or sol is record[-1])
-    return sol(min(t, sol.t_max))
 
 
 def _steps(solutions) -> int:
@@ -167,9 +166,9 @@ def outputs(model: DeepLinearModel, stages, ts, log_alpha: float, reached: float
             k += 1
         stage = stages[k]
         if stage.jump and tau >= stage.jump_start(log_alpha):  # inside the jump out of stage k
-            y = _at(stage.jump, (tau - stage.jump_start(log_alpha)) / eps_t)
-            awake = _unpack(y, model.layer_shapes)
-            rest = stage.out.rest
+            t_jump = (tau - stage.jump_start(log_alpha)) / eps_t
+            awake = _unpack(layers_at(stage.jump, t_jump), model.layer_shapes)
+            rest = _unpack(layers_at(stage.carried, t_jump), model.layer_shapes)
             learned, asleep = _log_sv(awake)[: k + 1], L * log_alpha + _log_sv(rest)
         else:
             awake = stage.layers

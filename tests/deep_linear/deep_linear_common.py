@@ -20,3 +20,12 @@ def aligned(depth, a0=A0):
     """The balanced start aligned with ``M = diag(s)``: every layer ``diag(a0)``, so mode ``r`` starts at
     ``σ_r(0) = (α a0_r)^L``."""
     return tuple(np.diag(a0) for _ in range(depth))
+
+
+def labels_task(depth=3, seed=0, n=60):
+    """Three classes of Gaussian points in R³, labelled by a noisy linear teacher (not separable: the cross-entropy has
+    a finite minimiser on every rank), ``h(x, W) = W x`` the logits."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, 3))
+    y = np.argmax(X @ (2.0 * rng.standard_normal((3, 3))).T + rng.standard_normal((n, 3)), axis=1)
+    return gradflow.DeepLinearModel(lambda x, W: W @ x, X, y, shape=(3, 3), depth=depth, loss="cross_entropy")

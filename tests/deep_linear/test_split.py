@@ -7,7 +7,7 @@ import math
 import jax
 import numpy as np
 import pytest
-from deep_linear_common import A0, S, aligned, whitened
+from deep_linear_common import A0, S, aligned, labels_task, whitened
 
 import gradflow
 import theory
@@ -176,15 +176,6 @@ def test_the_small_alpha_paths_sleeping_modes_after_a_jump_at_depth_5():
     assert gap[ts <= 2.0].max() < 1e-4 and gap[ts >= 2.6].max() < 5e-4, gap
 
 
-def labels_task(depth=3, seed=0, n=60):
-    """Three classes of Gaussian points in R³, labelled by a noisy linear teacher (not separable: the cross-entropy has
-    a finite minimiser on every rank), ``h(x, W) = W x`` the logits."""
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((n, 3))
-    y = np.argmax(X @ (2.0 * rng.standard_normal((3, 3))).T + rng.standard_normal((n, 3)), axis=1)
-    return gradflow.DeepLinearModel(lambda x, W: W @ x, X, y, shape=(3, 3), depth=depth, loss="cross_entropy")
-
-
 def test_linear_outputs_give_the_gradient_and_its_change_in_frames():
     """:class:`_split.LinearOutputs` of the cross-entropy: ``G̃(W̃) = Q_Lᵀ G(Q_L W̃ Q_0ᵀ) Q_0`` in random frames, and
     ``(G(W + αD) − G(W))/α`` within 1e-13 of a 40-digit difference, by quadrature where the logits move little (where
@@ -237,8 +228,9 @@ def test_a_cross_entropy_split_is_the_direct_flow_where_both_run():
 @pytest.mark.slow
 def test_a_cross_entropy_flow_between_the_ranges():
     """The cross-entropy at L = 3, α = 1e-8 (refused before the split took any loss): ``simulate_flow`` solves it through
-    the first jump; two tolerances agree to 1e-7 in ``log σ``; the small-α path's learned mode within 1e-10, ``W`` within
-    1e-7 and its sleeping modes within its own error after a jump (3e-3, the same at α = 1e-6 and 1e-10)."""
+    the first jump; two tolerances agree to 1e-7 in ``log σ``; the small-α path within 1e-6 in ``log σ`` (2.3e-3 on the
+    sleeping modes after the jump while it projected the rest through the jump instead of carrying it), ``W`` within
+    1e-7."""
     depth, alpha = 3, 1e-8
     model = labels_task(depth)
     W0 = gaussian(depth, seed=1)
@@ -249,6 +241,5 @@ def test_a_cross_entropy_flow_between_the_ranges():
         limit = _small.flow(model, W0, ts, math.log(alpha), rtol=0.0, atol=1e-8, max_steps=None, progress=False)
     assert coarse.result == "successful" and coarse.stats["num_frame_turns"] >= 1 and coarse.loss[-1] < 0.6
     np.testing.assert_allclose(coarse.log_singular_values, fine.log_singular_values, atol=1e-7)
-    np.testing.assert_allclose(coarse.log_singular_values[:, 0], limit.log_singular_values[:, 0], atol=1e-10)
-    np.testing.assert_allclose(coarse.log_singular_values, limit.log_singular_values, atol=3e-3)
+    np.testing.assert_allclose(coarse.log_singular_values, limit.log_singular_values, atol=1e-6)
     np.testing.assert_allclose(coarse.W, limit.W, atol=1e-7)
