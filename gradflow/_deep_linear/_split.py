@@ -1,5 +1,6 @@
 """The exact flow of a deep linear network between the direct integration's range and the small-α path's (``L ≥ 3``,
-outputs linear in ``W``, any loss): the layers split as ``W_l = A_l + α S_l`` (docs/deep-linear.md, *Between the two ranges*).
+outputs linear in ``W``, any loss): the layers split as ``W_l = A_l + α S_l`` (docs/deep-linear.md, *Between the
+two ranges*).
 
 ``A`` moves by the layers' own flow, ``dA/dt = F(A)`` (``F_l(W) = W_{>l}ᵀ G(W) W_{<l}ᵀ``): at rest on a plateau,
 through a jump the flow that carries the escaping mode. ``S``, the rest in units of α, moves by ``(F(A + αS) −
