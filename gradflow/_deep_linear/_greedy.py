@@ -179,44 +179,6 @@ def phase_b(model: DeepLinearModel, layers, scale: float, tol: GreedyTolerances,
     return _unpack(y, shapes), stationarity, False
 
 
-def layers_at(record, t: float) -> np.ndarray:
-    """Phase (B)'s layers, packed, at ``t`` from its dense outputs ``record`` (its last value beyond its end)."""
-    sol = next(sol for sol in record if sol.t_max >= t or sol is record[-1])
-    return sol(min(t, sol.t_max))
-
-
-@eqx.filter_jit
-def _carried_velocity(model, y, s, shapes):
-    return jax.jvp(lambda z: _flat_velocities(model, z, shapes), (y,), (s,))[1]
-
-
-def carried(model: DeepLinearModel, record, rest, tol: GreedyTolerances):
-    """The sleeping layers ``rest`` (in units of α) carried through phase (B): the layers' flow linearised along it,
-    ``dS/dt = J(A(t)) S`` (``J = ∂F/∂W``, phase (B)'s Jacobian; the flow of ``A + αS`` to first order in α), from
-    phase (B)'s dense outputs ``record``, by Radau from phase (B)'s first step and at most its longest (at the start of
-    phase (B) ``J`` is nearly zero, and LSODA or BDF left to choose their steps passed over the whole jump in a few).
-    Returns the dense outputs of ``S`` (a list of scipy ``OdeSolution``s) and ``S`` at phase (B)'s end. While a jump
-    turns the learned subspaces of ``A``, the blocks of ``S`` that meet them turn into the sleeping block: projecting
-    ``rest`` off the new subspaces instead (as until 2026-11-30) put the sleeping modes' ``log σ`` off by up to 2e-3
-    after a jump (docs/deep-linear.md, *Small α*)."""
-    shapes = tuple(w.shape for w in rest)
-    y0 = _pack(rest)
-    steps = np.diff(np.unique(np.concatenate([sol.ts for sol in record])))
-    sol = solve_ivp(
-        lambda t, y: np.asarray(_carried_velocity(model, layers_at(record, t), y, shapes)),
-        (0.0, record[-1].t_max),
-        y0,
-        method="Radau",
-        jac=lambda t, _: np.asarray(_flat_jacobian(model, layers_at(record, t), shapes)),
-        rtol=tol.ode_rtol,
-        atol=tol.ode_atol * max(1.0, float(np.abs(y0).max())),
-        first_step=float(steps[0]),
-        max_step=float(steps.max()),
-        dense_output=True,
-    )
-    return [sol.sol], _unpack(sol.y[:, -1], shapes)
-
-
 def phase_b_from(model: DeepLinearModel, A, out, G, eps: float, scale: float, tol: GreedyTolerances, record=None):
     """Phase (B) out of a stage: the layers' flow from ``A^k + e b_l b_{l−1}ᵀ`` (the escape ``out``'s direction in the
     same hidden coordinates, at :func:`_start_scale`). Returns :func:`phase_b`'s ``(layers, stationarity, converged)``."""
@@ -407,10 +369,9 @@ def greedy(
                     "greedy limit's choice between them is arbitrary"
                 )
                 warn(warnings_[-1])
-            ends, record = [], []
+            ends = []
             for eps in tol.epsilons[-2:]:
-                record.clear()
-                layers, stationarity, ok = phase_b_from(model, A, out, G, eps, scale, tol, record)
+                layers, stationarity, ok = phase_b_from(model, A, out, G, eps, scale, tol)
                 if not ok:
                     result = RESULTS.phase_b_failed.value
                     message = (
@@ -421,7 +382,7 @@ def greedy(
                 ends.append(layers)
             A = layers
             W_new = product(A)
-            S = list(off_frames(carried(model, record, out.rest, tol)[1], learned_frames(A, k + 1)))
+            S = list(off_frames(out.rest, learned_frames(A, k + 1)))
             disc = float(np.linalg.norm(product(ends[0]) - W_new) / max(np.linalg.norm(W_new), 1e-300))
             if disc > tol.epsilon_agreement:
                 warnings_.append(
