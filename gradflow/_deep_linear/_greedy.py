@@ -22,6 +22,7 @@ the layers' flow (phase (B)) to the rank-``(k+1)`` stationary point ``W^{k+1}``.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import equinox as eqx
@@ -177,6 +178,52 @@ def phase_b(model: DeepLinearModel, layers, scale: float, tol: GreedyTolerances,
         horizon *= 2.0
         check_interrupt()
     return _unpack(y, shapes), stationarity, False
+
+
+def layers_at(record, t: float) -> np.ndarray:
+    """Phase (B)'s layers, packed, at ``t`` from its dense outputs ``record`` (its last value beyond its end)."""
+    sol = next(sol for sol in record if sol.t_max >= t or sol is record[-1])
+    return sol(min(t, sol.t_max))
+
+
+@eqx.filter_jit
+def _carried_velocity(model, y, s, shapes):
+    return jax.jvp(lambda z: _flat_velocities(model, z, shapes), (y,), (s,))[1]
+
+
+CARRY_RTOL = 1e-8
+"""The greedy limit carries the rest through each jump along a phase (B) of its own at this ``ode_rtol`` (or its own,
+if tighter), and takes that run's layers (the rest lives in their hidden coordinates): along its phase (B) at the
+default ``ode_rtol = 1e-4`` the rotated task's stage times (L = 3) moved 1.8e-3 off the exact flow's; at 1e-8 they are
+within 1.1e-7 of the small-α path's, where the rest projected through the jumps left them 1.1e-6 off
+(docs/deep-linear.md, *Small α*)."""
+
+
+def carried(model: DeepLinearModel, record, rest, tol: GreedyTolerances):
+    """The sleeping layers ``rest`` (in units of α) carried through phase (B): the layers' flow linearised along it,
+    ``dS/dt = J(A(t)) S`` (``J = ∂F/∂W``, phase (B)'s Jacobian; the flow of ``A + αS`` to first order in α), from
+    phase (B)'s dense outputs ``record``, by Radau from phase (B)'s first step and at most its longest (at the start of
+    phase (B) ``J`` is nearly zero, and LSODA or BDF left to choose their steps passed over the whole jump in a few).
+    Returns the dense outputs of ``S`` (a list of scipy ``OdeSolution``s) and ``S`` at phase (B)'s end. While a jump
+    turns the learned subspaces of ``A``, the blocks of ``S`` that meet them turn into the sleeping block: projecting
+    ``rest`` off the new subspaces instead (as until 2026-11-30) put the sleeping modes' ``log σ`` off by up to 2e-3
+    after a jump (docs/deep-linear.md, *Small α*)."""
+    shapes = tuple(w.shape for w in rest)
+    y0 = _pack(rest)
+    steps = np.diff(np.unique(np.concatenate([sol.ts for sol in record])))
+    sol = solve_ivp(
+        lambda t, y: np.asarray(_carried_velocity(model, layers_at(record, t), y, shapes)),
+        (0.0, record[-1].t_max),
+        y0,
+        method="Radau",
+        jac=lambda t, _: np.asarray(_flat_jacobian(model, layers_at(record, t), shapes)),
+        rtol=tol.ode_rtol,
+        atol=tol.ode_atol * max(1.0, float(np.abs(y0).max())),
+        first_step=float(steps[0]),
+        max_step=float(steps.max()),
+        dense_output=True,
+    )
+    return [sol.sol], _unpack(sol.y[:, -1], shapes)
 
 
 def phase_b_from(model: DeepLinearModel, A, out, G, eps: float, scale: float, tol: GreedyTolerances, record=None):
@@ -380,9 +427,26 @@ def greedy(
                     )
                     raise StopIteration
                 ends.append(layers)
+            record, carry = (
+                [],
+                dataclasses.replace(
+                    tol, ode_rtol=min(tol.ode_rtol, CARRY_RTOL), ode_atol=min(tol.ode_atol, CARRY_RTOL)
+                ),
+            )
+            rest = out.rest
+            tight, _, ok = phase_b_from(model, A, out, G, tol.epsilons[-1], scale, carry, record)
+            if ok:  # its layers, in the hidden coordinates the rest was carried to
+                layers, rest = tight, carried(model, record, out.rest, carry)[1]
+            else:
+                warnings_.append(
+                    f"stage {k + 1}: phase (B) at ode_rtol = {carry.ode_rtol:g}, along which the sleeping layers are "
+                    f"carried through the jump, did not settle within {tol.max_steps} steps: they are projected "
+                    "instead, which is off where the jump turns the learned subspaces (raise max_steps)"
+                )
+                warn(warnings_[-1])
             A = layers
             W_new = product(A)
-            S = list(off_frames(out.rest, learned_frames(A, k + 1)))
+            S = list(off_frames(rest, learned_frames(A, k + 1)))
             disc = float(np.linalg.norm(product(ends[0]) - W_new) / max(np.linalg.norm(W_new), 1e-300))
             if disc > tol.epsilon_agreement:
                 warnings_.append(

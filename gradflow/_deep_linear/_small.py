@@ -10,9 +10,8 @@ vanish, so ``W = W^k + α^L S_L ⋯ S_1`` and ``W``'s singular values are those 
 the tolerance and starts to move ``G``) the jump begins: phase (B), the layers' flow in ``t`` from
 ``A^k + e b_l b_{l−1}ᵀ``, at ``τ = T_k + Δ_k − (α/e)^{L−2}/((L−2) g) + α^{L−2} t``, until stationary at ``A^{k+1}``;
 what is left of ``S`` is carried through it by the layers' flow linearised along it
-(:func:`carried`), then projected off the new learned subspaces. The greedy limit
-(gradflow._deep_linear._greedy) is this path without the outputs between its stages, its phase (B) from smaller
-starts, and its rest projected through each jump, not carried (docs/deep-linear.md, *What is left*).
+(gradflow._deep_linear._greedy.carried), then projected off the new learned subspaces. The greedy limit
+(gradflow._deep_linear._greedy) is this path without the outputs between its stages.
 
 Neglected: the blocks of ``S`` that meet a learned subspace (they relax in ``t`` to ``O(α)``), the learned layers'
 lag behind their stationary point (``O(α^{L−2})``) and their imbalance (``O(α²)``): the stage times move by
@@ -25,17 +24,15 @@ from __future__ import annotations
 import dataclasses
 import math
 
-import equinox as eqx
 import jax
 import numpy as np
-from scipy.integrate import solve_ivp
 
 from .._config import check_interrupt
 from .._kit._greedy import GreedyTolerances
 from .._results import RESULTS
 from .._solver._segments import Progress
-from ._greedy import _flat_jacobian, _flat_velocities, _gradient, phase_b_from
-from ._model import DeepLinearModel, _pack, _unpack, losses, product
+from ._greedy import _gradient, carried, layers_at, phase_b_from
+from ._model import DeepLinearModel, _unpack, losses, product
 from ._results import DeepLinearFlowResult
 from ._sleeping import Escape, _log_sv, escape, learned_frames, off_frames
 
@@ -124,44 +121,6 @@ def path(model: DeepLinearModel, W0, tau_end: float, *, rtol: float, atol: float
     finally:
         bar.close()
     return stages, result, message, steps
-
-
-def layers_at(record, t: float) -> np.ndarray:
-    """Phase (B)'s layers, packed, at ``t`` from its dense outputs ``record`` (its last value beyond its end)."""
-    sol = next(sol for sol in record if sol.t_max >= t or sol is record[-1])
-    return sol(min(t, sol.t_max))
-
-
-@eqx.filter_jit
-def _carried_velocity(model, y, s, shapes):
-    return jax.jvp(lambda z: _flat_velocities(model, z, shapes), (y,), (s,))[1]
-
-
-def carried(model: DeepLinearModel, record, rest, tol: GreedyTolerances):
-    """The sleeping layers ``rest`` (in units of α) carried through phase (B): the layers' flow linearised along it,
-    ``dS/dt = J(A(t)) S`` (``J = ∂F/∂W``, phase (B)'s Jacobian; the flow of ``A + αS`` to first order in α), from
-    phase (B)'s dense outputs ``record``, by Radau from phase (B)'s first step and at most its longest (at the start of
-    phase (B) ``J`` is nearly zero, and LSODA or BDF left to choose their steps passed over the whole jump in a few).
-    Returns the dense outputs of ``S`` (a list of scipy ``OdeSolution``s) and ``S`` at phase (B)'s end. While a jump
-    turns the learned subspaces of ``A``, the blocks of ``S`` that meet them turn into the sleeping block: projecting
-    ``rest`` off the new subspaces instead (as until 2026-11-30) put the sleeping modes' ``log σ`` off by up to 2e-3
-    after a jump (docs/deep-linear.md, *Small α*)."""
-    shapes = tuple(w.shape for w in rest)
-    y0 = _pack(rest)
-    steps = np.diff(np.unique(np.concatenate([sol.ts for sol in record])))
-    sol = solve_ivp(
-        lambda t, y: np.asarray(_carried_velocity(model, layers_at(record, t), y, shapes)),
-        (0.0, record[-1].t_max),
-        y0,
-        method="Radau",
-        jac=lambda t, _: np.asarray(_flat_jacobian(model, layers_at(record, t), shapes)),
-        rtol=tol.ode_rtol,
-        atol=tol.ode_atol * max(1.0, float(np.abs(y0).max())),
-        first_step=float(steps[0]),
-        max_step=float(steps.max()),
-        dense_output=True,
-    )
-    return [sol.sol], _unpack(sol.y[:, -1], shapes)
 
 
 def _settled(record, end, tol: float) -> float:

@@ -1,6 +1,8 @@
 """The whitened task of Saxe et al. and its aligned balanced start, shared by the deep linear family's tests
 (tests/deep_linear/)."""
 
+import math
+
 import numpy as np
 
 import gradflow
@@ -29,3 +31,18 @@ def labels_task(depth=3, seed=0, n=60):
     X = rng.standard_normal((n, 3))
     y = np.argmax(X @ (2.0 * rng.standard_normal((3, 3))).T + rng.standard_normal((n, 3)), axis=1)
     return gradflow.DeepLinearModel(lambda x, W: W @ x, X, y, shape=(3, 3), depth=depth, loss="cross_entropy")
+
+
+def rotated(depth, seed=1):
+    """The whitened task with its teacher in random singular bases (a Gaussian start then mixes every mode)."""
+    rng = np.random.default_rng(seed)
+    U, _ = np.linalg.qr(rng.standard_normal((3, 3)))
+    V, _ = np.linalg.qr(rng.standard_normal((3, 3)))
+    M = U @ np.diag(S) @ V.T
+    X = math.sqrt(3) * np.eye(3)
+    return gradflow.DeepLinearModel(lambda x, W: W @ x, X, math.sqrt(3) * M.T, shape=(3, 3), depth=depth)
+
+
+def gaussian(depth, seed=0):
+    rng = np.random.default_rng(seed)
+    return tuple(rng.standard_normal((3, 3)) / math.sqrt(3) for _ in range(depth))

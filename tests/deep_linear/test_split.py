@@ -7,26 +7,11 @@ import math
 import jax
 import numpy as np
 import pytest
-from deep_linear_common import A0, S, aligned, labels_task, whitened
+from deep_linear_common import A0, S, aligned, gaussian, labels_task, rotated, whitened
 
 import gradflow
 import theory
 from gradflow._deep_linear import _small, _split
-
-
-def rotated(depth, seed=1):
-    """The whitened task with its teacher in random singular bases (a Gaussian start then mixes every mode)."""
-    rng = np.random.default_rng(seed)
-    U, _ = np.linalg.qr(rng.standard_normal((3, 3)))
-    V, _ = np.linalg.qr(rng.standard_normal((3, 3)))
-    M = U @ np.diag(S) @ V.T
-    X = math.sqrt(3) * np.eye(3)
-    return gradflow.DeepLinearModel(lambda x, W: W @ x, X, math.sqrt(3) * M.T, shape=(3, 3), depth=depth)
-
-
-def gaussian(depth, seed=0):
-    rng = np.random.default_rng(seed)
-    return tuple(rng.standard_normal((3, 3)) / math.sqrt(3) for _ in range(depth))
 
 
 def split_flow(model, W0, ts, alpha, **options):
