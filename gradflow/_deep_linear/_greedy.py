@@ -196,7 +196,7 @@ CARRY_RTOL = 1e-8
 if tighter), and takes that run's layers (the rest lives in their hidden coordinates): along its phase (B) at the
 default ``ode_rtol = 1e-4`` the rotated task's stage times (L = 3) moved 1.8e-3 off the exact flow's; at 1e-8 they are
 within 1.1e-7 of the small-α path's, where the rest projected through the jumps left them 1.1e-6 off
-(docs/deep-linear.md, *Small α*)."""
+(docs/deep-linear.md, *Between the two ranges*)."""
 
 
 def carried(model: DeepLinearModel, record, rest, tol: GreedyTolerances):
@@ -207,7 +207,7 @@ def carried(model: DeepLinearModel, record, rest, tol: GreedyTolerances):
     Returns the dense outputs of ``S`` (a list of scipy ``OdeSolution``s) and ``S`` at phase (B)'s end. While a jump
     turns the learned subspaces of ``A``, the blocks of ``S`` that meet them turn into the sleeping block: projecting
     ``rest`` off the new subspaces instead (as until 2026-11-30) put the sleeping modes' ``log σ`` off by up to 2e-3
-    after a jump (docs/deep-linear.md, *Small α*)."""
+    after a jump (docs/deep-linear.md, *Between the two ranges*)."""
     shapes = tuple(w.shape for w in rest)
     y0 = _pack(rest)
     steps = np.diff(np.unique(np.concatenate([sol.ts for sol in record])))
@@ -427,13 +427,10 @@ def greedy(
                     )
                     raise StopIteration
                 ends.append(layers)
-            record, carry = (
-                [],
-                dataclasses.replace(
-                    tol, ode_rtol=min(tol.ode_rtol, CARRY_RTOL), ode_atol=min(tol.ode_atol, CARRY_RTOL)
-                ),
+            carry = dataclasses.replace(
+                tol, ode_rtol=min(tol.ode_rtol, CARRY_RTOL), ode_atol=min(tol.ode_atol, CARRY_RTOL)
             )
-            rest = out.rest
+            record, rest = [], out.rest
             tight, _, ok = phase_b_from(model, A, out, G, tol.epsilons[-1], scale, carry, record)
             if ok:  # its layers, in the hidden coordinates the rest was carried to
                 layers, rest = tight, carried(model, record, out.rest, carry)[1]
