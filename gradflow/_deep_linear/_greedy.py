@@ -36,8 +36,16 @@ from .._kit._assumptions import warn
 from .._kit._greedy import AbstractGreedyPath, GreedyTolerances
 from .._results import RESULTS
 from ._gauge import min_eig_off_gauge
-from ._model import DeepLinearModel, _pack, _unpack, check_layers, layer_velocities, product
-from ._sleeping import escape, learned_frames, off_frames
+from ._model import (
+    DeepLinearModel,
+    _pack,
+    _unpack,
+    check_layers,
+    flat_jacobian,
+    flat_velocities,
+    product,
+)
+from ._sleeping import carried, escape, learned_frames, off_frames
 
 
 class DeepLinearGreedyPath(AbstractGreedyPath):
@@ -130,17 +138,6 @@ def balanced_layers(W: np.ndarray, rank: int, shapes, extra=None):
     return layers
 
 
-@eqx.filter_jit
-def _flat_velocities(model, y, shapes):
-    layers = _unpack(y, shapes)
-    return jax.numpy.concatenate([v.ravel() for v in layer_velocities(layers, model.G(product(layers)))])
-
-
-@eqx.filter_jit
-def _flat_jacobian(model, y, shapes):
-    return jax.jacfwd(lambda z: _flat_velocities(model, z, shapes))(y)
-
-
 def phase_b(model: DeepLinearModel, layers, scale: float, tol: GreedyTolerances, horizon: float, record=None):
     """The layers' flow ``dW_l/dt = W_{>l}ᵀ G W_{<l}ᵀ`` from ``layers`` until stationary: its velocities at most
     ``tol.stationary · scale``. Windows of ``t`` from ``horizon``, doubling, by Radau with the exact Jacobian (the
@@ -150,10 +147,10 @@ def phase_b(model: DeepLinearModel, layers, scale: float, tol: GreedyTolerances,
     y, t, steps = _pack(layers), 0.0, 0
 
     def rhs(_, y):
-        return np.asarray(_flat_velocities(model, y, shapes))
+        return np.asarray(flat_velocities(model, y, shapes))
 
     def jac(_, y):
-        return np.asarray(_flat_jacobian(model, y, shapes))
+        return np.asarray(flat_jacobian(model, y, shapes))
 
     size = max(1.0, float(np.abs(y).max()))
     while steps < tol.max_steps:
@@ -180,17 +177,6 @@ def phase_b(model: DeepLinearModel, layers, scale: float, tol: GreedyTolerances,
     return _unpack(y, shapes), stationarity, False
 
 
-def layers_at(record, t: float) -> np.ndarray:
-    """Phase (B)'s layers, packed, at ``t`` from its dense outputs ``record`` (its last value beyond its end)."""
-    sol = next(sol for sol in record if sol.t_max >= t or sol is record[-1])
-    return sol(min(t, sol.t_max))
-
-
-@eqx.filter_jit
-def _carried_velocity(model, y, s, shapes):
-    return jax.jvp(lambda z: _flat_velocities(model, z, shapes), (y,), (s,))[1]
-
-
 CARRY_RTOL = 1e-8
 """The greedy limit carries the rest through each jump along a phase (B) of its own at this ``ode_rtol`` (or its own,
 if tighter), and takes that run's layers (the rest lives in their hidden coordinates): along its phase (B) at the
@@ -199,31 +185,24 @@ within 1.1e-7 of the small-α path's, where the rest projected through the jumps
 (docs/deep-linear.md, *Between the two ranges*)."""
 
 
-def carried(model: DeepLinearModel, record, rest, tol: GreedyTolerances):
-    """The sleeping layers ``rest`` (in units of α) carried through phase (B): the layers' flow linearised along it,
-    ``dS/dt = J(A(t)) S`` (``J = ∂F/∂W``, phase (B)'s Jacobian; the flow of ``A + αS`` to first order in α), from
-    phase (B)'s dense outputs ``record``, by Radau from phase (B)'s first step and at most its longest (at the start of
-    phase (B) ``J`` is nearly zero, and LSODA or BDF left to choose their steps passed over the whole jump in a few).
-    Returns the dense outputs of ``S`` (a list of scipy ``OdeSolution``s) and ``S`` at phase (B)'s end. While a jump
-    turns the learned subspaces of ``A``, the blocks of ``S`` that meet them turn into the sleeping block: projecting
-    ``rest`` off the new subspaces instead (as until 2026-11-30) put the sleeping modes' ``log σ`` off by up to 2e-3
-    after a jump (docs/deep-linear.md, *Between the two ranges*)."""
-    shapes = tuple(w.shape for w in rest)
-    y0 = _pack(rest)
-    steps = np.diff(np.unique(np.concatenate([sol.ts for sol in record])))
-    sol = solve_ivp(
-        lambda t, y: np.asarray(_carried_velocity(model, layers_at(record, t), y, shapes)),
-        (0.0, record[-1].t_max),
-        y0,
-        method="Radau",
-        jac=lambda t, _: np.asarray(_flat_jacobian(model, layers_at(record, t), shapes)),
-        rtol=tol.ode_rtol,
-        atol=tol.ode_atol * max(1.0, float(np.abs(y0).max())),
-        first_step=float(steps[0]),
-        max_step=float(steps.max()),
-        dense_output=True,
+def _carry_through(model: DeepLinearModel, A, out, G, scale: float, tol: GreedyTolerances, layers, stage: int):
+    """The jump into ``stage`` once more, at :data:`CARRY_RTOL`, with the sleeping layers carried along it
+    (:func:`carried`): ``(its layers, the rest, None)``; if that phase (B) does not settle, ``(layers, the rest
+    projected, a warning)``."""
+    carry = dataclasses.replace(tol, ode_rtol=min(tol.ode_rtol, CARRY_RTOL), ode_atol=min(tol.ode_atol, CARRY_RTOL))
+    record = []
+    tight, _, ok = phase_b_from(model, A, out, G, tol.epsilons[-1], scale, carry, record)
+    if ok:  # its layers, in the hidden coordinates the rest was carried to
+        return tight, carried(model, record, out.rest, carry)[1], None
+    return (
+        layers,
+        out.rest,
+        (
+            f"stage {stage}: phase (B) at ode_rtol = {carry.ode_rtol:g}, along which the sleeping layers are carried "
+            f"through the jump, did not settle within {tol.max_steps} steps: they are projected instead, which is off "
+            "where the jump turns the learned subspaces (raise max_steps)"
+        ),
     )
-    return [sol.sol], _unpack(sol.y[:, -1], shapes)
 
 
 def phase_b_from(model: DeepLinearModel, A, out, G, eps: float, scale: float, tol: GreedyTolerances, record=None):
@@ -272,7 +251,7 @@ def stage_hessian(model: DeepLinearModel, W: np.ndarray, k: int) -> float:
     (gradflow/_deep_linear/_gauge.py: positive exactly when ``W`` is a strict local minimum of ``L`` on the rank-``k``
     matrices). The Hessian is minus the Jacobian of the layers' velocities, phase (B)'s compiled program."""
     layers = balanced_layers(W, k, model.layer_shapes)
-    hessian = -np.asarray(_flat_jacobian(model, _pack(layers), tuple(model.layer_shapes)))
+    hessian = -np.asarray(flat_jacobian(model, _pack(layers), tuple(model.layer_shapes)))
     return min_eig_off_gauge(hessian, layers, k)
 
 
@@ -346,14 +325,8 @@ def _kept(model, stages: list, transitions: list) -> tuple[list, ...]:
     return times, Ws, gsv, loss, stat, deltas, gaps, eps_disc, warnings_
 
 
-def greedy(
-    model: DeepLinearModel, *, u0, v0, max_stages, tolerances, check_assumptions, seed, progress, checkpoint=None
-):
-    """``greedy_limit`` for a deep linear network from the layers' directions ``u0`` (L ≥ 3). ``check_assumptions``:
-    the Hessian of every ``W^k`` on its rank-``k`` stratum (:func:`stage_hessian`) and phase (B) from perturbed starts
-    (:func:`_perturbation_spread`, seeded by ``seed``); see :class:`DeepLinearGreedyPath`. ``checkpoint``: a file that
-    keeps the finished stages (``gradflow._kit._checkpoint.Checkpoint``), resumed by a later call with the same model,
-    ``u0``, tolerances, ``check_assumptions`` and ``seed``."""
+def _check_request(model: DeepLinearModel, u0, v0):
+    """The layers' directions ``u0`` of a greedy limit (:func:`check_layers`), for ``L ≥ 3`` and without ``v0``."""
     if model.depth == 2:
         raise ValueError(
             "greedy_limit of a DeepLinearModel needs depth L ≥ 3; at L = 2 the network is a FactorizedModel "
@@ -367,8 +340,19 @@ def greedy(
         raise ValueError(
             "give the layers' initial directions u0: the deep linear greedy limit's stage times depend on them."
         )
+    return check_layers(model, u0)
+
+
+def greedy(
+    model: DeepLinearModel, *, u0, v0, max_stages, tolerances, check_assumptions, seed, progress, checkpoint=None
+):
+    """``greedy_limit`` for a deep linear network from the layers' directions ``u0`` (L ≥ 3). ``check_assumptions``:
+    the Hessian of every ``W^k`` on its rank-``k`` stratum (:func:`stage_hessian`) and phase (B) from perturbed starts
+    (:func:`_perturbation_spread`, seeded by ``seed``); see :class:`DeepLinearGreedyPath`. ``checkpoint``: a file that
+    keeps the finished stages (``gradflow._kit._checkpoint.Checkpoint``), resumed by a later call with the same model,
+    ``u0``, tolerances, ``check_assumptions`` and ``seed``."""
     tol = tolerances
-    W0 = check_layers(model, u0)
+    W0 = _check_request(model, u0, v0)
     L, (m, n), rank = model.depth, model.shape, model.rank
     W = np.zeros((m, n))
     G = np.asarray(_gradient(model, W))
@@ -427,20 +411,10 @@ def greedy(
                     )
                     raise StopIteration
                 ends.append(layers)
-            carry = dataclasses.replace(
-                tol, ode_rtol=min(tol.ode_rtol, CARRY_RTOL), ode_atol=min(tol.ode_atol, CARRY_RTOL)
-            )
-            record, rest = [], out.rest
-            tight, _, ok = phase_b_from(model, A, out, G, tol.epsilons[-1], scale, carry, record)
-            if ok:  # its layers, in the hidden coordinates the rest was carried to
-                layers, rest = tight, carried(model, record, out.rest, carry)[1]
-            else:
-                warnings_.append(
-                    f"stage {k + 1}: phase (B) at ode_rtol = {carry.ode_rtol:g}, along which the sleeping layers are "
-                    f"carried through the jump, did not settle within {tol.max_steps} steps: they are projected "
-                    "instead, which is off where the jump turns the learned subspaces (raise max_steps)"
-                )
-                warn(warnings_[-1])
+            layers, rest, warning = _carry_through(model, A, out, G, scale, tol, layers, k + 1)
+            if warning:
+                warnings_.append(warning)
+                warn(warning)
             A = layers
             W_new = product(A)
             S = list(off_frames(rest, learned_frames(A, k + 1)))

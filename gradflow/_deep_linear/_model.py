@@ -146,6 +146,19 @@ def layer_velocities(layers, G) -> tuple[jax.Array, ...]:
     return tuple(out)
 
 
+@eqx.filter_jit
+def flat_velocities(model, y, shapes):
+    """The layers' velocities :func:`layer_velocities` of the packed layers ``y``, packed."""
+    layers = _unpack(y, shapes)
+    return jax.numpy.concatenate([v.ravel() for v in layer_velocities(layers, model.G(product(layers)))])
+
+
+@eqx.filter_jit
+def flat_jacobian(model, y, shapes):
+    """The Jacobian of :func:`flat_velocities` in the packed layers."""
+    return jax.jacfwd(lambda z: flat_velocities(model, z, shapes))(y)
+
+
 def check_layers(model: DeepLinearModel, W0, name: str = "u0") -> tuple[np.ndarray, ...]:
     """The layers' initial directions ``W0 = (W0_1, …, W0_L)`` (``W_l(0) = α W0_l``), finite, of the model's layer
     shapes, as float64 arrays. A start whose product is the zero matrix with two or more zero layers never moves

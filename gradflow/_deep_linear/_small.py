@@ -10,7 +10,7 @@ vanish, so ``W = W^k + α^L S_L ⋯ S_1`` and ``W``'s singular values are those 
 the tolerance and starts to move ``G``) the jump begins: phase (B), the layers' flow in ``t`` from
 ``A^k + e b_l b_{l−1}ᵀ``, at ``τ = T_k + Δ_k − (α/e)^{L−2}/((L−2) g) + α^{L−2} t``, until stationary at ``A^{k+1}``;
 what is left of ``S`` is carried through it by the layers' flow linearised along it
-(gradflow._deep_linear._greedy.carried), then projected off the new learned subspaces. The greedy limit
+(gradflow._deep_linear._sleeping.carried), then projected off the new learned subspaces. The greedy limit
 (gradflow._deep_linear._greedy) is this path without the outputs between its stages.
 
 Neglected: the blocks of ``S`` that meet a learned subspace (they relax in ``t`` to ``O(α)``), the learned layers'
@@ -31,10 +31,10 @@ from .._config import check_interrupt
 from .._kit._greedy import GreedyTolerances
 from .._results import RESULTS
 from .._solver._segments import Progress
-from ._greedy import _gradient, carried, layers_at, phase_b_from
+from ._greedy import _gradient, phase_b_from
 from ._model import DeepLinearModel, _unpack, losses, product
 from ._results import DeepLinearFlowResult
-from ._sleeping import Escape, _log_sv, escape, learned_frames, off_frames
+from ._sleeping import Escape, _log_sv, carried, escape, layers_at, learned_frames, off_frames
 
 
 @dataclasses.dataclass(frozen=True)

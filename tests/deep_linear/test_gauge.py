@@ -9,8 +9,8 @@ from deep_linear_common import S
 
 import gradflow
 from gradflow._deep_linear._gauge import active_mask, gauge_directions
-from gradflow._deep_linear._greedy import _flat_jacobian, balanced_layers, stage_hessian
-from gradflow._deep_linear._model import _pack, _unpack, layer_velocities
+from gradflow._deep_linear._greedy import balanced_layers, stage_hessian
+from gradflow._deep_linear._model import _pack, _unpack, flat_jacobian, layer_velocities
 
 
 def hessian_spectrum(held, sleeping, m, n, depth):
@@ -66,7 +66,7 @@ def test_hessian_on_the_rank_k_stratum_of_matrix_factorisation(depth):
         jacobian = np.stack([product(y + step).imag.ravel() for step in steps], axis=1) / 1e-30
         with jax.enable_x64(True):
             smallest = stage_hessian(model, W, k)
-            full = np.asarray(_flat_jacobian(model, _pack(layers), model.layer_shapes))
+            full = np.asarray(flat_jacobian(model, _pack(layers), model.layer_shapes))
         asleep = ~active_mask(model.layer_shapes, k)  # flat at a stationary point (L ≥ 3): rows and columns 0
         np.testing.assert_allclose(full[asleep], 0.0, atol=1e-12)
         basis = scipy.linalg.orth(jacobian.T)

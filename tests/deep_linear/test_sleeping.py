@@ -1,13 +1,17 @@
 """The sleeping layers of the deep linear greedy limit (gradflow/_deep_linear/_sleeping.py): the escape's time,
-direction and rest against a direct solve of the α-free flow, and the projection off learned subspaces."""
+direction and rest against a direct solve of the α-free flow, the projection off learned subspaces, and the rest
+carried through a jump."""
 
+import jax
 import numpy as np
 import pytest
+from deep_linear_common import labels_task
 from scipy.integrate import solve_ivp
 
-from gradflow._deep_linear import _sleeping
-from gradflow._deep_linear._model import _pack, _unpack, layer_velocities, product
-from gradflow._deep_linear._sleeping import escape, learned_frames, off_frames
+from gradflow._deep_linear import _sleeping, _small
+from gradflow._deep_linear._model import _pack, _unpack, flat_jacobian, flat_velocities, layer_velocities, product
+from gradflow._deep_linear._sleeping import carried, escape, learned_frames, off_frames
+from gradflow._kit._greedy import GreedyTolerances
 
 
 @pytest.mark.parametrize("depth", [3, 4])
@@ -84,3 +88,41 @@ def test_the_rest_is_read_at_its_growth_whatever_the_cut(monkeypatch):
         monkeypatch.setattr(_sleeping, "_ESCAPED", cut)
         rests.append(_pack(escape(G, S, 5).rest))
     assert np.linalg.norm(rests[0] - rests[1]) < 5e-4 * np.linalg.norm(rests[1])
+
+
+@pytest.mark.slow
+def test_the_rest_is_carried_through_a_jump_by_the_linearised_flow():
+    """:func:`carried` is the derivative of the layers' flow along phase (B) in its start: on the cross-entropy task
+    (L = 3, whose jump turns the learned subspaces), the rest carried from a random ``S`` equals the central difference
+    of the flows started at ``A(0) ± εS`` (ε = 1e-5, a 200th of the new mode's start), to 1e-4 relative; the rest
+    merely projected off the new learned subspaces (as before 2026-11-30) is 1e-2 away from it."""
+    model = labels_task(3)
+    rng = np.random.default_rng(1)
+    W0 = tuple(rng.standard_normal(s) / np.sqrt(3) for s in model.layer_shapes)
+    shapes, eps = tuple(model.layer_shapes), 1e-5
+    rest = tuple(np.random.default_rng(2).standard_normal(s) for s in shapes)
+
+    def flow(start, t_end):
+        return solve_ivp(
+            lambda _, y: np.asarray(flat_velocities(model, y, shapes)),
+            (0.0, t_end),
+            start,
+            method="LSODA",
+            jac=lambda _, y: np.asarray(flat_jacobian(model, y, shapes)),
+            rtol=1e-10,
+            atol=1e-12,
+            dense_output=True,
+        )
+
+    with jax.enable_x64(True):
+        stages = _small.path(model, W0, 4.0, rtol=0.0, atol=1e-8, max_steps=None, progress=False)[0]
+        assert stages[0].jump and len(stages) == 2
+        start, t_end = stages[0].jump[0](0.0), stages[0].jump[-1].t_max
+        jump = [flow(start, t_end).sol]  # phase (B) at the tolerance of the differences
+        end = carried(model, jump, rest, GreedyTolerances(ode_rtol=1e-9, ode_atol=1e-11))[1]
+        difference = flow(start + eps * _pack(rest), t_end).y[:, -1] - flow(start - eps * _pack(rest), t_end).y[:, -1]
+    difference /= 2 * eps
+    np.testing.assert_allclose(_pack(end), difference, atol=1e-4 * np.abs(difference).max())
+    frames = learned_frames(stages[1].layers, 1)
+    projected, exact = (_pack(off_frames(_unpack(y, shapes), frames)) for y in (_pack(rest), difference))
+    assert np.abs(projected - exact).max() > 1e-2 * np.abs(exact).max()
