@@ -5,6 +5,7 @@ integration where both run, the small-α path below, a batch across the three ra
 import math
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from deep_linear_common import A0, S, aligned, gaussian, labels_task, rotated, whitened
@@ -196,6 +197,29 @@ def test_linear_outputs_give_the_gradient_and_its_change_in_frames():
         assert np.abs(change - exact).max() < 1e-13 * np.abs(exact).max(), alpha
 
 
+def test_linear_outputs_give_the_affine_fields_for_the_square_loss():
+    """The split's equations with :class:`_split.LinearOutputs` (the square loss given as a function, so not recognised
+    as affine) equal those with :class:`_split.AffineGradient` (``loss="square"``), at a random state in random frames,
+    at α = 1e-8 and at α = 0.3 (where the outputs move by more than 1/2 and the difference itself is taken)."""
+    X, Y = np.random.default_rng(5).standard_normal((2, 7, 3))
+    square = lambda y, y_hat: 0.5 * jnp.sum((y - y_hat) ** 2)  # noqa: E731
+    models = [
+        gradflow.DeepLinearModel(lambda x, W: W @ x, X, Y, shape=(3, 3), depth=3, loss=loss)
+        for loss in ("square", square)
+    ]
+    rng = np.random.default_rng(6)
+    frames = [np.linalg.qr(rng.standard_normal((3, 3)))[0] for _ in range(4)]
+    shapes = tuple(models[0].layer_shapes)
+    y = rng.standard_normal(2 * sum(a * b for a, b in shapes))
+    with jax.enable_x64(True):
+        forms = [jax.tree_util.tree_map(np.asarray, _split.split_gradient(m)).in_frames(frames) for m in models]
+        assert [type(f).__name__ for f in forms] == ["AffineGradient", "LinearOutputs"]
+        for alpha in (1e-8, 0.3):
+            affine, linear = (np.asarray(_split._velocity(y, f, jnp.asarray(math.log(alpha)), shapes)) for f in forms)
+            np.testing.assert_allclose(linear, affine, rtol=1e-12, atol=1e-12 * np.abs(affine).max())
+
+
+@pytest.mark.slow
 def test_a_cross_entropy_split_is_the_direct_flow_where_both_run():
     """The cross-entropy of logits linear in ``W`` (L = 3, α = 1e-3, Gaussian start, through the first jump and its
     plateau): the split against the direct integration at atol = 1e-10, ``W`` to 1e-10 and ``log σ`` to 1e-5."""
