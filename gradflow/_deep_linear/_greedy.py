@@ -178,31 +178,29 @@ def phase_b(model: DeepLinearModel, layers, scale: float, tol: GreedyTolerances,
 
 
 CARRY_RTOL = 1e-8
-"""The greedy limit carries the rest through each jump along a phase (B) of its own at this ``ode_rtol`` (or its own,
-if tighter), and takes that run's layers (the rest lives in their hidden coordinates): along its phase (B) at the
+"""The greedy limit runs phase (B) from its smallest ε at this ``ode_rtol`` (or its own, if tighter) and carries the rest
+through each jump along it (the rest lives in that run's hidden coordinates): along its phase (B) at the
 default ``ode_rtol = 1e-4`` the rotated task's stage times (L = 3) moved 1.8e-3 off the exact flow's; at 1e-8 they are
 within 1.1e-7 of the small-α path's, where the rest projected through the jumps left them 1.1e-6 off
 (docs/deep-linear.md, *Between the two ranges*)."""
 
 
-def _carry_through(model: DeepLinearModel, A, out, G, scale: float, tol: GreedyTolerances, layers, stage: int):
-    """The jump into ``stage`` once more, at :data:`CARRY_RTOL`, with the sleeping layers carried along it
-    (:func:`carried`): ``(its layers, the rest, None)``; if that phase (B) does not settle, ``(layers, the rest
-    projected, a warning)``."""
+def _last_jump(model: DeepLinearModel, A, out, G, eps: float, scale: float, tol: GreedyTolerances, stage: int):
+    """Phase (B) into ``stage`` from the smallest ``eps``, at :data:`CARRY_RTOL`, with the sleeping layers carried
+    along it (:func:`carried`): ``(layers, rest, stationarity, converged, None)``. If it does not settle, phase (B)
+    at the greedy limit's own tolerance, the rest projected, and a warning saying so."""
     carry = dataclasses.replace(tol, ode_rtol=min(tol.ode_rtol, CARRY_RTOL), ode_atol=min(tol.ode_atol, CARRY_RTOL))
     record = []
-    tight, _, ok = phase_b_from(model, A, out, G, tol.epsilons[-1], scale, carry, record)
+    layers, stationarity, ok = phase_b_from(model, A, out, G, eps, scale, carry, record)
     if ok:  # its layers, in the hidden coordinates the rest was carried to
-        return tight, carried(model, record, out.rest, carry)[1], None
-    return (
-        layers,
-        out.rest,
-        (
-            f"stage {stage}: phase (B) at ode_rtol = {carry.ode_rtol:g}, along which the sleeping layers are carried "
-            f"through the jump, did not settle within {tol.max_steps} steps: they are projected instead, which is off "
-            "where the jump turns the learned subspaces (raise max_steps)"
-        ),
+        return layers, carried(model, record, out.rest, carry)[1], stationarity, True, None
+    layers, stationarity, ok = phase_b_from(model, A, out, G, eps, scale, tol)
+    warning = (
+        f"stage {stage}: phase (B) at ode_rtol = {carry.ode_rtol:g}, along which the sleeping layers are carried "
+        f"through the jump, did not settle within {tol.max_steps} steps: they are projected instead, which is off "
+        "where the jump turns the learned subspaces (raise max_steps)"
     )
+    return layers, out.rest, stationarity, ok, warning
 
 
 def phase_b_from(model: DeepLinearModel, A, out, G, eps: float, scale: float, tol: GreedyTolerances, record=None):
@@ -400,9 +398,12 @@ def greedy(
                     "greedy limit's choice between them is arbitrary"
                 )
                 warn(warnings_[-1])
-            ends = []
-            for eps in tol.epsilons[-2:]:
-                layers, stationarity, ok = phase_b_from(model, A, out, G, eps, scale, tol)
+            ends, smallest = [], len(tol.epsilons[-2:]) - 1
+            for i, eps in enumerate(tol.epsilons[-2:]):
+                if i < smallest:
+                    layers, stationarity, ok = phase_b_from(model, A, out, G, eps, scale, tol)
+                else:
+                    layers, rest, stationarity, ok, warning = _last_jump(model, A, out, G, eps, scale, tol, k + 1)
                 if not ok:
                     result = RESULTS.phase_b_failed.value
                     message = (
@@ -411,7 +412,6 @@ def greedy(
                     )
                     raise StopIteration
                 ends.append(layers)
-            layers, rest, warning = _carry_through(model, A, out, G, scale, tol, layers, k + 1)
             if warning:
                 warnings_.append(warning)
                 warn(warning)
