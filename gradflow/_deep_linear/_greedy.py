@@ -193,12 +193,17 @@ def _last_jump(model: DeepLinearModel, A, out, G, eps: float, scale: float, tol:
     record = []
     layers, stationarity, ok = phase_b_from(model, A, out, G, eps, scale, carry, record)
     if ok:  # its layers, in the hidden coordinates the rest was carried to
-        return layers, carried(model, record, out.rest, carry)[1], stationarity, True, None
-    layers, stationarity, ok = phase_b_from(model, A, out, G, eps, scale, tol)
+        rest, failure = carried(model, record, out.rest, carry)[1:]
+        if not failure:
+            return layers, rest, stationarity, True, None
+        why = f"the sleeping layers' linearised flow along it failed ({failure})"
+    else:
+        why = f"it did not settle within {tol.max_steps} steps (raise max_steps)"
+        layers, stationarity, ok = phase_b_from(model, A, out, G, eps, scale, tol)
     warning = (
-        f"stage {stage}: phase (B) at ode_rtol = {carry.ode_rtol:g}, along which the sleeping layers are carried "
-        f"through the jump, did not settle within {tol.max_steps} steps: they are projected instead, which is off "
-        "where the jump turns the learned subspaces (raise max_steps)"
+        f"stage {stage}: the sleeping layers could not be carried through the jump along phase (B) at ode_rtol = "
+        f"{carry.ode_rtol:g}: {why}. They are projected instead, which is off where the jump turns the learned "
+        "subspaces"
     )
     return layers, out.rest, stationarity, ok, warning
 

@@ -102,7 +102,15 @@ def path(model: DeepLinearModel, W0, tau_end: float, *, rtol: float, atol: float
                     "+inf. Try a larger max_steps."
                 )
                 break
-            through, rest = carried(model, record, out.rest, tol)
+            through, rest, failure = carried(model, record, out.rest, tol)
+            if failure:
+                stages.append(Stage(start, tuple(A), out, scale=e))
+                result = RESULTS.solver_failed.value
+                message = (
+                    f"the sleeping layers could not be carried through the jump out of stage {k} (at τ = "
+                    f"{start + out.delta:.6g}): {failure}; the outputs after it are +inf"
+                )
+                break
             steps += _steps(through)
             settled = _settled(record, A_new, atol + rtol)
             stages.append(Stage(start, tuple(A), out, tuple(record), e, settled, tuple(through)))

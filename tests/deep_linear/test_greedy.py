@@ -203,3 +203,27 @@ def test_the_greedy_limit_carries_its_rest_as_the_small_alpha_path_does():
     with jax.enable_x64(True):
         stages = _small.path(model, W0, 7.0, rtol=0.0, atol=1e-8, max_steps=None, progress=False)[0]
     np.testing.assert_allclose(path.times[1:], [s.end for s in stages[:-1]], rtol=3e-7)
+
+
+def test_a_failed_carry_is_reported_not_passed_over(monkeypatch):
+    """Radau failing to carry the sleeping layers through a jump: the small-α path ends ``solver_failed`` at that
+    jump, saying why, and the greedy limit projects the rest instead, with a warning saying so."""
+    from gradflow._deep_linear import _sleeping
+
+    def failing(*args, **kwargs):
+        sol = solve_ivp(*args, **kwargs)
+        sol.success, sol.message = False, "Required step size is less than spacing between numbers."
+        return sol
+
+    monkeypatch.setattr(_sleeping, "solve_ivp", failing)
+    T = saxe_stage_times(3)[0]
+    flow = gradflow.simulate_flow(
+        whitened(3), u0=aligned(3), ts=[0.0, 0.5 * T[0], T[-1] + 1.0], log_alpha=-1000.0, throw=False
+    )
+    assert flow.result == "solver_failed" and np.all(np.isfinite(flow.W[:2])) and np.all(np.isinf(flow.W[2:]))
+    assert "could not be carried through the jump out of stage 0" in str(flow.message)
+    assert "Required step size" in str(flow.message)
+    with pytest.warns(UserWarning, match="could not be carried through the jump .* projected instead"):
+        path = gradflow.greedy_limit(whitened(3), u0=aligned(3), check_assumptions=False)
+    assert path.result == "successful"
+    np.testing.assert_allclose(path.times[1:], T, rtol=1e-6)
