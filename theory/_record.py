@@ -22,10 +22,12 @@ class Derivation:
 
 
 def _holds(claim: sympy.Basic | bool) -> bool:
-    """A boolean claim must be literally true; an expression must simplify to 0."""
+    """A boolean claim must be literally true; an expression must simplify to 0 (tried first as a rational
+    function, which settles most claims in a fraction of ``simplify``'s time)."""
     if isinstance(claim, (bool, sympy.logic.boolalg.Boolean)):
         return claim is True or claim is sympy.true
-    return sympy.simplify(claim) == 0 or sympy.simplify(sympy.cancel(sympy.together(claim))) == 0
+    rational = sympy.cancel(sympy.together(claim))
+    return rational == 0 or sympy.simplify(claim) == 0 or sympy.simplify(rational) == 0
 
 
 def check_claims(name: str, statement: str, claims: Mapping[str, sympy.Basic | bool]) -> Derivation:

@@ -58,8 +58,9 @@ def test_matches_closed_form(batched, k):
     np.testing.assert_allclose(batched.beta[k], ref, rtol=0, atol=tol)
 
 
-@pytest.mark.parametrize("k", [pytest.param(1, marks=pytest.mark.slow), len(LOG_ALPHAS) - 1])  # slow: a second
-# compilation of the single run; its fast twin, the smallest α
+@pytest.mark.slow  # its own compilation (401 output times); the fast twins: test_separate_batch_is_each_single_run
+# (single runs are the batch's runs, which follow the closed form) and tests/factorized/test_leap.py's dense output
+@pytest.mark.parametrize("k", [1, len(LOG_ALPHAS) - 1])
 def test_single_run_reads_the_dense_output_to_the_closed_form(batched, k):
     """A single run (Dopri8 inside the jumps, Kvaerno5 on the plateaus) read off its dense output at 401 times,
     most of them inside steps, against the closed form: the output times cost no steps, and on the 41 times of the
@@ -140,6 +141,9 @@ def test_separate_batch_is_each_single_run(batched):
         np.testing.assert_array_equal(apart.loss[k], one.loss)
         assert apart.stats["num_steps"][k] == one.stats["num_steps"]
     assert len(set(apart.stats["num_steps"].tolist())) > 1  # not in lock-step
+    # Dopri8 inside the jumps, Kvaerno5 on the plateaus, read off the dense output: fewer steps than the vmapped
+    # batch's Kvaerno5 stepping onto every output time
+    assert np.all(apart.stats["num_steps"][[0, 2]] < batched.stats["num_steps"][[1, 5]])
     state = apart.state_at(10)  # a batch of start states, likewise (on TS again: the runs' program, compiled once)
     rest = simulate_flow(LIN.model, start=state, log_alpha=las, ts=TS)
     for k, la in enumerate(las):
