@@ -205,11 +205,11 @@ def carried(model: DeepLinearModel, record, rest, tol):
     ``dS/dt = J(A(t)) S`` (``J = ∂F/∂W``, phase (B)'s Jacobian; the flow of ``A + αS`` to first order in α), from
     phase (B)'s dense outputs ``record``, by Radau from phase (B)'s first step and at most its longest (at the start of
     phase (B) ``J`` is nearly zero, and LSODA or BDF left to choose their steps passed over the whole jump in a few).
-    Returns the dense outputs of ``S`` (a list of scipy ``OdeSolution``s), ``S`` at phase (B)'s end and ``""`` if
-    Radau reached that end, else ``None``, ``None`` and Radau's message. While a jump
-    turns the learned subspaces of ``A``, the blocks of ``S`` that meet them turn into the sleeping block: projecting
-    ``rest`` off the new subspaces instead (as until 2026-11-30) put the sleeping modes' ``log σ`` off by up to 2e-3
-    after a jump (docs/deep-linear.md, *Between the two ranges*)."""
+    Returns the dense outputs of ``S`` (a list of scipy ``OdeSolution``s), ``S`` at phase (B)'s end and ``""``, or,
+    if Radau stops short of that end, ``None``, ``None`` and where and why it stopped. While a jump turns the learned
+    subspaces of ``A``, the blocks of ``S`` that meet them turn into the sleeping block: projecting ``rest`` off the
+    new subspaces instead (as until 2026-11-30) put the sleeping modes' ``log σ`` off by up to 2e-3 after a jump
+    (docs/deep-linear.md, *Between the two ranges*)."""
     shapes = tuple(w.shape for w in rest)
     y0 = _pack(rest)
     steps = np.diff(np.unique(np.concatenate([sol.ts for sol in record])))
