@@ -9,8 +9,9 @@ F(A))/α``, expanded so that nothing cancels: with ``Δ_{<l} = (W_{<l} − A_{<l
 
     dS_l/dt = Δ_{>l}ᵀ G_A A_{<l}ᵀ + A_{>l}ᵀ G_A Δ_{<l}ᵀ + α Δ_{>l}ᵀ G_A Δ_{<l}ᵀ + W_{>l}ᵀ ΔG W_{<l}ᵀ.
 
-It is solved in ``t = (τ − τ_0)/α^{L−2}`` from each escape by Radau with the exact Jacobian, in frames: orthonormal
-bases of the input, hidden and output spaces whose first ``k`` vectors span ``A``'s learned subspaces, so that ``A``
+It is solved in ``t = (τ − τ_0)/α^{L−2}`` from each escape by Radau with the exact Jacobian (with a floor on
+Newton's tolerance: :class:`gradflow._solver.RadauNewtonFloor`), in frames: orthonormal bases
+of the input, hidden and output spaces whose first ``k`` vectors span ``A``'s learned subspaces, so that ``A``
 is its ``k×k`` block and the sleeping blocks of ``S`` carry only their own rounding (computed in the layers' own
 coordinates, the rounding of ``A`` and of the cancelling forces on the blocks that meet a learned subspace lands in
 them at ``eps/α``); ``G`` is evaluated in them too, from coefficients rotated once per frame (``G̃(0)`` and
@@ -37,6 +38,7 @@ from scipy.integrate import solve_ivp
 from .._config import check_interrupt
 from .._data import sample_loss
 from .._results import RESULTS
+from .._solver._radau import RadauNewtonFloor
 from .._solver._segments import Progress
 from ._model import DeepLinearModel, _pack, _unpack, layer_velocities, losses, product
 from ._results import DeepLinearFlowResult
@@ -344,7 +346,7 @@ class _Run:
                 lambda t, y: np.asarray(_velocity(y, *args)),
                 (0.0, (ts[-1] - tau0) / unit),
                 _pack(A + S),
-                method="Radau",
+                method=RadauNewtonFloor,
                 rtol=tol,
                 atol=self.atol,
                 events=[stopped, escaped, turned, settled],
