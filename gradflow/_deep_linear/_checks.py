@@ -43,22 +43,17 @@ and sleeping parts (gradflow/_deep_linear/_split.py) while ``α^{L−2} ≥ SPLI
 (``1e-16`` at ``atol = 1e-8``): its plateaus last ``α^{−(L−2)}`` in ``t``, where the rounding of the forces on the
 blocks that meet a learned subspace caps the steps as it does the direct integration's, ``10⁷`` times further down.
 Measured on Saxe's whitened 3×3 task rotated, from Gaussian starts (docs/deep-linear.md, *Between the two ranges*):
-solved at ``α^{L−2} = 1e-16`` (L = 4, α = 1e-8: 4,098 steps; L = 5, α = 4.7e-6: 4,347 steps), ``1e-12`` (L = 5,
-α = 1e-4) and ``1e-11`` (L = 3); no second escape within 5 minutes at ``1e-20`` (L = 4, α = 1e-10). At L = 6 the floor
-lies higher: :data:`SPLIT_DEPTH_SLACK`."""
-
-SPLIT_DEPTH_SLACK = {6: 3.0}
-"""The factor on :data:`SPLIT_STIFFNESS`'s bound at depths where the split fails above it. At L = 6 (the same task
-and starts, ``atol = 1e-8``) its steps grow about as ``1/α`` towards the floor — 3,872 at α = 3e-4, 7,611 at 1.5e-4,
-9,465 at 1.3e-4 (``α^{L−2} = 2.9e-16``, 131 s) — and at 1.1e-4 (``1.5e-16``) the step size underflows at ``τ = 7.99``
-after 11,050 steps: the floor there is ``3e-16`` (α ≥ 1.32e-4)."""
+solved at ``α^{L−2} = 1e-16`` (L = 4, α = 1e-8: 4,209 steps; L = 5, α = 4.7e-6: 4,347 steps; L = 6, α = 1e-4: 7,351
+steps), ``1e-12`` (L = 5, α = 1e-4) and ``1e-11`` (L = 3); no second escape within 5 minutes at ``1e-20`` (L = 4, α =
+1e-10). At L = 6 the floor held only once Radau's Newton tolerance had its floor
+(:class:`gradflow._solver.RadauNewtonFloor`): with SciPy's, the steps grew about as ``1/α`` (9,465 at α = 1.3e-4) and
+the step size underflowed at α = 1.1e-4 (``1.5e-16``); now 5,532 and 6,719 steps."""
 
 
 def split_log_alpha(depth: int, rtol: float, atol: float) -> float:
-    """The smallest ``log α`` the split of the layers takes (``L ≥ 3``): ``log(SPLIT_STIFFNESS · slack · eps / (atol +
-    rtol)) / (L − 2)``, the slack 1 but at the depths of :data:`SPLIT_DEPTH_SLACK`."""
-    slack = SPLIT_DEPTH_SLACK.get(depth, 1.0)
-    return math.log(SPLIT_STIFFNESS * slack * EPS / (atol + rtol)) / (depth - 2)
+    """The smallest ``log α`` the split of the layers takes (``L ≥ 3``): ``log(SPLIT_STIFFNESS · eps / (atol + rtol))
+    / (L − 2)``."""
+    return math.log(SPLIT_STIFFNESS * EPS / (atol + rtol)) / (depth - 2)
 
 
 def small_log_alpha(rtol: float, atol: float) -> float:
