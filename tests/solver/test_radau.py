@@ -1,0 +1,39 @@
+"""SciPy's Radau with a floor on Newton's tolerance (gradflow/_solver/_radau.py): the tolerance, and a stiff solve
+against its closed form. Its effect on long plateaus: tests/deep_linear/test_split.py and docs/deep-linear.md."""
+
+import numpy as np
+import pytest
+from scipy.integrate import Radau, solve_ivp
+
+from gradflow._solver import RadauNewtonFloor
+from gradflow._solver._radau import NEWTON_TOL_FLOOR
+
+
+def _decay(t, y):
+    return -y
+
+
+@pytest.mark.parametrize("rtol", [1e-10, 1e-8, 1e-6, 1e-4, 1e-2])
+def test_newtons_tolerance_is_scipys_with_a_floor(rtol):
+    """``max(min(0.03, rtol^{1/2}), 1e-3)``: SciPy's from ``rtol = 1e-6`` up, the floor below."""
+    ours = RadauNewtonFloor(_decay, 0.0, np.ones(2), 1.0, rtol=rtol, atol=1e-12)
+    scipys = Radau(_decay, 0.0, np.ones(2), 1.0, rtol=rtol, atol=1e-12)
+    assert ours.newton_tol == max(scipys.newton_tol, NEWTON_TOL_FLOOR)
+    assert ours.newton_tol == pytest.approx(max(min(0.03, rtol**0.5), 1e-3))
+
+
+def test_a_stiff_solve_keeps_its_tolerance():
+    """Prothero–Robinson, ``y' = −λ (y − cos t) − sin t`` with ``λ = 1e6`` from ``y(0) = 2``: ``y = cos t + e^{−λt}``,
+    solved at ``rtol = atol = 1e-8`` to within 1e-7 of it, as SciPy's Radau is."""
+    lam = 1e6
+
+    def rhs(t, y):
+        return -lam * (y - np.cos(t)) - np.sin(t)
+
+    ts = np.linspace(0.0, 10.0, 101)
+    for method in (RadauNewtonFloor, "Radau"):
+        sol = solve_ivp(
+            rhs, (0.0, 10.0), [2.0], method=method, t_eval=ts, rtol=1e-8, atol=1e-8, jac=lambda t, y: [[-lam]]
+        )
+        assert sol.success
+        np.testing.assert_allclose(sol.y[0], np.cos(ts) + np.exp(-lam * ts), rtol=0, atol=1e-7)
