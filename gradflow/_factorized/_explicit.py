@@ -191,10 +191,14 @@ def explicit(state: LeapState, t_stop, args: Args, tol: LeapTolerances, polish) 
 
     y, f, t, again, dense = jax.lax.cond(accept, take, lambda: (state.y, state.f, state.t, 0, state.dense))
     stuck = dt <= 1e-12 * jnp.maximum(1.0, jnp.abs(state.t))  # below the resolution of t
-    # at the stability limit: h λ near its edge, or a polishing step (which the stability limit calls for)
+    # at the stability limit: h λ near its edge, or a polishing step (which the stability limit calls for); a
+    # rejected polishing step was limited by accuracy, not stability: the flow still moves, and the count ends
     # (a count below 0, a back-off after split steps that did not pay, is kept through steps off the limit)
+    off_limit = jnp.minimum(state.stiff, 0)
     stiff = jnp.where(
-        accept, jnp.where((h_lambda >= STIFF) | polish, state.stiff + 1, jnp.minimum(state.stiff, 0)), state.stiff
+        accept,
+        jnp.where((h_lambda >= STIFF) | polish, state.stiff + 1, off_limit),
+        jnp.where(polish, off_limit, state.stiff),
     )
     return eqx.tree_at(
         lambda s: (s.y, s.f, s.t, s.dt, s.dense, s.steps, s.rejected, s.evaluations, s.result, s.stiff),

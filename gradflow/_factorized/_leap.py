@@ -182,7 +182,9 @@ def leap_from(state: LeapState, out_ts, t_stop, args: Args, tol: LeapTolerances)
     ``exp(hA)`` in pieces (``h σ_1 ≤ 18``, no column past the one before it) while they turn, and by
     extrapolating their log scales once settled; until ``t_stop``, until a sleeping column nears ``−Γ`` (closer
     than an explicit step would take it), or until it has reached ``STOPS`` output times. A piece ends on every
-    output time ``out_ts`` it reaches; the states there go to ``stops``, for ``advance`` to record."""
+    output time ``out_ts`` it reaches; the states there go to ``stops``, for ``advance`` to record. The count of
+    explicit steps at their stability limit starts again from 0: what follows a leap is a jump, not the relaxation
+    that count was of (with dense output it would have the jump polished at its first steps' size)."""
     shapes = args.model.shapes
     last = len(out_ts) - 1
     Gs = args.model.G(tuple(factor_weights(yf, m) for yf, (m, _) in zip(state.y, shapes)))
@@ -242,7 +244,7 @@ def leap_from(state: LeapState, out_ts, t_stop, args: Args, tol: LeapTolerances)
     start = _Leap(state.y, state.t, state.stops, jnp.zeros_like(state.n_stops), jnp.array(0), jnp.array(True))
     c = jax.lax.while_loop(lambda c: c.go_on, body, start)
     return eqx.tree_at(
-        lambda s: (s.y, s.f, s.t, s.stops, s.n_stops, s.leaps, s.pieces, s.evaluations),
+        lambda s: (s.y, s.f, s.t, s.stops, s.n_stops, s.leaps, s.pieces, s.evaluations, s.stiff),
         state,
         (
             c.y,
@@ -253,6 +255,7 @@ def leap_from(state: LeapState, out_ts, t_stop, args: Args, tol: LeapTolerances)
             state.leaps + 1,
             state.pieces + c.pieces,
             state.evaluations + 2,
+            jnp.zeros_like(state.stiff),  # a jump follows: the steps at the stability limit are counted afresh
         ),
     )
 

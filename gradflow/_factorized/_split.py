@@ -284,7 +284,7 @@ def _step(s: LeapState, out_ts, t_stop, args: Args, tol: LeapTolerances, *, widt
     return jax.lax.switch(
         which,
         [
-            lambda: eqx.tree_at(lambda s: s.stiff, leap_from(s, out_ts, t_stop, args, tol), 0),  # a jump follows
+            lambda: leap_from(s, out_ts, t_stop, args, tol),
             lambda: split_step(s, t_end, args, tol, width),
             lambda: explicit(s, t_stop, args, tol, polish),
         ],
