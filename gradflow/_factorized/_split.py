@@ -20,7 +20,8 @@ step* of length ``h``
 The integrator is the leaps' (``_leap``) with split steps where explicit steps sit at their stability limit: from
 the ``_ENTER``-th accepted Tsit5 step in a row with ``h λ ≥ STIFF`` (``_explicit._stiffness``) or polishing, while
 the split step pays for its Jacobian (it is longer than the stable explicit step ``STIFF / λ_max`` times the ratio of
-their costs) and the columns near waking fit in the block; explicit steps again after a leap (a jump follows).
+their costs) and the columns near waking fit in the block, but not where the awake columns nearly rest (explicit
+steps polish them to rest, for a leap); explicit steps again after a leap (a jump follows).
 """
 
 from __future__ import annotations
@@ -273,22 +274,38 @@ def split_step(s: LeapState, t_end, args: Args, tol: LeapTolerances, width) -> L
     )
 
 
+def choose(s: LeapState, t_end, tol: LeapTolerances, width, *, dense: bool) -> tuple[jax.Array, jax.Array]:
+    """What to take next (0: a leap, 1: a split step, 2: an explicit step) and whether an explicit step polishes."""
+    leap, polish = leap_or_polish(s, t_end, tol, dense=dense)
+    # where the awake columns nearly rest and a leap would follow, explicit steps polish them to rest: a split step's
+    # error, near the tolerance, would keep them moving at about λ atol, and the leap would not come
+    resting = leap_or_polish(s, t_end, tol)[1]
+    split = (s.stiff >= _ENTER) & _fits(s.y, tol, width) & ~resting
+    return jnp.where(leap, 0, jnp.where(split, 1, 2)), polish
+
+
 def _step(s: LeapState, out_ts, t_stop, args: Args, tol: LeapTolerances, *, width, dense: bool) -> LeapState:
     """A leap where the awake columns rest (as ``_leap``), else a split step where explicit steps have been at their
     stability limit and the columns near waking fit in the block (to the next output time at most: it has no dense
     output), else an explicit step; the leap and the explicit step to ``t_stop`` at most."""
     t_end = next_output(s, out_ts, t_stop)
-    leap, polish = leap_or_polish(s, t_end, tol, dense=dense)
-    split = (s.stiff >= _ENTER) & _fits(s.y, tol, width)
-    which = jnp.where(leap, 0, jnp.where(split, 1, 2))
+    which, polish = choose(s, t_end, tol, width, dense=dense)
     return jax.lax.switch(
         which,
         [
             lambda: leap_from(s, out_ts, t_stop, args, tol),
             lambda: split_step(s, t_end, args, tol, width),
-            lambda: explicit(s, t_stop, args, tol, polish),
+            lambda: _explicit(s, t_stop, args, tol, polish),
         ],
     )
+
+
+def _explicit(s: LeapState, t_stop, args: Args, tol: LeapTolerances, polish) -> LeapState:
+    """An explicit step whose count of steps at the stability limit stops at ``_ENTER``, where a split step enters
+    (its Jacobian afresh, twice the length from which it pays): ``_ENTER + 1`` marks split mode, which polishing
+    steps past ``_ENTER`` (``choose``) must not reach."""
+    e = explicit(s, t_stop, args, tol, polish)
+    return eqx.tree_at(lambda s: s.stiff, e, jnp.minimum(e.stiff, _ENTER))
 
 
 def advance(state: LeapState, budget, args: Args, out_ts, tol: LeapTolerances, width, *, dense: bool = False):

@@ -20,6 +20,8 @@ import gradflow
 from gradflow import models
 from gradflow._factorized import _split
 from gradflow._factorized._flow import _advance, _run, _start
+from gradflow._factorized._explicit import LeapTolerances
+from gradflow._factorized._leap import _awake_speed
 from gradflow._factorized._leap import start as leap_start
 from gradflow._factorized._model import check_factors
 from gradflow._factorized._qr import Args, initial_state, vector_field
@@ -45,6 +47,29 @@ def test_exponential_rejects_a_huge_G(scale):
             assert np.all(np.isfinite(out.rho)) and np.max(np.abs(out.rho - f.rho)) <= 2.0 * 3.0 + 1e-12
         else:
             assert np.all(np.isnan(out.rho))
+
+
+def test_no_split_step_where_the_awake_columns_nearly_rest():
+    """After three steps at the stability limit a split step, unless the awake columns nearly rest (slower than
+    ``100 atol``, a leap ahead): explicit steps polish them to rest then (a split step's error would keep them moving
+    and the leap would not come: 19,064 steps on the d = 20 head at ``log α = −1e6``, 1,756 without); their count
+    stays at ``_ENTER``, where a split step enters."""
+    M = np.diag([3.0, 1.5, 0.0])
+    tol = LeapTolerances(rtol=0.0, atol=1e-8)
+    with jax.enable_x64(True):
+        args = Args(model=models.matrix_factorization_model(M), log_alpha=jnp.asarray(-2.0))
+        s = leap_start(_y0(M, np.eye(3), np.eye(3)), args, jnp.asarray(TS * 2.0), 0)
+        s = eqx.tree_at(lambda s: (s.dt, s.stiff), s, (jnp.asarray(1e-3), jnp.asarray(_split._ENTER)))
+        for speed, which in ((1e-3, 1), (1e-7, 2)):  # between the leaps' rest (tol.rest) and 100 atol
+            scale = speed / float(_awake_speed(s.y, s.f, tol))
+            moving = eqx.tree_at(lambda s: s.f, s, jax.tree_util.tree_map(lambda v: scale * v, s.f))
+            for dense in (False, True):
+                chosen, polish = _split.choose(moving, 1.0, tol, _split.widths(s.y), dense=dense)
+                assert int(chosen) == which and (which == 1 or bool(polish))  # an explicit step polishes
+        # a polishing step's count stops at _ENTER, where a split step enters (its Jacobian afresh): _ENTER + 1
+        # marks split mode, which a split step entered from a polishing step once took for its own, with no length
+        after = eqx.filter_jit(_split._explicit)(s, 1.0, args, tol, jnp.asarray(True))
+        assert int(after.rejected) == 0 and int(after.stiff) == _split._ENTER
 
 
 @pytest.mark.slow  # compiles the split step: 20-40 s; the split method is not the default (docs/benchmarks.md)
