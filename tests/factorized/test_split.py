@@ -19,8 +19,8 @@ from aligned_mf import TOL, TS, aligned, logistic
 import gradflow
 from gradflow import models
 from gradflow._factorized import _split
-from gradflow._factorized._flow import _advance, _run, _start
 from gradflow._factorized._explicit import LeapTolerances
+from gradflow._factorized._flow import _advance, _run, _start
 from gradflow._factorized._leap import _awake_speed
 from gradflow._factorized._leap import start as leap_start
 from gradflow._factorized._model import check_factors
