@@ -4,8 +4,6 @@ closed form, and the smallest eigenvalue of ``H`` off it (Assumption 4.3) by the
 
 from __future__ import annotations
 
-import functools
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -18,6 +16,8 @@ QUICK_COMPILE = dict(xla_backend_optimization_level=0, xla_llvm_disable_expensiv
 """XLA's cheaper code generation, where compilation dominates (phase (B) of small models, the products of the
 eigenvalue check): code compiles in about half the time and runs 1.5–2 times slower (benchmarks/bench_rank_greedy.py:
 it pays on the d = 6 head, not the d = 20 one)."""
+QUICK_SIZE = 512
+"""Factor entries up to which phase (B) and the eigenvalue check's products are compiled with ``QUICK_COMPILE``."""
 
 
 def hessian_product(model, layout, y, v):
@@ -49,10 +49,20 @@ def project_off_gauge(layout, blocks, x):
     return jnp.concatenate(out)
 
 
-@functools.partial(eqx.filter_jit, compiler_options=QUICK_COMPILE)
-def off_gauge_hessian_product(model, layout, blocks, y, v):
-    """``P H P v``, with ``P`` the projection off the gauge of :func:`project_off_gauge`."""
+def _off_gauge_hessian_product(model, layout, blocks, y, v):
     return project_off_gauge(layout, blocks, hessian_product(model, layout, y, project_off_gauge(layout, blocks, v)))
+
+
+_product_quick = eqx.filter_jit(_off_gauge_hessian_product, compiler_options=QUICK_COMPILE)
+_product_fast = eqx.filter_jit(_off_gauge_hessian_product)
+
+
+def off_gauge_hessian_product(model, layout, blocks, y, v):
+    """``P H P v``, with ``P`` the projection off the gauge of :func:`project_off_gauge`; compiled quickly for at
+    most ``QUICK_SIZE`` factor entries (at the paper's size, 10,000, the check's products take 1.5 times as long so
+    compiled)."""
+    product = _product_quick if layout.size <= QUICK_SIZE else _product_fast
+    return product(model, layout, blocks, y, v)
 
 
 def min_eig_off_gauge(model, layout, y, ranks, seed: int = 0, rtol: float = 1e-8) -> float:
