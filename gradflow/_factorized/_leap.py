@@ -27,7 +27,8 @@ from ._qr import SWAP_MARGIN, Args, Factor, factor_weights, imbalance, restore, 
 PIECE = 18.0  # the longest exponential piece, h σ_1(G): the rounding it amplifies, ε e^{h σ_1}, stays near 1e-8
 _NEAR = 1e2  # awake columns slower than this × atol (where stability-limited steps leave them) are polished ...
 _POLISH_ROOM = 20.0  # ... where a leap of at least this many steps would follow
-_STALLED = 3  # with dense output, also after this many accepted explicit steps in a row at their stability limit
+_STALLED = 3  # with dense output, also after this many accepted explicit steps in a row at their stability limit ...
+_STALLED_NEAR = 1e4  # ... where the awake columns move slower than this × atol (not through an escape or a jump)
 
 # --------------------------------------------------------------------------------------------------
 # Which columns are awake, and whether they rest.
@@ -274,7 +275,7 @@ def leap_or_polish(s: LeapState, t_end, tol: LeapTolerances, *, dense: bool = Fa
     leap = (speed <= tol.rest) & (room >= jnp.minimum(s.dt, t_end - s.t))
     near = speed <= _NEAR * tol.atol
     if dense:  # no output time cuts a step short, which stepping onto them did now and then, damping the relaxation
-        near = near | (s.stiff >= _STALLED)
+        near = near | ((s.stiff >= _STALLED) & (speed <= _STALLED_NEAR * tol.atol))
     polish = near & (room >= _POLISH_ROOM * s.dt)
     return leap, polish
 
