@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(VENV)/bin/gradflow demo --out demo_output
-	$(VENV)/bin/gradflow demo --full-weights --out demo_output
+	$(VENV)/bin/gradflow demo --full-weights --paper-size --out demo_output
 	$(VENV)/bin/gradflow demo --depth --out demo_output
 	$(VENV)/bin/gradflow demo --deep-linear --out demo_output
 
