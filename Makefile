@@ -14,6 +14,9 @@ $(STAMP): pyproject.toml
 	( $(PY) -m pip install -q --upgrade pip && $(PY) -m pip install -q -e ".[test,docs]" )
 	touch $(STAMP)
 
+# One OpenBLAS thread per process: the demos run their flows one per core, and OpenBLAS's own threads (NumPy's and
+# SciPy's linear algebra, JAX's CPU decompositions) would contend with them (the paper-size part: 7.5 min instead of 5).
+demo: export OPENBLAS_NUM_THREADS ?= 1
 demo: $(STAMP)
 	$(VENV)/bin/gradflow demo --out demo_output
 	$(VENV)/bin/gradflow demo --full-weights --paper-size --out demo_output
