@@ -20,6 +20,14 @@ QUICK_SIZE = 512
 """Factor entries up to which phase (B) and the eigenvalue check's products are compiled with ``QUICK_COMPILE``."""
 
 
+def jit_by_size(fn):
+    """``fn`` compiled two ways; the returned ``compiled(layout)`` picks ``QUICK_COMPILE`` for at most
+    ``QUICK_SIZE`` factor entries, XLA's full optimisation above (at the paper's size, 10,000 entries, the eigenvalue
+    check's products take 1.5 times as long compiled quickly)."""
+    quick, fast = eqx.filter_jit(fn, compiler_options=QUICK_COMPILE), eqx.filter_jit(fn)
+    return lambda layout: quick if layout.size <= QUICK_SIZE else fast
+
+
 def hessian_product(model, layout, y, v):
     """``H v``, the Hessian of L in the factor entries at ``y`` times ``v`` (forward over reverse)."""
     return jax.jvp(jax.grad(lambda z: layout_loss(model, layout, z)), (y,), (v,))[1]
@@ -53,16 +61,13 @@ def _off_gauge_hessian_product(model, layout, blocks, y, v):
     return project_off_gauge(layout, blocks, hessian_product(model, layout, y, project_off_gauge(layout, blocks, v)))
 
 
-_product_quick = eqx.filter_jit(_off_gauge_hessian_product, compiler_options=QUICK_COMPILE)
-_product_fast = eqx.filter_jit(_off_gauge_hessian_product)
+_compiled_product = jit_by_size(_off_gauge_hessian_product)
 
 
 def off_gauge_hessian_product(model, layout, blocks, y, v):
-    """``P H P v``, with ``P`` the projection off the gauge of :func:`project_off_gauge`; compiled quickly for at
-    most ``QUICK_SIZE`` factor entries (at the paper's size, 10,000, the check's products take 1.5 times as long so
-    compiled)."""
-    product = _product_quick if layout.size <= QUICK_SIZE else _product_fast
-    return product(model, layout, blocks, y, v)
+    """``P H P v``, with ``P`` the projection off the gauge of :func:`project_off_gauge` (compiled by
+    :func:`jit_by_size`)."""
+    return _compiled_product(layout)(model, layout, blocks, y, v)
 
 
 def min_eig_off_gauge(model, layout, y, ranks, seed: int = 0, rtol: float = 1e-8) -> float:

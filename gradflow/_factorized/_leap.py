@@ -265,26 +265,28 @@ def leap_from(state: LeapState, out_ts, t_stop, args: Args, tol: LeapTolerances)
 # The solve, in segments.
 
 
-def leap_or_polish(s: LeapState, t_end, tol: LeapTolerances, *, dense: bool = False) -> tuple[jax.Array, jax.Array]:
-    """Whether to leap (the awake columns rest and no sleeping column wakes within an explicit step), and whether an
+def leap_or_polish(s: LeapState, t_end, tol: LeapTolerances, *, dense: bool = False):
+    """Whether to leap (the awake columns rest and no sleeping column wakes within an explicit step), whether an
     explicit step should polish (a long leap would follow, and the awake columns nearly rest or, with ``dense``
-    output, the explicit steps have sat at their stability limit: docs/math.md, *Plateau leaps*, resting)."""
+    output, the explicit steps have sat at their stability limit: docs/math.md, *Plateau leaps*, resting), and
+    whether the awake columns nearly rest with a long leap to follow (the polishing of stepped output)."""
     speed = _awake_speed(s.y, s.f, tol)
     room = jnp.min(jnp.stack([_asleep_for(yf, vf.rho, tol) for yf, vf in zip(s.y, s.f)]))
     room = jnp.minimum(room, t_end - s.t)
     leap = (speed <= tol.rest) & (room >= jnp.minimum(s.dt, t_end - s.t))
-    near = speed <= _NEAR * tol.atol
+    long_leap = room >= _POLISH_ROOM * s.dt
+    resting = (speed <= _NEAR * tol.atol) & long_leap
+    polish = resting
     if dense:  # no output time cuts a step short, which stepping onto them did now and then, damping the relaxation
-        near = near | ((s.stiff >= _STALLED) & (speed <= _STALLED_NEAR * tol.atol))
-    polish = near & (room >= _POLISH_ROOM * s.dt)
-    return leap, polish
+        polish = polish | ((s.stiff >= _STALLED) & (speed <= _STALLED_NEAR * tol.atol) & long_leap)
+    return leap, polish, resting
 
 
 def _step(s: LeapState, out_ts, t_stop, args: Args, tol: LeapTolerances, *, dense: bool) -> LeapState:
     """A leap where the awake columns rest and no sleeping column wakes within an explicit step, else an explicit
     step (a polishing one where ``leap_or_polish`` says); both to ``t_stop`` at most, recording the output times
     ``out_ts`` they reach or pass."""
-    leap, polish = leap_or_polish(s, next_output(s, out_ts, t_stop), tol, dense=dense)
+    leap, polish, _ = leap_or_polish(s, next_output(s, out_ts, t_stop), tol, dense=dense)
     return jax.lax.cond(
         leap, lambda: leap_from(s, out_ts, t_stop, args, tol), lambda: explicit(s, t_stop, args, tol, polish)
     )

@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._kit._checks import non_finite_at
-from ._gauge import QUICK_COMPILE, QUICK_SIZE, gauge_blocks, project_off_gauge
+from ._gauge import gauge_blocks, jit_by_size, project_off_gauge
 from ._krylov import krylov_phi, steihaug_cg
 from ._layout import layout_loss
 
@@ -297,15 +297,14 @@ def phase_b(model, layout, y0, mask, thresholds, max_steps, newton_steps):
     return y, status, jnp.stack([end.steps, gradients, n_newton, end.hvps + hvps]), end.record
 
 
-_phase_b_quick = eqx.filter_jit(phase_b, compiler_options=QUICK_COMPILE)
-_phase_b_fast = eqx.filter_jit(phase_b)
+_compiled_phase_b = jit_by_size(phase_b)
 
 
 def solve_phase_b(model, layout, starts, mask, thresholds, max_steps, newton_steps):
     """:func:`phase_b` from each row of ``starts``, one compiled call after the other (so that Ctrl-C stops a stage
-    between two of them), compiled quickly for at most ``QUICK_SIZE`` factor entries, for speed above. Returns the
+    between two of them), compiled quickly for small models, for speed above (:func:`._gauge.jit_by_size`). Returns the
     endpoints, statuses, counts and the flows' records (:func:`flow`) stacked by row."""
-    compiled = _phase_b_quick if layout.size <= QUICK_SIZE else _phase_b_fast
+    compiled = _compiled_phase_b(layout)
     runs = [compiled(model, layout, y0, mask, thresholds, max_steps, newton_steps) for y0 in starts]
     return tuple(np.stack([np.asarray(run[i]) for run in runs]) for i in range(4))
 

@@ -276,10 +276,9 @@ def split_step(s: LeapState, t_end, args: Args, tol: LeapTolerances, width) -> L
 
 def choose(s: LeapState, t_end, tol: LeapTolerances, width, *, dense: bool) -> tuple[jax.Array, jax.Array]:
     """What to take next (0: a leap, 1: a split step, 2: an explicit step) and whether an explicit step polishes."""
-    leap, polish = leap_or_polish(s, t_end, tol, dense=dense)
+    leap, polish, resting = leap_or_polish(s, t_end, tol, dense=dense)
     # where the awake columns nearly rest and a leap would follow, explicit steps polish them to rest: a split step's
     # error, near the tolerance, would keep them moving at about λ atol, and the leap would not come
-    resting = leap_or_polish(s, t_end, tol)[1]
     split = (s.stiff >= _ENTER) & _fits(s.y, tol, width) & ~resting
     return jnp.where(leap, 0, jnp.where(split, 1, 2)), polish
 

@@ -64,8 +64,9 @@ def test_matrix_factorization_closed_form(log_alpha):
     np.testing.assert_allclose(res.loss[-1], 0.5 * np.sum((res.W[0][-1] - M) ** 2), rtol=1e-10, atol=1e-20)
 
 
-# the leaps and the split slow (their compilation): their fast twins are test_matrix_factorization_closed_form and
-# tests/factorized/test_leap.py, and tests/factorized/test_split.py's exponential; Kvaerno5 stays fast
+# the leaps and the split slow (their compilation): the leaps' fast twins are test_matrix_factorization_closed_form
+# and tests/factorized/test_leap.py; the split's fast tests (its exponential, its choice of step) are in
+# tests/factorized/test_split.py; Kvaerno5 stays fast
 @pytest.mark.parametrize(
     "solver", ["kvaerno5", pytest.param("leap", marks=pytest.mark.slow), pytest.param("split", marks=pytest.mark.slow)]
 )

@@ -181,7 +181,7 @@ def test_phase_b_runs_one_per_core_give_the_path_of_one_after_the_other(monkeypa
     from gradflow._factorized import _phase_b
 
     task = models.matrix_factorization(m=3, n=3, singular_values=(3.0, 2.0, 1.0), seed=0)
-    quick, lock, both = _phase_b._phase_b_quick, threading.Lock(), threading.Barrier(2, timeout=60)
+    compiled, lock, both = _phase_b._compiled_phase_b, threading.Lock(), threading.Barrier(2, timeout=60)
     active, most = [0], [0]
 
     def recorded(*args):
@@ -191,12 +191,12 @@ def test_phase_b_runs_one_per_core_give_the_path_of_one_after_the_other(monkeypa
         try:
             if together_run:
                 both.wait()  # breaks (BrokenBarrierError) unless the other run of the pair runs at the same time
-            return quick(*args)
+            return compiled(args[1])(*args)  # phase_b(model, layout, ...)
         finally:
             with lock:
                 active[0] -= 1
 
-    monkeypatch.setattr(_phase_b, "_phase_b_quick", recorded)
+    monkeypatch.setattr(_phase_b, "_compiled_phase_b", lambda layout: recorded)
     monkeypatch.setattr(_config.os, "cpu_count", lambda: 2)
     together_run = True
     together = gradflow.greedy_limit(task.model, u0=task.u0, v0=task.v0, max_stages=1)
@@ -219,7 +219,9 @@ def test_ctrl_c_between_phase_b_runs_keeps_the_stages_finished(monkeypatch, ctrl
     from gradflow._factorized import _phase_b
 
     task = models.matrix_factorization(m=3, n=3, singular_values=(3.0, 2.0, 1.0), seed=0)
-    monkeypatch.setattr(_phase_b, "_phase_b_quick", ctrl_c_at_call(_phase_b._phase_b_quick, 3))
+    compiled = _phase_b._compiled_phase_b
+    stopping = ctrl_c_at_call(lambda *args: compiled(args[1])(*args), 3)  # phase_b(model, layout, ...)
+    monkeypatch.setattr(_phase_b, "_compiled_phase_b", lambda layout: stopping)
     with pytest.raises(gradflow.Interrupted, match="interrupted .Ctrl-C. during stage 2") as stop:
         gradflow.greedy_limit(task.model, check_assumptions=False)
     path = stop.value.result
