@@ -24,7 +24,10 @@ goes on in XLA's threads, and at exit the interpreter frees the client it runs o
 garbage-collection callback it is printed and dropped.
 
 Independent solves run on threads, one per core (:class:`PerCore`). They see the same flag: every worker ends within
-a segment, keeping what it reached, instead of running to its end.
+a segment, keeping what it reached, instead of running to its end. While such threads run, OpenBLAS (NumPy's and
+SciPy's linear algebra, and JAX's CPU decompositions, which call SciPy's LAPACK) takes the cores over the workers
+each, by threadpoolctl, and its own setting is restored when the last pool ends: its threads would contend with the
+workers (two d = 50 flows on 2 cores: 7.2 s with OpenBLAS's default, 2.8 s so; docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
 import jax
+from threadpoolctl import threadpool_limits
 
 F = TypeVar("F", bound=Callable)
 
@@ -258,6 +262,29 @@ def stop_requested() -> bool:
     return _INTERRUPTED.is_set() or any(stop.is_set() for stop in _STOPS.get())
 
 
+_blas_lock = threading.Lock()
+_blas_pools: list = []  # the OpenBLAS limits of the pools running (the first restores OpenBLAS's own on exit)
+
+
+@contextlib.contextmanager
+def _blas_threads_per_worker(workers: int):
+    """OpenBLAS limited to ``cores // workers`` threads while a pool of ``workers > 1`` runs (the limit is the
+    process's: the first such pool sets it, and OpenBLAS's own setting comes back when the last ends)."""
+    if workers < 2:
+        yield
+        return
+    with _blas_lock:
+        limit = max(1, (os.cpu_count() or 1) // workers)
+        _blas_pools.append(threadpool_limits(limits=limit, user_api="blas") if not _blas_pools else None)
+    try:
+        yield
+    finally:
+        with _blas_lock:
+            if len(_blas_pools) == 1 and _blas_pools[0] is not None:
+                _blas_pools[0].restore_original_limits()
+            _blas_pools.pop()
+
+
 class PerCore:
     """Threads for ``tasks`` independent solves (:func:`cores_for`), as a context manager: ``submit(fn, *args)`` runs
     ``fn(*args)`` in gradflow's float64 scope (the scope is per thread, so a thread does not inherit it from its
@@ -274,15 +301,20 @@ class PerCore:
         workers = cores_for(tasks)
         self._share = max(1, cores_for(os.cpu_count() or 1) // workers)  # the cores each worker's own pools may fill
         self._pool = ThreadPoolExecutor(max_workers=workers)
+        self._blas = _blas_threads_per_worker(workers)
 
     def __enter__(self) -> PerCore:
+        self._blas.__enter__()
         return self
 
     def __exit__(self, kind, error, traceback) -> None:
         interrupted = kind is not None and not issubclass(kind, Exception)
         if interrupted:
             self.stop()
-        self._pool.shutdown(wait=True, cancel_futures=interrupted)
+        try:
+            self._pool.shutdown(wait=True, cancel_futures=interrupted)
+        finally:
+            self._blas.__exit__(None, None, None)
 
     def submit(self, fn: Callable, *args, **kwargs) -> Future:
         def run():

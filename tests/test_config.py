@@ -180,3 +180,35 @@ def test_a_pool_inside_a_pools_worker_shares_that_workers_cores(monkeypatch):
         out = _config.map_per_core(lambda _: inner(6), range(outer))
         assert all(cores == share and threads <= share for cores, threads, _ in out), (outer, out)
     assert _config.cores_for(100) == 8
+
+
+def _blas_threads():
+    from threadpoolctl import threadpool_info
+
+    return {info["filepath"]: info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"}
+
+
+def test_openblas_takes_the_cores_over_the_workers_while_pools_run(monkeypatch):
+    """While a pool of several workers runs, OpenBLAS takes ``cores // workers`` threads (its own threads would contend
+    with the workers: docs/benchmarks.md, two d = 50 flows on 2 cores 2.6 times slower), a pool inside a worker
+    leaves that limit, and OpenBLAS's own setting comes back when the last pool ends, whichever ends last; a pool of
+    one worker changes nothing."""
+    from threadpoolctl import threadpool_limits
+
+    monkeypatch.setattr(_config.os, "cpu_count", lambda: 8)
+    with threadpool_limits(limits=3, user_api="blas"):  # the user's own setting
+        own = _blas_threads()
+        assert own and set(own.values()) == {3}
+        with _config.PerCore(1) as pool:
+            assert pool.submit(_blas_threads).result() == own
+        inner = lambda _: _config.map_per_core(lambda _: _blas_threads(), range(2))
+        seen = _config.map_per_core(inner, range(4))
+        assert {n for pools in seen for threads in pools for n in threads.values()} == {2}  # 8 cores, 4 workers
+        assert _blas_threads() == own
+        first, second = _config.PerCore(2), _config.PerCore(4)  # two pools of the user's threads, ending out of order
+        first.__enter__(), second.__enter__()
+        assert set(_blas_threads().values()) == {4}
+        first.__exit__(None, None, None)
+        assert set(_blas_threads().values()) == {4}
+        second.__exit__(None, None, None)
+        assert _blas_threads() == own

@@ -105,6 +105,8 @@ class LeapState(eqx.Module):
     stiff: jax.Array  # consecutive accepted explicit steps at their stability limit (``_split``: split steps from 3)
     jac: jax.Array  # the awake block's Jacobian for the split steps (0 × 0 for the leaps alone)
     jac_age: jax.Array  # accepted split steps since it was computed (−1: to compute)
+    polished: jax.Array  # polishing steps in the present window (``_leap.polished_step``); below 0, a back-off
+    polish_from: jax.Array  # the awake columns' speed where that window began
     stops: tuple[Factor, ...]  # the states at the output times the last step reached (a leap's; leading axis STOPS)
     n_stops: jax.Array  # how many of ``stops`` hold such states, not yet recorded in ``ys``
 

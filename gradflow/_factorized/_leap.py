@@ -29,6 +29,9 @@ _NEAR = 1e2  # awake columns slower than this × atol (where stability-limited s
 _POLISH_ROOM = 20.0  # ... where a leap of at least this many steps would follow
 _STALLED = 3  # with dense output, also after this many accepted explicit steps in a row at their stability limit ...
 _STALLED_NEAR = 1e4  # ... where the awake columns move slower than this × atol (not through an escape or a jump)
+_WINDOW = 32  # polishing goes on while every window of this many polishing steps halves the awake columns' speed ...
+_DRIFT_BACKOFF = 200  # ... else they drift (a slow valley, which polishing does not damp): no polishing for this
+# many explicit steps (on the d = 50 head at log α = −1e4, thousands of half steps at a speed held near 700 atol)
 
 # --------------------------------------------------------------------------------------------------
 # Which columns are awake, and whether they rest.
@@ -245,7 +248,7 @@ def leap_from(state: LeapState, out_ts, t_stop, args: Args, tol: LeapTolerances)
     start = _Leap(state.y, state.t, state.stops, jnp.zeros_like(state.n_stops), jnp.array(0), jnp.array(True))
     c = jax.lax.while_loop(lambda c: c.go_on, body, start)
     return eqx.tree_at(
-        lambda s: (s.y, s.f, s.t, s.stops, s.n_stops, s.leaps, s.pieces, s.evaluations, s.stiff),
+        lambda s: (s.y, s.f, s.t, s.stops, s.n_stops, s.leaps, s.pieces, s.evaluations, s.stiff, s.polished),
         state,
         (
             c.y,
@@ -257,6 +260,7 @@ def leap_from(state: LeapState, out_ts, t_stop, args: Args, tol: LeapTolerances)
             state.pieces + c.pieces,
             state.evaluations + 2,
             jnp.zeros_like(state.stiff),  # a jump follows: the steps at the stability limit are counted afresh
+            jnp.zeros_like(state.polished),  # ... and polishing may start again at once
         ),
     )
 
@@ -279,7 +283,24 @@ def leap_or_polish(s: LeapState, t_end, tol: LeapTolerances, *, dense: bool = Fa
     polish = resting
     if dense:  # no output time cuts a step short, which stepping onto them did now and then, damping the relaxation
         polish = polish | ((s.stiff >= _STALLED) & (speed <= _STALLED_NEAR * tol.atol) & long_leap)
-    return leap, polish, resting
+    return leap, polish & (s.polished >= 0), resting
+
+
+def polished_step(s: LeapState, t_stop, args: Args, tol: LeapTolerances, polish) -> LeapState:
+    """An explicit step (``_explicit.explicit``, polishing where ``polish``) that counts the polishing steps in
+    windows of ``_WINDOW``: a window that does not halve the awake columns' speed found a drift, not the stiff
+    relaxation polishing damps, and ``_DRIFT_BACKOFF`` steps at full length follow before polishing again (an
+    explicit step off polishing ends a window; a leap, a back-off)."""
+    e = explicit(s, t_stop, args, tol, polish)
+    accepted = e.rejected == s.rejected
+    start = s.polished == 0
+    since = jnp.where(start, _awake_speed(s.y, s.f, tol), s.polish_from)
+    halved = _awake_speed(e.y, e.f, tol) <= 0.5 * since
+    count = jnp.where(s.polished + 1 < _WINDOW, s.polished + 1, jnp.where(halved, 0, -_DRIFT_BACKOFF))
+    off = jnp.where(s.polished < 0, s.polished + 1, 0)
+    polished = jnp.where(accepted, jnp.where(polish, count, off), s.polished)
+    polish_from = jnp.where(accepted & polish & start, since, s.polish_from)
+    return eqx.tree_at(lambda s: (s.polished, s.polish_from), e, (polished, polish_from))
 
 
 def _step(s: LeapState, out_ts, t_stop, args: Args, tol: LeapTolerances, *, dense: bool) -> LeapState:
@@ -288,7 +309,7 @@ def _step(s: LeapState, out_ts, t_stop, args: Args, tol: LeapTolerances, *, dens
     ``out_ts`` they reach or pass."""
     leap, polish, _ = leap_or_polish(s, next_output(s, out_ts, t_stop), tol, dense=dense)
     return jax.lax.cond(
-        leap, lambda: leap_from(s, out_ts, t_stop, args, tol), lambda: explicit(s, t_stop, args, tol, polish)
+        leap, lambda: leap_from(s, out_ts, t_stop, args, tol), lambda: polished_step(s, t_stop, args, tol, polish)
     )
 
 
@@ -380,4 +401,6 @@ def start(y0, args: Args, out_ts, jac_size: int = 0) -> LeapState:
         stiff=zero,
         jac=jnp.zeros((jac_size, jac_size)),
         jac_age=zero - 1,
+        polished=zero,
+        polish_from=jnp.zeros(()),
     )

@@ -36,9 +36,9 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 from jax.flatten_util import ravel_pytree
 
-from ._explicit import STIFF, LeapState, LeapTolerances, explicit, unsorted
+from ._explicit import STIFF, LeapState, LeapTolerances, unsorted
 from ._leap import advance as leap_advance
-from ._leap import exp_apply, exp_piece, leap_from, leap_or_polish, next_output, restore_held
+from ._leap import exp_apply, exp_piece, leap_from, leap_or_polish, next_output, polished_step, restore_held
 from ._qr import SWAP_MARGIN, Args, Factor, factor_field, factor_weights, imbalance, sort_pass, vector_field
 
 WIDTH = 4  # the implicit block: the leading min(k, WIDTH) columns of every factor
@@ -303,7 +303,7 @@ def _explicit(s: LeapState, t_stop, args: Args, tol: LeapTolerances, polish) -> 
     """An explicit step whose count of steps at the stability limit stops at ``_ENTER``, where a split step enters
     (its Jacobian afresh, twice the length from which it pays): ``_ENTER + 1`` marks split mode, which polishing
     steps past ``_ENTER`` (``choose``) must not reach."""
-    e = explicit(s, t_stop, args, tol, polish)
+    e = polished_step(s, t_stop, args, tol, polish)
     return eqx.tree_at(lambda s: s.stiff, e, jnp.minimum(e.stiff, _ENTER))
 
 

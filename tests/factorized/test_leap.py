@@ -20,7 +20,16 @@ import gradflow
 from gradflow import models
 from gradflow._factorized._explicit import LeapTolerances, explicit
 from gradflow._factorized._flow import _advance, _run, _start
-from gradflow._factorized._leap import _STALLED, _STALLED_NEAR, _awake_speed, leap_from, leap_or_polish
+from gradflow._factorized._leap import (
+    _DRIFT_BACKOFF,
+    _STALLED,
+    _STALLED_NEAR,
+    _WINDOW,
+    _awake_speed,
+    leap_from,
+    leap_or_polish,
+    polished_step,
+)
 from gradflow._factorized._leap import start as leap_start
 from gradflow._factorized._model import check_factors
 from gradflow._factorized._qr import Args, imbalance, initial_state
@@ -122,6 +131,35 @@ def test_the_count_at_the_stability_limit_ends_with_a_leap_or_a_rejected_polish(
     for polish, count in ((True, 0), (False, 5)):
         after = eqx.filter_jit(explicit)(s, 1e4, args, tol, jnp.asarray(polish))
         assert int(after.rejected) == int(s.rejected) + 1 and int(after.stiff) == count
+
+
+def test_polishing_that_does_not_halve_the_speed_backs_off():
+    """Polishing goes on while each window of ``_WINDOW`` polishing steps halves the awake columns' speed; a window
+    that does not found a drift, which half steps do not damp (the d = 50 head at log α = −1e4 drifted at 700 atol
+    for thousands of them: docs/benchmarks.md), and ``_DRIFT_BACKOFF`` full steps follow, polishing held off, before
+    the next window; a leap ends a back-off."""
+    with jax.enable_x64(True):  # the steps' error control at atol = 1e-8
+        task = models.matrix_factorization(aligned()[0])
+        args = Args(model=task.model, log_alpha=jnp.asarray(-50.0))
+        tol = LeapTolerances(rtol=0.0, atol=1e-8)
+        out_ts = jnp.asarray(TS * 50.0)
+        s = eqx.tree_at(lambda s: s.dt, leap_start(_y0(task), args, out_ts), jnp.asarray(1e-6))
+        step = eqx.filter_jit(polished_step)
+        speed = float(_awake_speed(s.y, s.f, tol))
+        first = step(s, 1e4, args, tol, jnp.asarray(True))  # a window starts at the speed it starts from
+        assert int(first.polished) == 1 and float(first.polish_from) == speed
+        last = lambda since: eqx.tree_at(
+            lambda s: (s.polished, s.polish_from), s, (jnp.asarray(_WINDOW - 1), jnp.asarray(since))
+        )
+        assert int(step(last(1e3 * speed), 1e4, args, tol, jnp.asarray(True)).polished) == 0  # halved: a new window
+        backing = step(last(speed), 1e4, args, tol, jnp.asarray(True))  # a step of 1e-6 barely slows the columns
+        assert int(backing.polished) == -_DRIFT_BACKOFF
+        slow = eqx.tree_at(lambda s: s.f, backing, jax.tree_util.tree_map(lambda v: 1e-5 / speed * v, backing.f))
+        slow = eqx.tree_at(lambda s: s.stiff, slow, jnp.asarray(_STALLED))
+        assert not bool(leap_or_polish(slow, 1.0, tol, dense=True)[1])  # held off, though it would polish
+        assert bool(leap_or_polish(eqx.tree_at(lambda s: s.polished, slow, jnp.asarray(0)), 1.0, tol, dense=True)[1])
+        assert int(step(backing, 1e4, args, tol, jnp.asarray(False)).polished) == 1 - _DRIFT_BACKOFF
+        assert int(eqx.filter_jit(leap_from)(backing, out_ts, 50.0, args, tol).polished) == 0
 
 
 def _y0(task):
