@@ -14,8 +14,8 @@ $(STAMP): pyproject.toml
 	( $(PY) -m pip install -q --upgrade pip && $(PY) -m pip install -q -e ".[test,docs]" )
 	touch $(STAMP)
 
-# One OpenBLAS thread per process: the demos run their flows one per core, and OpenBLAS's own threads (NumPy's and
-# SciPy's linear algebra, JAX's CPU decompositions) would contend with them (the paper-size part: 7.5 min instead of 5).
+# One OpenBLAS thread per process: gradflow limits OpenBLAS while it runs flows one per core (gradflow._config.PerCore;
+# the paper-size part 7.5 min before, 5 min 10 s since), and one thread also speeds up the serial parts by about a tenth.
 demo: export OPENBLAS_NUM_THREADS ?= 1
 demo: $(STAMP)
 	$(VENV)/bin/gradflow demo --out demo_output
