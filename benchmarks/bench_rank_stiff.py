@@ -14,7 +14,7 @@ compilation:
 - the leaps (``"auto"``) and the split integrator (``"split"``) over ``--span`` units of t (at most ``--cap`` steps):
   steps, split steps, evaluations of G, the t reached and the seconds;
 - the split step's block alone (the leading columns of every factor, its active ones moving, the rest of the block
-  and the sleeping columns held, G from the block plus the held part, as ``_split.split_step`` builds it) by SciPy's
+  and the sleeping columns held, G from the block plus the held part: ``_split.Block``, as the split step uses it) by SciPy's
   Radau IIA, BDF and RK45 at ``atol`` (``rtol = 1e-13``) with the exact Jacobian from JAX over the same span: steps,
   evaluations, Jacobians, the step sizes, the block's largest rate, and each end state's distance to Radau's.
 
@@ -41,14 +41,13 @@ import diffrax as dfx  # noqa: E402
 import equinox as eqx  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
-from jax.flatten_util import ravel_pytree  # noqa: E402
 from scipy.integrate import solve_ivp  # noqa: E402
 
 from benchmarks import _common  # noqa: E402
 from gradflow import models  # noqa: E402
 from gradflow._factorized import _flow, _split  # noqa: E402
 from gradflow._factorized._explicit import LeapTolerances  # noqa: E402
-from gradflow._factorized._qr import Factor, factor_field, factor_weights, initial_state  # noqa: E402
+from gradflow._factorized._qr import initial_state  # noqa: E402
 
 SECTION = "Full weights: a stiff phase from a saved state"
 LOG_ALPHA = -1e4
@@ -123,21 +122,8 @@ def race(model, state, solver: str, span: float, cap: int) -> list:
 def block_alone(model, state, span: float) -> tuple[list, float]:
     """The split step's block alone from ``state`` under SciPy's stiff and explicit methods; its largest rate."""
     tol = LeapTolerances(rtol=0.0, atol=ATOL)
-    shapes, width = model.shapes, _split.widths(state.y)
-    blocks = tuple(Factor(Q=f.Q[:, :p], rho=f.rho[:p], R=f.R[:p, :p], C=f.C[:p, :p]) for f, p in zip(state.y, width))
-    active = tuple(_split._near_awake(f, tol)[:p] for f, p in zip(state.y, width))
-    rest = tuple(factor_weights(f, m) - factor_weights(b, m) for f, b, (m, _) in zip(state.y, blocks, shapes))
-    x0, unravel = ravel_pytree(tuple((b.Q, b.rho, b.R) for b in blocks))
-
-    @jax.jit
-    def field(x):
-        fs = tuple(Factor(Q=Q, rho=r, R=R, C=b.C) for (Q, r, R), b in zip(unravel(x), blocks))
-        Gs = model.G(tuple(w + factor_weights(b, m) for w, b, (m, _) in zip(rest, fs, shapes)))
-        out = []
-        for b, G, a, (m, _) in zip(fs, Gs, active, shapes):
-            v = factor_field(b, G, LOG_ALPHA, m)
-            out.append((v.Q * a[None, :], v.rho * a, v.R * (a[:, None] & a[None, :])))
-        return ravel_pytree(tuple(out))[0]
+    block = _split.Block.of(state.y, model, jnp.asarray(LOG_ALPHA), tol, _split.widths(state.y))
+    field, x0 = jax.jit(block.field), block.x0
 
     jacobian = jax.jit(jax.jacfwd(field))
     fun = lambda t, x: np.asarray(field(jnp.asarray(x)))  # noqa: E731

@@ -24,7 +24,7 @@ from gradflow._factorized._flow import _advance, _run, _start
 from gradflow._factorized._leap import _awake_speed
 from gradflow._factorized._leap import start as leap_start
 from gradflow._factorized._model import check_factors
-from gradflow._factorized._qr import Args, initial_state, vector_field
+from gradflow._factorized._qr import Args, factor_weights, initial_state, vector_field
 from gradflow._factorized._singular import log_singular_values
 
 
@@ -165,3 +165,44 @@ def test_keyboard_interrupt_keeps_the_split_state():
                             0.0, 1e-8, solver="split", batched=False, max_steps=None, progress=progress)  # fmt: skip
     assert stopped and out[3] == dfx.RESULTS.max_steps_reached  # "stopped short", as segment_result reports it
     assert 0 < int(out[4][0]) and not np.isfinite(np.asarray(out[2][-1]))
+
+
+def test_a_split_step_moves_the_learned_mass_that_columns_outside_the_block_carry():
+    """With more columns than the block holds (k = 6 > ``WIDTH``), every column of ``Z`` carries ``e^{ρ_0} R̃_0j``
+    along the learned direction, which moves with it: ``W``'s learned part is ``e^{2ρ_0} Σ_j R̃_0j²`` over all
+    columns. One split step of 0.005 through the first jump of matrix factorisation (8×7, rank 3, log α = −30,
+    t = 9.5) lands on the raw flow ``U' = G V``, ``V' = Gᵀ U`` (DOP853 at rtol 1e-12) to 3.5e-10 in ``W``; holding
+    the other columns' part of ``W`` over the step, as the split step did before 2026-11-30, missed it by 8.5e-8 (and
+    accepted the step: its error estimates do not see that part)."""
+    from scipy.integrate import solve_ivp
+
+    rng = np.random.default_rng(1)
+    A, B = (np.linalg.qr(rng.standard_normal((m, 3)))[0] for m in (8, 7))
+    M = (A * [3.0, 1.5, 0.75]) @ B.T
+    u0, v0 = rng.standard_normal((8, 6)), rng.standard_normal((7, 6))
+    model = models.matrix_factorization_model(M, width=6)
+    la, t0, h = -30.0, 9.5, 0.005
+    with jax.enable_x64(True):
+        us, vs = check_factors((u0,), (v0,), model)
+        y0 = jax.tree_util.tree_map(jnp.asarray, initial_state(us, vs))
+        out, _ = _run(model, y0, jnp.asarray(la), jnp.asarray([0.0, t0 / -la]), 0.0, 1e-10, solver="leap",
+                      batched=False, max_steps=None, progress=None)  # fmt: skip
+        y = jax.tree_util.tree_map(lambda a: a[1], out[0])
+        assert int(_split.widths(y)[0]) < y[0].rho.shape[0]
+        args = Args(model=model, log_alpha=jnp.asarray(la))
+        state = leap_start(y, args, jnp.asarray([t0]), _split.jac_size(y))
+        state = eqx.tree_at(lambda s: (s.t, s.h_split, s.stiff), state, (jnp.asarray(t0), jnp.asarray(h), 4))
+        after = jax.jit(lambda s: _split.split_step(s, jnp.asarray(1e9), args, TOL, _split.widths(s.y)))(state)
+        assert int(after.splits) == 1 and int(after.rejected) == 0 and float(after.t) == t0 + h
+        f = y[0]
+        Z = np.asarray(f.Q) @ (np.exp(np.asarray(f.rho))[:, None] * np.asarray(f.R))
+        G = jax.jit(lambda W: model.G((W,))[0])
+
+        def raw(_, z):
+            U, V = z[:48].reshape(8, 6), z[48:].reshape(7, 6)
+            g = np.asarray(G(jnp.asarray(U @ V.T)))
+            return np.concatenate([(g @ V).ravel(), (g.T @ U).ravel()])
+
+        z = solve_ivp(raw, (0.0, h), np.concatenate([Z[:8].ravel(), Z[8:].ravel()]), "DOP853", rtol=1e-12, atol=1e-14)
+        expected = z.y[:48, -1].reshape(8, 6) @ z.y[48:, -1].reshape(7, 6).T
+        np.testing.assert_allclose(np.asarray(factor_weights(after.y[0], 8)), expected, rtol=0, atol=3e-9)
