@@ -44,7 +44,7 @@ from ._qr import SWAP_MARGIN, Args, Factor, factor_field, factor_weights, imbala
 WIDTH = 4  # the implicit block: the leading min(k, WIDTH) columns of every factor
 _WAKE = 3.0  # a column is active (implicit) from ρ_i + max ρ ≥ −Γ − this
 _ENTER = 3  # split steps from this many accepted explicit steps in a row at their stability limit ...
-_BACKOFF = 50  # ... and this many more after a split step that did not pay
+_BACKOFF = 200  # ... and this many more after a split step that did not pay
 _SAFETY, _GROW, _SHRINK = 0.9, 3.0, 0.2
 _REUSE = 4  # accepted split steps on one Jacobian
 _PIECE = 6.0  # the longest exponential piece, h σ_1 (rounding ε e^{h σ_1} ≈ 1e-13, far below the tolerance that
@@ -225,9 +225,10 @@ def split_step(s: LeapState, t_end, args: Args, tol: LeapTolerances, width) -> L
     n_moving = jnp.sum(moving)
     J = jax.lax.cond(fresh, lambda: _jacobian(block.field, x0, moving), lambda: s.jac)
     # a split step pays for its Jacobian where it is longer than the stable explicit step (``STIFF / λ_max`` of the
-    # block) times the ratio of their costs in evaluations of G; on entering it tries twice that
+    # block) times the ratio of their costs in evaluations of G (the Jacobian's shared by the steps that reuse it); on
+    # entering it tries twice that
     stable = STIFF / _largest_eigenvalue(J)
-    worth = (n_moving + 3 + len(_NODES) + 1) / 6.0 * stable
+    worth = (n_moving / _REUSE + 3 + len(_NODES) + 1) / 6.0 * stable
     target = jnp.where(s.stiff == _ENTER, 2.0 * worth, s.h_split)
     room = _room(s.y, s.f, tol)
     to_end = t_end - s.t <= jnp.minimum(target, room)
