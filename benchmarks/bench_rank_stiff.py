@@ -123,7 +123,11 @@ def block_alone(model, state, span: float) -> tuple[list, float]:
     """The split step's block alone from ``state`` under SciPy's stiff and explicit methods; its largest rate."""
     tol = LeapTolerances(rtol=0.0, atol=ATOL)
     block = _split.Block.of(state.y, model, jnp.asarray(LOG_ALPHA), tol, _split.widths(state.y))
-    field, x0 = jax.jit(block.field), block.x0
+    x0 = block.x0
+
+    @jax.jit
+    def field(x):
+        return block.field(x)
 
     jacobian = jax.jit(jax.jacfwd(field))
     fun = lambda t, x: np.asarray(field(jnp.asarray(x)))  # noqa: E731
