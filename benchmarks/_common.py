@@ -381,6 +381,15 @@ def record_section(path: pathlib.Path, title: str, text: str) -> None:
     path.write_text(new)
 
 
+def cpu_table_section(script: str, title: str, header, rows, details: str, record: bool) -> None:
+    """Print, and with ``record`` put into docs/benchmarks.md, a CPU benchmark's section ``title``: the command that
+    ran ``script``, the machine, ``details`` and the table of ``rows`` under ``header``."""
+    command = " ".join(["python", f"benchmarks/{script}", *sys.argv[1:]])
+    intro = f"`{command}` (see its docstring). Machine: {cpu_name()}, {os.cpu_count()} cores, no GPU. {details}"
+    lines = table_head(header) + [_cells(row) for row in rows]
+    show(f"## {title}\n\n{intro}\n\n" + "\n".join(lines), title, record)
+
+
 def show(text: str, title: str, record: bool) -> None:
     """Print a section's ``text`` and, if ``record``, put it into docs/benchmarks.md under ``## title``."""
     print(text)

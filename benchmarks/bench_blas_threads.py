@@ -112,15 +112,12 @@ def main(argv=None) -> None:
         "OpenBLAS's threads / gradflow",
         "load averages",
     ]
-    lines = _common.table_head(header) + [_common._cells(row) for row in rows]
-    intro = (
-        f"`python benchmarks/bench_blas_threads.py{(' ' + ' '.join(sys.argv[1:])) if sys.argv[1:] else ''}` (see its "
-        f"docstring), {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. Machine: {_common.cpu_name()}, "
-        f"{os.cpu_count()} cores, no GPU; OpenBLAS's own setting {threads} threads. Wall seconds of `simulate_flow` "
-        f"with two α, one flow per core, after compilation, the best of {args.repeats}; load averages (1, 5, 15 min) "
-        "at the end."
+    details = (
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; OpenBLAS's own setting {threads} threads. Wall seconds "
+        f"of `simulate_flow` with two α, one flow per core, after compilation, the best of {args.repeats}; load "
+        "averages (1, 5, 15 min) at the end."
     )
-    _common.show(f"## {SECTION}\n\n" + intro + "\n\n" + "\n".join(lines), SECTION, args.record)
+    _common.cpu_table_section("bench_blas_threads.py", SECTION, header, rows, details, args.record)
 
 
 if __name__ == "__main__":

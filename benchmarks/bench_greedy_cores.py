@@ -86,13 +86,11 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     rows = [row for name in args.cases for row in run(name)]
     header = ["case", "phase-(B) runs", "wall s", "CPU s", "stages", "result", "load averages", "speed-up", "max ΔT_k"]
-    lines = _common.table_head(header) + [_common._cells(row) for row in rows]
-    intro = (
-        f"`python benchmarks/bench_greedy_cores.py{(' ' + ' '.join(sys.argv[1:])) if sys.argv[1:] else ''}` (see its "
-        f"docstring). Machine: {_common.cpu_name()}, {os.cpu_count()} cores, no GPU. Wall and CPU seconds of "
-        "`greedy_limit` after a one-stage path compiled its programs; load averages (1, 5, 15 min) at each run's end."
+    details = (
+        "Wall and CPU seconds of `greedy_limit` after a one-stage path compiled its programs; load averages (1, 5, "
+        "15 min) at each run's end."
     )
-    _common.show(f"## {SECTION}\n\n" + intro + "\n\n" + "\n".join(lines), SECTION, args.record)
+    _common.cpu_table_section("bench_greedy_cores.py", SECTION, header, rows, details, args.record)
 
 
 if __name__ == "__main__":

@@ -6,14 +6,14 @@ the linear flow ``Z_s' = A(t) Z_s``: explicit steps sit at their stability limit
 step* of length ``h``
 
 - takes the leading ``p`` columns of every factor (``width``; those within ``_WAKE`` of waking are *active*, the
-  others in the block held) by Rosenbrock's L-stable ``ode23s`` method (Shampine & Reichelt 1997; order 2, its error
-  by an embedded order-3 formula), with the dense Jacobian of that block alone, ``G`` computed from its ``W`` plus
+  others in the block held) by Kværnø's L-stable ESDIRK method of order 5 (``_esdirk``; its error by the embedded
+  order-4 formula), Newton's iterations with the dense Jacobian of that block alone, ``G`` computed from its ``W`` plus
   the sleeping columns' part of ``W`` held (below ``e^{−Γ}``);
 - moves every column by the commutator-free fourth-order Magnus method (Blanes & Moan 2006),
   ``Z ← exp(h(a A₁ + b A₂)) exp(h(b A₁ + a A₂)) Z``, ``A_i = A(t + c_i h)`` at the Gauss points from the
-  Rosenbrock step's dense output, each factor ``exp(h Ã)`` from the SVD of its ``G̃`` (``_leap.exp_apply``) in
+  block step's cubic Hermite interpolant, each factor ``exp(h Ã)`` from the SVD of its ``G̃`` (``_leap.exp_apply``) in
   pieces with ``h σ̃ ≤ 6`` (discrete QR steps, log scales accumulated), its error by step doubling;
-- keeps the active columns of the Rosenbrock step and the others of the Magnus step, restores ``QᵀJQ = K`` on the
+- keeps the active columns of the block step and the others of the Magnus step, restores ``QᵀJQ = K`` on the
   active columns in place (``_restore_active``), lets the held ones absorb the rest and orthonormalises them against
   the active ones (``_leap.restore_held``), and sorts the columns.
 
@@ -161,7 +161,7 @@ def _exp(f: Factor, G, h, m: int) -> Factor:
     (``_leap.exp_piece``)."""
     svd = jnp.linalg.svd(G, full_matrices=False)
     n = jnp.maximum(jnp.ceil(h * svd[1][0] / _PIECE), 1.0)
-    # a rejected Rosenbrock step's dense output can put G, hence n, anywhere up to overflow: such a step is rejected
+    # a rejected block step's dense output can put G, hence n, anywhere up to overflow: such a step is rejected
     # (non-finite log scales) instead of taking billions of pieces, which hung the solve in one segment
     many = ~(n <= _MAX_PIECES)
     n = jnp.where(many, 1.0, n)
@@ -172,7 +172,7 @@ def _exp(f: Factor, G, h, m: int) -> Factor:
 def _restore_active(f: Factor, active, log_alpha, m: int) -> Factor:
     """``QᵀJQ = K`` restored on the ``active`` columns (to first order, as ``_qr.restore``) and those columns made
     orthonormal (``Q_a ← Q_a (I − ½ (Q_aᵀQ_a − I))``), the other columns left as they are: a change of the active
-    columns of the Rosenbrock step would excite their stiff relaxation again."""
+    columns of the block step would excite their stiff relaxation again."""
     both = active[:, None] & active[None, :]
     dK = jnp.where(both, imbalance(f, log_alpha, m), 0.0)
     eye = jnp.eye(f.rho.shape[0])
@@ -248,7 +248,7 @@ def _esdirk(field, x0, F0, J, h, tol: LeapTolerances, moving):
 def split_step(s: LeapState, t_end, args: Args, tol: LeapTolerances, width) -> LeapState:
     """One split step (the module docstring) of ``h_split`` (on entering, twice the length from which it pays),
     clipped to ``t_end`` and to ``_room``; error control as for the explicit steps, on the RMS of each part over
-    the entries it moves: the Rosenbrock block's error of order 2, the Magnus steps' of order 4."""
+    the entries it moves: the block's embedded error and the Magnus steps' step doubling, both O(h⁵)."""
     model, la = args.model, args.log_alpha
     shapes = model.shapes
 
@@ -288,7 +288,7 @@ def split_step(s: LeapState, t_end, args: Args, tol: LeapTolerances, width) -> L
     a, b = _MAGNUS
     Gs = dict(zip(_NODES, (block.G_at(dense(c)) for c in _NODES)))
 
-    # Magnus on every factor, by step doubling, the active columns then taken from the Rosenbrock step.
+    # Magnus on every factor, by step doubling, the active columns then taken from the block step.
     y1, err_magnus = [], jnp.array(0.0)
     for j, (f, blk, act, p, (m, _)) in enumerate(zip(s.y, block.factors(x1), active, width, shapes)):
         G_of = lambda c, j=j: Gs[c][j]

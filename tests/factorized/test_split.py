@@ -1,5 +1,5 @@
 """The split integrator of the factorised flow (gradflow/_factorized/_split.py; docs/math.md, *The split integrator*):
-one split step against the closed form of matrix factorisation (its Rosenbrock block on the learned mode, its Magnus
+one split step against the closed form of matrix factorisation (its implicit block on the learned mode, its Magnus
 steps on the sleeping ones), and ``solver="split"`` against the closed form, in segments (bit for bit) and with
 ``max_steps``.
 
@@ -36,7 +36,7 @@ def _y0(M, u0, v0):
 @pytest.mark.parametrize("scale", [1.0, 1e5])
 def test_exponential_rejects_a_huge_G(scale):
     """``exp(h Ã) Z`` in pieces of ``h σ₁ ≤ 6``: for a G of the flow's scale the log scales move by at most ``h σ₁``;
-    for a G far above it (a rejected Rosenbrock step's dense output, which once hung a solve in billions of pieces)
+    for a G far above it (a rejected block step's dense output, which once hung a solve in billions of pieces)
     the log scales come back NaN, so that the step is rejected, at once."""
     M = np.diag([3.0, 1.5, 0.0])
     with jax.enable_x64(True):
@@ -77,7 +77,7 @@ def test_no_split_step_where_the_awake_columns_nearly_rest():
 def test_one_split_step_follows_the_closed_form(h):
     """From the state at τ = 0.5 of ``log α = −100`` (t = 50: the first mode learned, at rest; the second sleeping,
     ``log s ≈ −49``, growing at 2σ₂ = 3; the third at rest at α²), one split step of ``h`` (the learned mode by the
-    Rosenbrock step, the others by Magnus steps) lands on every mode's logistic, its error grown by less than the
+    block's implicit step, the others by Magnus steps) lands on every mode's logistic, its error grown by less than the
     tolerance."""
     M, u0, v0, sbar = aligned()
     model = models.matrix_factorization_model(M)
