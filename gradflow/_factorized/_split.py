@@ -66,8 +66,8 @@ def widths(y) -> tuple[int, ...]:
 
 
 def jac_size(y) -> int:
-    """The size of the block's Jacobian: ``Σ_j p_j (m_j + n_j) + p_j + p_j²`` (its ``Q``, ``ρ`` and ``R̃``)."""
-    return sum(p * f.Q.shape[-2] + p + p * p for f, p in zip(y, widths(y)))
+    """The size of the block's Jacobian: ``Σ_j p_j (m_j + n_j) + p_j + p_j k_j`` (its ``Q``, ``ρ`` and rows of ``R̃``)."""
+    return sum(p * f.Q.shape[-2] + p + p * f.rho.shape[-1] for f, p in zip(y, widths(y)))
 
 
 def _near_awake(f: Factor, tol: LeapTolerances) -> jax.Array:
@@ -108,51 +108,58 @@ class Block(eqx.Module):
     ``G`` at a block state comes from its ``W`` plus the rest of ``W``, held. Every column of ``Z`` carries
     ``e^{ρ_i} R̃_ij`` along the block's ``Q_i`` (``Z_j = Σ_{i≤j} Q_i e^{ρ_i} R̃_ij``), which moves with ``Q_i`` and
     ``ρ_i``, while ``R̃_ij`` itself moves at ``e^{ρ_l − ρ_i}`` of the block's rates (the continuous QR's ``R̃``
-    field, ``l > i``): so the block's ``W`` is ``Q_t diag(e^ρ) R̃ R̃ᵀ diag(e^ρ) Q_bᵀ`` over its rows of ``R̃`` in
-    *all* columns, those outside the block held, and the rest of ``W`` lies below ``e^{−Γ}``. (Without them, a
-    learned mode whose mass sits partly in columns outside the block had that part held over the step: 8.5e-8 in
-    ``W`` for one step of 0.005 where the error estimates saw 3e-10; tests/factorized/test_split.py.)"""
+    field, ``l > i``: slow while the later columns sleep, at the block's own rates once a second one is awake): so
+    the block's state holds its rows of ``R̃`` in *all* columns, its ``W`` is ``Q_t diag(e^ρ) R̃ R̃ᵀ diag(e^ρ)
+    Q_bᵀ`` over them, and the rest of ``W`` lies below ``e^{−Γ}``. (Without those rows, a learned mode whose mass
+    sits partly in columns outside the block had that part held over the step: 8.5e-8 in ``W`` for one step of 0.005
+    where the error estimates saw 3e-10, tests/factorized/test_split.py; with them held, the d = 50 head at τ = 1.4,
+    two columns awake, held its split steps to 0.18, now 0.62.)"""
 
     x0: jax.Array
     active: tuple[jax.Array, ...]
     moving: jax.Array
     blocks: tuple[Factor, ...]
-    across: tuple[jax.Array, ...]  # the block's rows of R̃ in the columns outside it
     rest: tuple[jax.Array, ...]
     model: object
     log_alpha: jax.Array
 
     @classmethod
     def of(cls, y, model, log_alpha, tol: LeapTolerances, width) -> Block:
-        blocks = tuple(Factor(Q=f.Q[:, :p], rho=f.rho[:p], R=f.R[:p, :p], C=f.C[:p, :p]) for f, p in zip(y, width))
+        blocks = tuple(Factor(Q=f.Q[:, :p], rho=f.rho[:p], R=f.R[:p, :], C=f.C[:p, :p]) for f, p in zip(y, width))
         active = tuple(_near_awake(f, tol)[:p] for f, p in zip(y, width))
-        across = tuple(f.R[:p, p:] for f, p in zip(y, width))
         x0 = ravel_pytree(tuple((b.Q, b.rho, b.R) for b in blocks))[0]
-        moving = ravel_pytree(
-            tuple((jnp.broadcast_to(a, b.Q.shape), a, a[:, None] & a[None, :]) for a, b in zip(active, blocks))
-        )[0]
-        held = cls(x0, active, moving, blocks, across, (), model, log_alpha)
+        square = lambda a, b: jnp.concatenate(  # noqa: E731
+            [a[:, None] & a[None, :], jnp.broadcast_to(a[:, None], (a.size, b.R.shape[1] - a.size))], axis=1
+        )
+        moving = ravel_pytree(tuple((jnp.broadcast_to(a, b.Q.shape), a, square(a, b)) for a, b in zip(active, blocks)))
+        held = cls(x0, active, moving[0], blocks, (), model, log_alpha)
         rest = tuple(factor_weights(f, m) - w for f, w, (m, _) in zip(y, held.weights(blocks), model.shapes))
         return eqx.tree_at(lambda b: b.rest, held, rest)
 
     def factors(self, x) -> tuple[Factor, ...]:
+        """The block's factors at ``x``: their ``R̃`` the block's rows in every column (``p × k``)."""
         unravel = ravel_pytree(tuple((b.Q, b.rho, b.R) for b in self.blocks))[1]
         return tuple(Factor(Q=Q, rho=r, R=R, C=b.C) for (Q, r, R), b in zip(unravel(x), self.blocks))
 
     def weights(self, fs) -> tuple[jax.Array, ...]:
-        """``W`` of the block's columns ``fs`` with their rows of ``R̃`` in the other columns (held)."""
-        wide = (eqx.tree_at(lambda b: b.R, b, jnp.concatenate([b.R, r], axis=1)) for b, r in zip(fs, self.across))
-        return tuple(factor_weights(b, m) for b, (m, _) in zip(wide, self.model.shapes))
+        """``W`` of the block's columns ``fs`` with their rows of ``R̃`` in every column."""
+        return tuple(factor_weights(b, m) for b, (m, _) in zip(fs, self.model.shapes))
 
     def G_at(self, x) -> tuple[jax.Array, ...]:
         return self.model.G(tuple(w + v for w, v in zip(self.rest, self.weights(self.factors(x)))))
 
     def field(self, x) -> jax.Array:
-        """The block's vector field, its active entries' alone (0 elsewhere)."""
+        """The block's vector field, its active entries' alone (0 elsewhere): the continuous QR's of its square part,
+        and its rows of ``R̃`` in the later columns moved by the same ``M = E ∘ 2 triu(B)`` (``R̃' = M R̃``, the
+        rows below the block's adding ``e^{ρ_l − ρ_i}`` of that)."""
         out = []
         for b, G, a, (m, _) in zip(self.factors(x), self.G_at(x), self.active, self.model.shapes):
-            v = factor_field(b, G, self.log_alpha, m)
-            out.append((v.Q * a[None, :], v.rho * a, v.R * (a[:, None] & a[None, :])))
+            p = a.size
+            R = b.R[:, :p]
+            v = factor_field(eqx.tree_at(lambda f: f.R, b, R), G, self.log_alpha, m)
+            M = jax.scipy.linalg.solve_triangular(R.T, v.R.T, lower=True, unit_diagonal=True).T  # v.R = M R
+            across = (M @ b.R[:, p:]) * a[:, None]
+            out.append((v.Q * a[None, :], v.rho * a, jnp.concatenate([v.R * (a[:, None] & a[None, :]), across], 1)))
         return ravel_pytree(tuple(out))[0]
 
 
@@ -299,7 +306,8 @@ def split_step(s: LeapState, t_end, args: Args, tol: LeapTolerances, width) -> L
             err_magnus += _error_sq(x, x + (y - x) / 15.0, tol, held if x.ndim == 1 else held[None, :])
         Q = halves.Q.at[:, :p].set(jnp.where(act[None, :], blk.Q, halves.Q[:, :p]))
         rho = halves.rho.at[:p].set(jnp.where(act, blk.rho, halves.rho[:p]))
-        R = halves.R.at[:p, :p].set(jnp.where(act[:, None] & act[None, :], blk.R, halves.R[:p, :p]))
+        R = halves.R.at[:p, :p].set(jnp.where(act[:, None] & act[None, :], blk.R[:, :p], halves.R[:p, :p]))
+        R = R.at[:p, p:].set(jnp.where(act[:, None], blk.R[:, p:], R[:p, p:]))
         a_full = ~held
         g = _restore_active(Factor(Q=Q, rho=rho, R=R, C=f.C), a_full, la, m)
         y1.append(restore_held(g, a_full, la, m))
