@@ -41,7 +41,8 @@ from ._leap import advance as leap_advance
 from ._leap import exp_apply, exp_piece, leap_from, leap_or_polish, next_output, polished_step, restore_held
 from ._qr import SWAP_MARGIN, Args, Factor, factor_field, factor_weights, imbalance, sort_pass, vector_field
 
-WIDTH = 4  # the implicit block: the leading min(k, WIDTH) columns of every factor
+WIDTH = 4  # the implicit block: the leading min(k, WIDTH) columns of every factor (fewer on wide factors: widths)
+_BLOCK_ENTRIES = 320  # ... at most this many entries a factor where it can (one column at least)
 _WAKE = 3.0  # a column is active (implicit) from ρ_i + max ρ ≥ −Γ − this
 _ENTER = 3  # split steps from this many accepted explicit steps in a row at their stability limit ...
 _BACKOFF = 200  # ... and this many more after a split step that did not pay
@@ -61,8 +62,12 @@ _STEP_COST = 10.0  # a split step's cost in explicit steps, its Jacobian apart (
 
 
 def widths(y) -> tuple[int, ...]:
-    """The block width ``p_j = min(k_j, WIDTH)`` of every factor of the state ``y``."""
-    return tuple(min(f.rho.shape[-1], WIDTH) for f in y)
+    """The block width of every factor of the state ``y``: ``p_j = min(k_j, WIDTH)`` columns, fewer where a column's
+    entries (``m_j + n_j + 1 + k_j``) would take the block past ``_BLOCK_ENTRIES`` (its LU and Jacobian cost its size
+    cubed and squared: on the d = 50 head, 2 columns a factor took the stiff phase in 2.6 s where 4 took 4.8)."""
+    return tuple(
+        max(1, min(f.rho.shape[-1], WIDTH, _BLOCK_ENTRIES // (f.Q.shape[-2] + 1 + f.rho.shape[-1]))) for f in y
+    )
 
 
 def jac_size(y) -> int:
@@ -101,6 +106,13 @@ def _room(y, f, tol: LeapTolerances) -> jax.Array:
     return out
 
 
+def _crossed(active) -> jax.Array:
+    """The active rows of ``R̃`` with an active column after them: their entries in the later columns move at the
+    block's rates (``M_il`` carries ``e^{ρ_l − ρ_i}``); the others' barely move and are held."""
+    later = jnp.cumsum(active[::-1].astype(int))[::-1] - active.astype(int)
+    return active & (later > 0)
+
+
 class Block(eqx.Module):
     """The implicit block of a split step: the leading ``p_j`` columns of every factor (``Q``, ``ρ``, ``R̃``) as one
     vector ``x0``, those within ``_WAKE`` of waking ``active`` (``moving``: their entries in ``x0``), the others held.
@@ -129,7 +141,7 @@ class Block(eqx.Module):
         active = tuple(_near_awake(f, tol)[:p] for f, p in zip(y, width))
         x0 = ravel_pytree(tuple((b.Q, b.rho, b.R) for b in blocks))[0]
         square = lambda a, b: jnp.concatenate(  # noqa: E731
-            [a[:, None] & a[None, :], jnp.broadcast_to(a[:, None], (a.size, b.R.shape[1] - a.size))], axis=1
+            [a[:, None] & a[None, :], jnp.broadcast_to(_crossed(a)[:, None], (a.size, b.R.shape[1] - a.size))], axis=1
         )
         moving = ravel_pytree(tuple((jnp.broadcast_to(a, b.Q.shape), a, square(a, b)) for a, b in zip(active, blocks)))
         held = cls(x0, active, moving[0], blocks, (), model, log_alpha)
@@ -158,7 +170,7 @@ class Block(eqx.Module):
             R = b.R[:, :p]
             v = factor_field(eqx.tree_at(lambda f: f.R, b, R), G, self.log_alpha, m)
             M = jax.scipy.linalg.solve_triangular(R.T, v.R.T, lower=True, unit_diagonal=True).T  # v.R = M R
-            across = (M @ b.R[:, p:]) * a[:, None]
+            across = (M @ b.R[:, p:]) * _crossed(a)[:, None]
             out.append((v.Q * a[None, :], v.rho * a, jnp.concatenate([v.R * (a[:, None] & a[None, :]), across], 1)))
         return ravel_pytree(tuple(out))[0]
 

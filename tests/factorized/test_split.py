@@ -54,11 +54,11 @@ def test_no_split_step_where_the_awake_columns_nearly_rest():
     ``100 atol``, a leap ahead): explicit steps polish them to rest then (a split step's error would keep them moving
     and the leap would not come: 19,064 steps on the d = 20 head at ``log α = −1e6``, 1,756 without); their count
     stays at ``_ENTER``, where a split step enters."""
-    M = np.diag([3.0, 1.5, 0.0])
+    M = np.diag([3.0, 1.5])  # every column near waking (log α = −2), and in the block
     tol = LeapTolerances(rtol=0.0, atol=1e-8)
     with jax.enable_x64(True):
         args = Args(model=models.matrix_factorization_model(M), log_alpha=jnp.asarray(-2.0))
-        s = leap_start(_y0(M, np.eye(3), np.eye(3)), args, jnp.asarray(TS * 2.0), 0)
+        s = leap_start(_y0(M, np.eye(2), np.eye(2)), args, jnp.asarray(TS * 2.0), 0)
         s = eqx.tree_at(lambda s: (s.dt, s.stiff), s, (jnp.asarray(1e-3), jnp.asarray(_split._ENTER)))
         for speed, which in ((1e-3, 1), (1e-7, 2)):  # between the leaps' rest (tol.rest) and 100 atol
             scale = speed / float(_awake_speed(s.y, s.f, tol))
