@@ -45,7 +45,7 @@ WIDTH = 4  # the implicit block: the leading min(k, WIDTH) columns of every fact
 _BLOCK_ENTRIES = 320  # ... at most this many entries a factor where it can (one column at least)
 _WAKE = 3.0  # a column is active (implicit) from ρ_i + max ρ ≥ −Γ − this
 _ENTER = 3  # split steps from this many accepted explicit steps in a row at their stability limit ...
-_BACKOFF = 200  # ... and this many more after a split step that did not pay
+_BACKOFF = 200  # ... and this many more after leaving split mode (its steps no longer paid)
 _SAFETY, _GROW, _SHRINK = 0.9, 3.0, 0.2
 _REUSE = 4  # accepted split steps on one Jacobian
 _PIECE = 6.0  # the longest exponential piece, h σ_1 (rounding ε e^{h σ_1} ≈ 1e-13, far below the tolerance that
@@ -140,11 +140,13 @@ class Block(eqx.Module):
         blocks = tuple(Factor(Q=f.Q[:, :p], rho=f.rho[:p], R=f.R[:p, :], C=f.C[:p, :p]) for f, p in zip(y, width))
         active = tuple(_near_awake(f, tol)[:p] for f, p in zip(y, width))
         x0 = ravel_pytree(tuple((b.Q, b.rho, b.R) for b in blocks))[0]
-        square = lambda a, b: jnp.concatenate(  # noqa: E731
-            [a[:, None] & a[None, :], jnp.broadcast_to(_crossed(a)[:, None], (a.size, b.R.shape[1] - a.size))], axis=1
-        )
-        moving = ravel_pytree(tuple((jnp.broadcast_to(a, b.Q.shape), a, square(a, b)) for a, b in zip(active, blocks)))
-        held = cls(x0, active, moving[0], blocks, (), model, log_alpha)
+
+        def rows(a, b):  # the moving entries of the block's rows of R̃: its square part's, then the later columns'
+            later = jnp.broadcast_to(_crossed(a)[:, None], (a.size, b.R.shape[1] - a.size))
+            return jnp.concatenate([a[:, None] & a[None, :], later], axis=1)
+
+        moving = ravel_pytree(tuple((jnp.broadcast_to(a, b.Q.shape), a, rows(a, b)) for a, b in zip(active, blocks)))[0]
+        held = cls(x0, active, moving, blocks, (), model, log_alpha)
         rest = tuple(factor_weights(f, m) - w for f, w, (m, _) in zip(y, held.weights(blocks), model.shapes))
         return eqx.tree_at(lambda b: b.rest, held, rest)
 
@@ -169,7 +171,7 @@ class Block(eqx.Module):
             p = a.size
             R = b.R[:, :p]
             v = factor_field(eqx.tree_at(lambda f: f.R, b, R), G, self.log_alpha, m)
-            M = jax.scipy.linalg.solve_triangular(R.T, v.R.T, lower=True, unit_diagonal=True).T  # v.R = M R
+            M = jsl.solve_triangular(R.T, v.R.T, lower=True, unit_diagonal=True).T  # v.R = M R
             across = (M @ b.R[:, p:]) * _crossed(a)[:, None]
             out.append((v.Q * a[None, :], v.rho * a, jnp.concatenate([v.R * (a[:, None] & a[None, :]), across], 1)))
         return ravel_pytree(tuple(out))[0]
@@ -280,9 +282,9 @@ def split_step(s: LeapState, t_end, args: Args, tol: LeapTolerances, width) -> L
     n_moving = jnp.sum(moving)
     F0 = block.field(x0)
     J = jax.lax.cond(fresh, lambda: _jacobian(block.field, x0, moving), lambda: s.jac)
-    # a split step pays for its Jacobian where it is longer than the stable explicit step (``STIFF / λ_max`` of the
-    # block) times the ratio of their costs in evaluations of G (the Jacobian's shared by the steps that reuse it); on
-    # entering it tries twice that
+    # a split step pays where it is longer than the stable explicit step (``STIFF / λ_max`` of the block) times the
+    # ratio of their costs: _STEP_COST explicit steps, plus the Jacobian's Jacobian-vector products (six to an explicit
+    # step's evaluations of G) shared by the steps that reuse it; on entering it tries twice that
     stable = STIFF / _largest_eigenvalue(J)
     worth = (n_moving / (6.0 * _REUSE) + _STEP_COST) * stable
     target = jnp.where(s.stiff == _ENTER, 2.0 * worth, s.h_split)
@@ -319,7 +321,7 @@ def split_step(s: LeapState, t_end, args: Args, tol: LeapTolerances, width) -> L
         Q = halves.Q.at[:, :p].set(jnp.where(act[None, :], blk.Q, halves.Q[:, :p]))
         rho = halves.rho.at[:p].set(jnp.where(act, blk.rho, halves.rho[:p]))
         R = halves.R.at[:p, :p].set(jnp.where(act[:, None] & act[None, :], blk.R[:, :p], halves.R[:p, :p]))
-        R = R.at[:p, p:].set(jnp.where(act[:, None], blk.R[:, p:], R[:p, p:]))
+        R = R.at[:p, p:].set(jnp.where(_crossed(act)[:, None], blk.R[:, p:], R[:p, p:]))
         a_full = ~held
         g = _restore_active(Factor(Q=Q, rho=rho, R=R, C=f.C), a_full, la, m)
         y1.append(restore_held(g, a_full, la, m))
