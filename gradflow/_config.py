@@ -27,7 +27,7 @@ Independent solves run on threads, one per core (:class:`PerCore`). They see the
 a segment, keeping what it reached, instead of running to its end. While such threads run, OpenBLAS (NumPy's and
 SciPy's linear algebra, and JAX's CPU decompositions, which call SciPy's LAPACK) takes the cores over the workers
 each, by threadpoolctl, and its own setting is restored when the last pool ends: its threads would contend with the
-workers (two d = 50 flows on 2 cores: 7.2 s with OpenBLAS's default, 2.8 s so; docs/benchmarks.md).
+workers (two d = 50 flows on 2 cores: 7.5 s with OpenBLAS's default, 2.7 s so; docs/benchmarks.md).
 """
 
 from __future__ import annotations

@@ -272,8 +272,9 @@ def leap_from(state: LeapState, out_ts, t_stop, args: Args, tol: LeapTolerances)
 def leap_or_polish(s: LeapState, t_end, tol: LeapTolerances, *, dense: bool = False):
     """Whether to leap (the awake columns rest and no sleeping column wakes within an explicit step), whether an
     explicit step should polish (a long leap would follow, and the awake columns nearly rest or, with ``dense``
-    output, the explicit steps have sat at their stability limit: docs/math.md, *Plateau leaps*, resting), and
-    whether the awake columns nearly rest with a long leap to follow (the polishing of stepped output)."""
+    output, the explicit steps have sat at their stability limit: docs/math.md, *Plateau leaps*, resting; not in a
+    back-off after a window of polishing that did not halve their speed, ``polished_step``), and whether the awake
+    columns nearly rest with a long leap to follow (the polishing of stepped output)."""
     speed = _awake_speed(s.y, s.f, tol)
     room = jnp.min(jnp.stack([_asleep_for(yf, vf.rho, tol) for yf, vf in zip(s.y, s.f)]))
     room = jnp.minimum(room, t_end - s.t)
