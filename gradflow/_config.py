@@ -263,7 +263,7 @@ def stop_requested() -> bool:
 
 
 _blas_lock = threading.Lock()
-_blas_pools: list = []  # the OpenBLAS limits of the pools running (the first restores OpenBLAS's own on exit)
+_blas = {"pools": 0, "limit": None}  # pools of several workers running, and the OpenBLAS limit the first one set
 
 
 @contextlib.contextmanager
@@ -274,15 +274,16 @@ def _blas_threads_per_worker(workers: int):
         yield
         return
     with _blas_lock:
-        limit = max(1, (os.cpu_count() or 1) // workers)
-        _blas_pools.append(threadpool_limits(limits=limit, user_api="blas") if not _blas_pools else None)
+        if _blas["pools"] == 0:
+            _blas["limit"] = threadpool_limits(limits=max(1, (os.cpu_count() or 1) // workers), user_api="blas")
+        _blas["pools"] += 1
     try:
         yield
     finally:
         with _blas_lock:
-            if len(_blas_pools) == 1 and _blas_pools[0] is not None:
-                _blas_pools[0].restore_original_limits()
-            _blas_pools.pop()
+            _blas["pools"] -= 1
+            if _blas["pools"] == 0:
+                _blas["limit"].restore_original_limits()
 
 
 class PerCore:

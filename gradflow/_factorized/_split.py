@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 
 import diffrax as dfx
 import equinox as eqx
@@ -134,26 +135,26 @@ class Block(eqx.Module):
     rest: tuple[jax.Array, ...]
     model: object
     log_alpha: jax.Array
+    unravel: Callable = eqx.field(static=True)  # x → the blocks' (Q, ρ, R̃)
 
     @classmethod
     def of(cls, y, model, log_alpha, tol: LeapTolerances, width) -> Block:
         blocks = tuple(Factor(Q=f.Q[:, :p], rho=f.rho[:p], R=f.R[:p, :], C=f.C[:p, :p]) for f, p in zip(y, width))
         active = tuple(_near_awake(f, tol)[:p] for f, p in zip(y, width))
-        x0 = ravel_pytree(tuple((b.Q, b.rho, b.R) for b in blocks))[0]
+        x0, unravel = ravel_pytree(tuple((b.Q, b.rho, b.R) for b in blocks))
 
         def rows(a, b):  # the moving entries of the block's rows of R̃: its square part's, then the later columns'
             later = jnp.broadcast_to(_crossed(a)[:, None], (a.size, b.R.shape[1] - a.size))
             return jnp.concatenate([a[:, None] & a[None, :], later], axis=1)
 
         moving = ravel_pytree(tuple((jnp.broadcast_to(a, b.Q.shape), a, rows(a, b)) for a, b in zip(active, blocks)))[0]
-        held = cls(x0, active, moving, blocks, (), model, log_alpha)
+        held = cls(x0, active, moving, blocks, (), model, log_alpha, unravel)
         rest = tuple(factor_weights(f, m) - w for f, w, (m, _) in zip(y, held.weights(blocks), model.shapes))
         return eqx.tree_at(lambda b: b.rest, held, rest)
 
     def factors(self, x) -> tuple[Factor, ...]:
         """The block's factors at ``x``: their ``R̃`` the block's rows in every column (``p × k``)."""
-        unravel = ravel_pytree(tuple((b.Q, b.rho, b.R) for b in self.blocks))[1]
-        return tuple(Factor(Q=Q, rho=r, R=R, C=b.C) for (Q, r, R), b in zip(unravel(x), self.blocks))
+        return tuple(Factor(Q=Q, rho=r, R=R, C=b.C) for (Q, r, R), b in zip(self.unravel(x), self.blocks))
 
     def weights(self, fs) -> tuple[jax.Array, ...]:
         """``W`` of the block's columns ``fs`` with their rows of ``R̃`` in every column."""
