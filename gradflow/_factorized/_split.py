@@ -13,15 +13,15 @@ step* of length ``h``
   ``Z ← exp(h(a A₁ + b A₂)) exp(h(b A₁ + a A₂)) Z``, ``A_i = A(t + c_i h)`` at the Gauss points from the
   block step's cubic Hermite interpolant, each factor ``exp(h Ã)`` from the SVD of its ``G̃`` (``_leap.exp_apply``) in
   pieces with ``h σ̃ ≤ 6`` (discrete QR steps, log scales accumulated), its error by step doubling;
-- keeps the active columns of the block step and the others of the Magnus step, restores ``QᵀJQ = K`` on the
-  active columns in place (``_restore_active``), lets the held ones absorb the rest and orthonormalises them against
-  the active ones (``_leap.restore_held``), and sorts the columns.
+- keeps the active columns of the block step and their rows of ``R̃`` (moved or held there), the rest of the Magnus
+  step, restores ``QᵀJQ = K`` on the active columns in place (``_restore_active``), lets the held ones absorb the
+  rest and orthonormalises them against the active ones (``_leap.restore_held``), and sorts the columns.
 
 The integrator is the leaps' (``_leap``) with split steps where explicit steps sit at their stability limit: from
 the ``_ENTER``-th accepted Tsit5 step in a row with ``h λ ≥ STIFF`` (``_explicit._stiffness``) or polishing, while
 the split step pays for its Jacobian (it is longer than the stable explicit step ``STIFF / λ_max`` times the ratio of
-their costs) and the columns near waking fit in the block, but not where the awake columns nearly rest (explicit
-steps polish them to rest, for a leap); explicit steps again after a leap (a jump follows).
+their costs) and the columns near waking fit in the block, nearly at rest too (the L-stable block damps the
+relaxation there as polishing does, so that a leap follows); explicit steps again after a leap (a jump follows).
 """
 
 from __future__ import annotations
@@ -114,6 +114,14 @@ def _crossed(active) -> jax.Array:
     return active & (later > 0)
 
 
+def _moving_rows(active, k: int) -> jax.Array:
+    """Which entries of the block's rows of ``R̃`` (``p × k``) move: the active columns' of the active rows, and every
+    later column's of the crossed rows (``_crossed``), inactive columns inside the block included."""
+    p = active.size
+    columns = jnp.concatenate([active, jnp.zeros(k - p, bool)])
+    return active[:, None] & (columns[None, :] | _crossed(active)[:, None])
+
+
 class Block(eqx.Module):
     """The implicit block of a split step: the leading ``p_j`` columns of every factor (``Q``, ``ρ``, ``R̃``) as one
     vector ``x0``, those within ``_WAKE`` of waking ``active`` (``moving``: their entries in ``x0``), the others held.
@@ -143,11 +151,8 @@ class Block(eqx.Module):
         active = tuple(_near_awake(f, tol)[:p] for f, p in zip(y, width))
         x0, unravel = ravel_pytree(tuple((b.Q, b.rho, b.R) for b in blocks))
 
-        def rows(a, b):  # the moving entries of the block's rows of R̃: its square part's, then the later columns'
-            later = jnp.broadcast_to(_crossed(a)[:, None], (a.size, b.R.shape[1] - a.size))
-            return jnp.concatenate([a[:, None] & a[None, :], later], axis=1)
-
-        moving = ravel_pytree(tuple((jnp.broadcast_to(a, b.Q.shape), a, rows(a, b)) for a, b in zip(active, blocks)))[0]
+        moving = tuple((jnp.broadcast_to(a, b.Q.shape), a, _moving_rows(a, b.R.shape[1])) for a, b in zip(active, blocks))
+        moving = ravel_pytree(moving)[0]
         held = cls(x0, active, moving, blocks, (), model, log_alpha, unravel)
         rest = tuple(factor_weights(f, m) - w for f, w, (m, _) in zip(y, held.weights(blocks), model.shapes))
         return eqx.tree_at(lambda b: b.rest, held, rest)
@@ -173,8 +178,8 @@ class Block(eqx.Module):
             R = b.R[:, :p]
             v = factor_field(eqx.tree_at(lambda f: f.R, b, R), G, self.log_alpha, m)
             M = jsl.solve_triangular(R.T, v.R.T, lower=True, unit_diagonal=True).T  # v.R = M R
-            across = (M @ b.R[:, p:]) * _crossed(a)[:, None]
-            out.append((v.Q * a[None, :], v.rho * a, jnp.concatenate([v.R * (a[:, None] & a[None, :]), across], 1)))
+            R_field = jnp.concatenate([v.R, M @ b.R[:, p:]], 1) * _moving_rows(a, b.R.shape[1])
+            out.append((v.Q * a[None, :], v.rho * a, R_field))
         return ravel_pytree(tuple(out))[0]
 
 
@@ -321,8 +326,7 @@ def split_step(s: LeapState, t_end, args: Args, tol: LeapTolerances, width) -> L
             err_magnus += _error_sq(x, x + (y - x) / 15.0, tol, held if x.ndim == 1 else held[None, :])
         Q = halves.Q.at[:, :p].set(jnp.where(act[None, :], blk.Q, halves.Q[:, :p]))
         rho = halves.rho.at[:p].set(jnp.where(act, blk.rho, halves.rho[:p]))
-        R = halves.R.at[:p, :p].set(jnp.where(act[:, None] & act[None, :], blk.R[:, :p], halves.R[:p, :p]))
-        R = R.at[:p, p:].set(jnp.where(_crossed(act)[:, None], blk.R[:, p:], R[:p, p:]))
+        R = halves.R.at[:p].set(jnp.where(act[:, None], blk.R, halves.R[:p]))  # the active rows, moved or held
         a_full = ~held
         g = _restore_active(Factor(Q=Q, rho=rho, R=R, C=f.C), a_full, la, m)
         y1.append(restore_held(g, a_full, la, m))
@@ -386,10 +390,8 @@ def split_step(s: LeapState, t_end, args: Args, tol: LeapTolerances, width) -> L
 
 def choose(s: LeapState, t_end, tol: LeapTolerances, width, *, dense: bool) -> tuple[jax.Array, jax.Array]:
     """What to take next (0: a leap, 1: a split step, 2: an explicit step) and whether an explicit step polishes."""
-    leap, polish, resting = leap_or_polish(s, t_end, tol, dense=dense)
-    # where the awake columns nearly rest and a leap would follow, explicit steps polish them to rest: a split step's
-    # error, near the tolerance, would keep them moving at about λ atol, and the leap would not come
-    split = (s.stiff >= _ENTER) & _fits(s.y, tol, width) & ~resting
+    leap, polish = leap_or_polish(s, t_end, tol, dense=dense)
+    split = (s.stiff >= _ENTER) & _fits(s.y, tol, width)
     return jnp.where(leap, 0, jnp.where(split, 1, 2)), polish
 
 

@@ -49,25 +49,16 @@ def test_exponential_rejects_a_huge_G(scale):
             assert np.all(np.isnan(out.rho))
 
 
-def test_no_split_step_where_the_awake_columns_nearly_rest():
-    """After three steps at the stability limit a split step, unless the awake columns nearly rest (slower than
-    ``100 atol``, a leap ahead): explicit steps polish them to rest then (a split step's error would keep them moving
-    and the leap would not come: 19,064 steps on the d = 20 head at ``log α = −1e6``, 1,756 without); their count
-    stays at ``_ENTER``, where a split step enters."""
-    M = np.diag([3.0, 1.5])  # every column near waking (log α = −2), and in the block
+def test_a_polishing_step_counts_at_the_stability_limit():
+    """A polishing step's count of steps at the stability limit stops at ``_ENTER``, where a split step enters (its
+    Jacobian afresh): ``_ENTER + 1`` marks split mode, which a split step entered from a polishing step once took for
+    its own, with no length."""
+    M = np.diag([3.0, 1.5])
     tol = LeapTolerances(rtol=0.0, atol=1e-8)
     with jax.enable_x64(True):
         args = Args(model=models.matrix_factorization_model(M), log_alpha=jnp.asarray(-2.0))
         s = leap_start(_y0(M, np.eye(2), np.eye(2)), args, jnp.asarray(TS * 2.0), 0)
         s = eqx.tree_at(lambda s: (s.dt, s.stiff), s, (jnp.asarray(1e-3), jnp.asarray(_split._ENTER)))
-        for speed, which in ((1e-3, 1), (1e-7, 2)):  # between the leaps' rest (tol.rest) and 100 atol
-            scale = speed / float(_awake_speed(s.y, s.f, tol))
-            moving = eqx.tree_at(lambda s: s.f, s, jax.tree_util.tree_map(lambda v: scale * v, s.f))
-            for dense in (False, True):
-                chosen, polish = _split.choose(moving, 1.0, tol, _split.widths(s.y), dense=dense)
-                assert int(chosen) == which and (which == 1 or bool(polish))  # an explicit step polishes
-        # a polishing step's count stops at _ENTER, where a split step enters (its Jacobian afresh): _ENTER + 1
-        # marks split mode, which a split step entered from a polishing step once took for its own, with no length
         after = eqx.filter_jit(_split._explicit)(s, 1.0, args, tol, jnp.asarray(True))
         assert int(after.rejected) == 0 and int(after.stiff) == _split._ENTER
 
@@ -174,35 +165,65 @@ def test_a_split_step_moves_the_learned_mass_that_columns_outside_the_block_carr
     t = 9.5) lands on the raw flow ``U' = G V``, ``V' = Gᵀ U`` (DOP853 at rtol 1e-12) to 3.5e-10 in ``W``; holding
     the other columns' part of ``W`` over the step, as the split step did before 2026-11-30, missed it by 8.5e-8 (and
     accepted the step: its error estimates do not see that part)."""
-    from scipy.integrate import solve_ivp
+    model, y, after = _split_step_of_rank_three(-30.0, 9.5, 0.005)
+    with jax.enable_x64(True):
+        np.testing.assert_allclose(factor_weights(after.y[0], 8), _raw_flow(model, y, 0.005), rtol=0, atol=3e-9)
 
+
+def test_a_long_split_step_leaves_resting_columns_at_rest():
+    """On the plateau after the second jump of the same flow (log α = −100, τ = 0.8: two columns awake and nearly at
+    rest, the third 41 units of log scale below, in the block but not active), a split step of 10 — twenty times the
+    stable explicit step — damps the awake columns' speed, so that a leap can follow, and lands on the raw flow. It
+    kicked them to ten times their speed before 2026-11-30, and the d = 20 head at log α = −1e6 took 11,982 steps
+    instead of 1,253: the block held the later columns' entries of the crossed rows of ``R̃`` that lie inside it
+    (they move at the block's rates), and the Magnus steps, not the block, moved the other awake rows of ``R̃``."""
+    model, y, after = _split_step_of_rank_three(-100.0, 80.0, 10.0)
+    tol = LeapTolerances(rtol=0.0, atol=1e-8)
+    with jax.enable_x64(True):
+        active = np.asarray(_split._near_awake(y[0], tol))
+        assert active[:2].all() and not active[2:].any()
+        before = float(_awake_speed(y, vector_field(0.0, y, Args(model=model, log_alpha=jnp.asarray(-100.0))), tol))
+        assert float(_awake_speed(after.y, after.f, tol)) <= 0.1 * before
+        np.testing.assert_allclose(factor_weights(after.y[0], 8), _raw_flow(model, y, 10.0), rtol=0, atol=3e-9)
+
+
+def _split_step_of_rank_three(log_alpha, t0, h):
+    """Matrix factorisation of an 8×7 matrix of rank 3 (singular values 3, 1.5, 0.75) from a Gaussian start with
+    six columns (more than the block holds): the state at ``t0`` (the leaps at atol 1e-10) and one split step of
+    ``h`` from it, accepted."""
     rng = np.random.default_rng(1)
     A, B = (np.linalg.qr(rng.standard_normal((m, 3)))[0] for m in (8, 7))
     M = (A * [3.0, 1.5, 0.75]) @ B.T
     u0, v0 = rng.standard_normal((8, 6)), rng.standard_normal((7, 6))
     model = models.matrix_factorization_model(M, width=6)
-    la, t0, h = -30.0, 9.5, 0.005
     with jax.enable_x64(True):
         us, vs = check_factors((u0,), (v0,), model)
         y0 = jax.tree_util.tree_map(jnp.asarray, initial_state(us, vs))
-        out, _ = _run(model, y0, jnp.asarray(la), jnp.asarray([0.0, t0 / -la]), 0.0, 1e-10, solver="leap",
-                      batched=False, max_steps=None, progress=None)  # fmt: skip
+        out, _ = _run(model, y0, jnp.asarray(log_alpha), jnp.asarray([0.0, t0 / -log_alpha]), 0.0, 1e-10,
+                      solver="leap", batched=False, max_steps=None, progress=None)  # fmt: skip
         y = jax.tree_util.tree_map(lambda a: a[1], out[0])
         assert int(_split.widths(y)[0]) < y[0].rho.shape[0]
-        args = Args(model=model, log_alpha=jnp.asarray(la))
+        args = Args(model=model, log_alpha=jnp.asarray(log_alpha))
         state = leap_start(y, args, jnp.asarray([t0]), _split.jac_size(y))
         state = eqx.tree_at(lambda s: (s.t, s.h_split, s.stiff), state, (jnp.asarray(t0), jnp.asarray(h), 4))
         after = jax.jit(lambda s: _split.split_step(s, jnp.asarray(1e9), args, TOL, _split.widths(s.y)))(state)
         assert int(after.splits) == 1 and int(after.rejected) == 0 and float(after.t) == t0 + h
-        f = y[0]
-        Z = np.asarray(f.Q) @ (np.exp(np.asarray(f.rho))[:, None] * np.asarray(f.R))
-        G = jax.jit(lambda W: model.G((W,))[0])
+    return model, y, after
 
-        def raw(_, z):
-            U, V = z[:48].reshape(8, 6), z[48:].reshape(7, 6)
-            g = np.asarray(G(jnp.asarray(U @ V.T)))
-            return np.concatenate([(g @ V).ravel(), (g.T @ U).ravel()])
 
-        z = solve_ivp(raw, (0.0, h), np.concatenate([Z[:8].ravel(), Z[8:].ravel()]), "DOP853", rtol=1e-12, atol=1e-14)
-        expected = z.y[:48, -1].reshape(8, 6) @ z.y[48:, -1].reshape(7, 6).T
-        np.testing.assert_allclose(np.asarray(factor_weights(after.y[0], 8)), expected, rtol=0, atol=3e-9)
+def _raw_flow(model, y, h):
+    """``W`` after ``h`` of the raw flow ``U' = G V``, ``V' = Gᵀ U`` from the state ``y`` (DOP853 at rtol 1e-12; in
+    float64, which the caller enables)."""
+    from scipy.integrate import solve_ivp
+
+    f = y[0]
+    Z = np.asarray(f.Q) @ (np.exp(np.asarray(f.rho))[:, None] * np.asarray(f.R))
+    G = jax.jit(lambda W: model.G((W,))[0])
+
+    def raw(_, z):
+        U, V = z[:48].reshape(8, 6), z[48:].reshape(7, 6)
+        g = np.asarray(G(jnp.asarray(U @ V.T)))
+        return np.concatenate([(g @ V).ravel(), (g.T @ U).ravel()])
+
+    z = solve_ivp(raw, (0.0, h), np.concatenate([Z[:8].ravel(), Z[8:].ravel()]), "DOP853", rtol=1e-12, atol=1e-14)
+    return z.y[:48, -1].reshape(8, 6) @ z.y[48:, -1].reshape(7, 6).T
