@@ -103,6 +103,7 @@ class LeapState(eqx.Module):
     h_split: jax.Array  # the next split step (``_split``); unused by the leaps alone
     splits: jax.Array  # split steps, accepted and rejected (counted in ``steps`` too)
     stiff: jax.Array  # consecutive accepted explicit steps at their stability limit (``_split``: split steps from 3)
+    backoff: jax.Array  # ``_split``: explicit steps at the limit still to take before split steps may enter again
     jac: jax.Array  # the awake block's Jacobian for the split steps (0 × 0 for the leaps alone)
     jac_age: jax.Array  # accepted split steps since it was computed (−1: to compute)
     polished: jax.Array  # polishing steps in the present window (``_leap.polished_step``); below 0, a back-off
@@ -195,15 +196,11 @@ def explicit(state: LeapState, t_stop, args: Args, tol: LeapTolerances, polish) 
     stuck = dt <= 1e-12 * jnp.maximum(1.0, jnp.abs(state.t))  # below the resolution of t
     # at the stability limit: h λ near its edge, or a polishing step (which the stability limit calls for); a
     # rejected polishing step was limited by accuracy, not stability: the flow still moves, and the count ends
-    # (a count below 0, a back-off after split steps that did not pay, is kept through steps off the limit)
-    off_limit = jnp.minimum(state.stiff, 0)
-    stiff = jnp.where(
-        accept,
-        jnp.where((h_lambda >= STIFF) | polish, state.stiff + 1, off_limit),
-        jnp.where(polish, off_limit, state.stiff),
-    )
+    at_limit = accept & ((h_lambda >= STIFF) | polish)
+    stiff = jnp.where(at_limit, state.stiff + 1, jnp.where(accept | polish, 0, state.stiff))
+    backoff = jnp.where(at_limit, jnp.maximum(state.backoff - 1, 0), state.backoff)
     return eqx.tree_at(
-        lambda s: (s.y, s.f, s.t, s.dt, s.dense, s.steps, s.rejected, s.evaluations, s.result, s.stiff),
+        lambda s: (s.y, s.f, s.t, s.dt, s.dense, s.steps, s.rejected, s.evaluations, s.result, s.stiff, s.backoff),
         state,
         (
             y,
@@ -216,5 +213,6 @@ def explicit(state: LeapState, t_stop, args: Args, tol: LeapTolerances, polish) 
             state.evaluations + len(_TABLEAU.c) + again,
             dfx.RESULTS.where(stuck, dfx.RESULTS.dt_min_reached, state.result),
             stiff,
+            backoff,
         ),
     )

@@ -248,7 +248,7 @@ def leap_from(state: LeapState, out_ts, t_stop, args: Args, tol: LeapTolerances)
     start = _Leap(state.y, state.t, state.stops, jnp.zeros_like(state.n_stops), jnp.array(0), jnp.array(True))
     c = jax.lax.while_loop(lambda c: c.go_on, body, start)
     return eqx.tree_at(
-        lambda s: (s.y, s.f, s.t, s.stops, s.n_stops, s.leaps, s.pieces, s.evaluations, s.stiff, s.polished),
+        lambda s: (s.y, s.f, s.t, s.stops, s.n_stops, s.leaps, s.pieces, s.evaluations, s.stiff, s.backoff, s.polished),
         state,
         (
             c.y,
@@ -260,6 +260,7 @@ def leap_from(state: LeapState, out_ts, t_stop, args: Args, tol: LeapTolerances)
             state.pieces + c.pieces,
             state.evaluations + 2,
             jnp.zeros_like(state.stiff),  # a jump follows: the steps at the stability limit are counted afresh
+            jnp.zeros_like(state.backoff),  # ... and split steps may enter its relaxation
             jnp.zeros_like(state.polished),  # ... and polishing may start again at once
         ),
     )
@@ -398,6 +399,7 @@ def start(y0, args: Args, out_ts, jac_size: int = 0) -> LeapState:
         h_split=jnp.zeros(()),
         splits=zero,
         stiff=zero,
+        backoff=zero,
         jac=jnp.zeros((jac_size, jac_size)),
         jac_age=zero - 1,
         polished=zero,
