@@ -286,6 +286,11 @@ def leap_or_polish(s: LeapState, t_end, tol: LeapTolerances, *, dense: bool = Fa
     return leap, polish & (s.polished >= 0)
 
 
+def nearly_resting(s: LeapState, tol: LeapTolerances) -> jax.Array:
+    """Whether the awake columns move slower than ``_NEAR`` atol, where stability-limited steps leave them."""
+    return _awake_speed(s.y, s.f, tol) <= _NEAR * tol.atol
+
+
 def polished_step(s: LeapState, t_stop, args: Args, tol: LeapTolerances, polish) -> LeapState:
     """An explicit step (``_explicit.explicit``, polishing where ``polish``) that counts the polishing steps in
     windows of ``_WINDOW``: a window that does not halve the awake columns' speed found a drift, not the stiff

@@ -21,7 +21,10 @@ The integrator is the leaps' (``_leap``) with split steps where explicit steps s
 the ``_ENTER``-th accepted Tsit5 step in a row with ``h λ ≥ STIFF`` (``_explicit._stiffness``) or polishing, while
 the split step pays for its Jacobian (it is longer than the stable explicit step ``STIFF / λ_max`` times the ratio of
 their costs) and the columns near waking fit in the block, nearly at rest too (the L-stable block damps the
-relaxation there as polishing does, so that a leap follows); explicit steps again after a leap (a jump follows).
+relaxation there as polishing does, so that a leap follows); explicit steps again after a leap (a jump follows). A
+stay in split mode that stops paying ends with a back-off of ``_BACKOFF`` explicit steps at the limit, which polish
+as the leaps' do and end early where the awake columns nearly rest (the split steps then take the slow tail of the
+relaxation, which polishing follows at half steps).
 """
 
 from __future__ import annotations
@@ -39,7 +42,16 @@ from jax.flatten_util import ravel_pytree
 
 from ._explicit import STIFF, LeapState, LeapTolerances, unsorted
 from ._leap import advance as leap_advance
-from ._leap import exp_apply, exp_piece, leap_from, leap_or_polish, next_output, polished_step, restore_held
+from ._leap import (
+    exp_apply,
+    exp_piece,
+    leap_from,
+    leap_or_polish,
+    nearly_resting,
+    next_output,
+    polished_step,
+    restore_held,
+)
 from ._qr import SWAP_MARGIN, Args, Factor, factor_field, factor_weights, imbalance, sort_pass, vector_field
 
 WIDTH = 4  # the implicit block: the leading min(k, WIDTH) columns of every factor (fewer on wide factors: widths)
@@ -399,7 +411,7 @@ def split_step(s: LeapState, t_end, args: Args, tol: LeapTolerances, width) -> L
 def choose(s: LeapState, t_end, tol: LeapTolerances, width, *, dense: bool) -> tuple[jax.Array, jax.Array]:
     """What to take next (0: a leap, 1: a split step, 2: an explicit step) and whether an explicit step polishes."""
     leap, polish = leap_or_polish(s, t_end, tol, dense=dense)
-    split = (s.stiff >= _ENTER) & (s.backoff == 0) & _fits(s.y, tol, width)
+    split = (s.stiff >= _ENTER) & ((s.backoff == 0) | nearly_resting(s, tol)) & _fits(s.y, tol, width)
     return jnp.where(leap, 0, jnp.where(split, 1, 2)), polish
 
 

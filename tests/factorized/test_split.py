@@ -66,21 +66,24 @@ def test_a_polishing_step_counts_at_the_stability_limit():
 def test_explicit_steps_polish_through_a_back_off():
     """After split steps that did not pay, explicit steps back off (``_BACKOFF`` steps at the limit before split steps
     may enter again) and meanwhile polish, as the leaps' do, where three in a row sit at the stability limit and the
-    awake columns move slower than ``1e4 atol``. Until 2026-11-30 the back-off was kept as a negative count of those
-    steps, which then never reached three: on the paper-size flow at log α = −1000 the explicit steps held the stiff
-    relaxation at the tolerance for thousands of steps between tries of the split (3,737 steps, the leaps 1,465;
-    now 1,454)."""
+    awake columns move slower than ``1e4 atol``; once these nearly rest (slower than ``100 atol``), split steps enter
+    again, whose L-stable block damps the rest of the relaxation with long steps. Until 2026-11-30 the back-off was
+    kept as a negative count of those steps, which then never reached three: on the paper-size flow at log α = −1000
+    the explicit steps held the stiff relaxation at the tolerance for thousands of steps between tries of the split
+    (3,737 steps; the leaps 1,465, now 1,272)."""
     M = np.diag([3.0, 1.5])  # every column near waking (log α = −2), and in the block
     tol = LeapTolerances(rtol=0.0, atol=1e-8)
     with jax.enable_x64(True):
         args = Args(model=models.matrix_factorization_model(M), log_alpha=jnp.asarray(-2.0))
         s = leap_start(_y0(M, np.eye(2), np.eye(2)), args, jnp.asarray(TS * 2.0), 0)
         s = eqx.tree_at(lambda s: (s.dt, s.stiff), s, (jnp.asarray(1e-3), jnp.asarray(_split._ENTER)))
-        scale = 1e-6 / float(_awake_speed(s.y, s.f, tol))  # between 100 atol and 1e4 atol
-        s = eqx.tree_at(lambda s: s.f, s, jax.tree_util.tree_map(lambda v: scale * v, s.f))
         width = _split.widths(s.y)
-        for backoff, expected in ((0, 1), (_split._BACKOFF, 2)):
-            chosen, polish = _split.choose(eqx.tree_at(lambda s: s.backoff, s, backoff), 1.0, tol, width, dense=True)
+        for speed, backoff, expected in ((1e-5, 0, 1), (1e-5, _split._BACKOFF, 2), (1e-7, _split._BACKOFF, 1)):
+            scale = speed / float(_awake_speed(s.y, s.f, tol))
+            moving = eqx.tree_at(
+                lambda s: (s.f, s.backoff), s, (jax.tree_util.tree_map(lambda v: scale * v, s.f), backoff)
+            )
+            chosen, polish = _split.choose(moving, 1.0, tol, width, dense=True)
             assert int(chosen) == expected and bool(polish)
 
 
