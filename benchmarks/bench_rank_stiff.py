@@ -46,7 +46,7 @@ from scipy.integrate import solve_ivp  # noqa: E402
 from benchmarks import _common  # noqa: E402
 from gradflow import models  # noqa: E402
 from gradflow._factorized import _flow, _split  # noqa: E402
-from gradflow._factorized._explicit import LeapTolerances  # noqa: E402
+from gradflow._factorized._explicit import LeapState, LeapTolerances  # noqa: E402
 from gradflow._factorized._qr import initial_state  # noqa: E402
 
 SECTION = "Full weights: a stiff phase from a saved state"
@@ -72,7 +72,7 @@ def _going(state) -> bool:
 
 def reach(task, tau: float, path: pathlib.Path):
     """The leaps' state at the first step past ``tau`` (from ``path`` if it holds it)."""
-    key = dict(log_alpha=LOG_ALPHA, tau=tau, ts=TS.tolist(), atol=ATOL)
+    key = dict(log_alpha=LOG_ALPHA, tau=tau, ts=TS.tolist(), atol=ATOL, fields=sorted(LeapState.__dataclass_fields__))
     if path.exists():
         saved = pickle.loads(path.read_bytes())
         if saved["key"] == key:
