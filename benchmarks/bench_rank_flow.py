@@ -6,7 +6,7 @@
 
 ``--solvers`` (section "Full weights: solvers"): on `models.attention_full(n=50, tokens=4, dim=d,
 teacher_kq=(1, 0.5), teacher_vo=(1, 0.5))`, τ ∈ [0, 2.5] at 31 times, at α = 1e-32 and log α = −1e4, the leaps
-(`method="leap"`, what `"auto"` takes) side by side with the solver `"auto"` took before them (Tsit5 up to
+(`method="leap"`, what `"auto"` takes below m + n = 64) side by side with the solver `"auto"` took before them (Tsit5 up to
 log(1/α) = 2000, Kvaerno5 beyond, whose dense Jacobian of the state took 97 s on the d = 6 head at −1e4 and rules
 out the wider ones: Tsit5 stands in for it there, capped at `CAP` steps); `--paper` adds the paper's size,
 `attention_full(n=1000, tokens=10, dim=50)` with its default rank-3 teacher, at 1e-32 (the leaps only unless
@@ -289,7 +289,7 @@ def _accuracy_checks(solver) -> list[str]:
 
 def render_solvers(rows, checks, argv, split: bool = False) -> str:
     other = '`"split"`' if split else 'before (`"auto"` until now)'
-    head = ["case", "α", 'leaps (`"auto"` now)', other, "max \\|Δ log σ\\|"]
+    head = ["case", "α", 'leaps (`"leap"`)', other, "max \\|Δ log σ\\|"]
     lines = _common.table_head(head)
     for r in rows:
         old, new = r["old"], r["new"]

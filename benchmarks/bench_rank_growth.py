@@ -1,5 +1,5 @@
 """How the cost of the exact full-weight flow grows with log(1/α): the steps of the plateau leaps (``FactorizedSolver(method="leap")``,
-what ``"auto"`` takes) from α = 1e-32 down to log α = −1e7, the bottom of the range the leaps accept; with ``--split``,
+what ``"auto"`` takes below m + n = 64) from α = 1e-32 down to log α = −1e7, the bottom of the range the leaps accept; with ``--split``,
 the split integrator (``method="split"``) beside them in the same process.
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_rank_growth.py [--dims 6 20] [--log-alphas ...] [--split] [--record]

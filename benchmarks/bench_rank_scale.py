@@ -6,7 +6,7 @@
 Model (issue 19's measurements): ``models.attention_full(n=50, tokens=4, dim=d, teacher_kq=(1, 0.5),
 teacher_vo=(1, 0.5))``, τ ∈ [0, 2.5] at 31 times (``SOLVER_TS`` of bench_rank_flow.py). Per d, in one process:
 
-- **flows** at α = 1e-8, 1e-32 and log α = −1e4 with the leaps (``method="leap"``, what ``"auto"`` takes), each
+- **flows** at α = 1e-8, 1e-32 and log α = −1e4 with the leaps (``method="leap"``, what ``"auto"`` took until 2026-11-30), each
   first called over τ ∈ [0, 1e-6] on the same shapes (its "cold" seconds: compilation, unless an earlier cell
   compiled the same program), then timed ("warm"); capped at ``--flow-cap`` steps (a capped cell gives the τ it
   reached);
@@ -291,7 +291,7 @@ def render(rows: list[dict], argv, when: str) -> str:
         "`models.attention_full(n=50, tokens=4, dim=d, teacher_kq=(1, 0.5), teacher_vo=(1, 0.5))`, τ ∈ [0, 2.5] at "
         f"31 times; jax {jax.__version__}. Machine: {_common.cpu_name()}, 2 cores shared with another job (last column: the 1-minute load "
         f"averages at the end of the cells of the row), no GPU, OPENBLAS_NUM_THREADS="
-        f'{os.environ.get("OPENBLAS_NUM_THREADS")}. Flows (the leaps, `solver="auto"`): wall seconds after '
+        f'{os.environ.get("OPENBLAS_NUM_THREADS")}. Flows (the leaps, `method="leap"`): wall seconds after '
         "compilation (CPU seconds of this process in parentheses), steps (accepted and rejected), leaps; *compile*: "
         "the first call (τ ∈ [0, 1e-6]) of the 1e-8 flow, which compiles the program the other two reuse. Greedy: "
         "wall seconds cold (compilation included) and, in parentheses, warm (a second call); CPU seconds beside "

@@ -11,7 +11,7 @@ Tsit5 sits at its stability limit, dt ≈ 0.017; reaching 1.177 takes ≈ 40,000
 is saved to ``--state`` (reused if it is there, for the same head, scale and τ). From that state, each after its
 compilation:
 
-- the leaps (``"auto"``) and the split integrator (``"split"``) over ``--span`` units of t (at most ``--cap`` steps):
+- the leaps (``"leap"``) and the split integrator (``"split"``) over ``--span`` units of t (at most ``--cap`` steps):
   steps, split steps, evaluations of G, the t reached and the seconds;
 - the split step's block alone (the leading columns of every factor, its active ones moving, the rest of the block
   and the sleeping columns held, G from the block plus the held part: ``_split.Block``, as the split step uses it) by SciPy's

@@ -32,7 +32,8 @@ from ._singular import log_singular_values
 from ._split import advance as split_advance
 from ._split import jac_size, widths
 
-METHODS = ("auto", "leap", "split", "tsit5", "kvaerno5")  # "auto" is "leap" (docs/benchmarks.md, Full weights: solvers)
+METHODS = ("auto", "leap", "split", "tsit5", "kvaerno5")  # "auto": auto_method (docs/benchmarks.md, Full weights)
+SPLIT_FROM = 64  # "auto" takes the split integrator where a factor has m + n ≥ this, else the leaps
 _LEAPS = ("split", "leap")  # the leaps' integrator, with split steps or without
 _ROOT_TOL = 0.1  # the implicit stages' tolerance, a fraction of the step's
 _ADVICE = "Try a looser atol, or a larger max_steps."
@@ -106,6 +107,16 @@ def _run(model, y0, log_alpha, ts, rtol, atol, *, solver, batched, max_steps, pr
     return (seg.ys, Ws, loss, result, seg.stats, seg.y), stopped
 
 
+def auto_method(model: FactorizedModel) -> str:
+    """What ``"auto"`` takes: the split integrator where a factor has ``m + n ≥ SPLIT_FROM``, else the leaps. The
+    relaxations after the jumps can be stiff and long there: the d = 50 head with 50 samples at log α = −1000 in
+    144 s (the leaps: not done after 40,000 steps) and at −1e4 in 463 s (the leaps: about two hours); at the paper's
+    size the two take the same steps and time once compiled, the split compiling longer. On the d = 6 and d = 20
+    heads the split takes fewer steps but more seconds, and its program compiles in 20 s against 8 s at d = 6
+    (docs/benchmarks.md, *Full weights: how the cost grows with log(1/α)*)."""
+    return "split" if max(m + n for m, n in model.shapes) >= SPLIT_FROM else "leap"
+
+
 def flow(model: FactorizedModel, request: FlowRequest, solver) -> FactorizedFlowResult:
     """``simulate_flow`` for a factorised model once the checks every family shares are done: the exact flow from
     ``U_j(0) = α u0[j]``, ``V_j(0) = α v0[j]`` (docs/math.md, *Full weights: the exact flow*). ``solver``:
@@ -113,7 +124,7 @@ def flow(model: FactorizedModel, request: FlowRequest, solver) -> FactorizedFlow
     ``log(1/α)``; docs/math.md, *Plateau leaps*), ``"split"`` (the leaps, with split steps where the explicit steps
     sit at their stability limit: implicit on the awake columns, Magnus on the sleeping ones; docs/math.md, *The
     split integrator*), ``"tsit5"`` (explicit steps throughout, their number
-    ∝ ``log(1/α)``), ``"kvaerno5"`` (L-stable, with a dense Jacobian of the state) or ``"auto"`` (``"leap"``); a
+    ∝ ``log(1/α)``), ``"kvaerno5"`` (L-stable, with a dense Jacobian of the state) or ``"auto"`` (``auto_method``); a
     leap counts as a step for ``max_steps``. The tolerances bound the local error of ``ρ`` (absolute) and of
     ``Q, R̃`` per step; a progress bar if ``progress``. ``solver``: a ``FactorizedSolver`` (its ``method``)."""
     if request.start is not None:
@@ -123,7 +134,7 @@ def flow(model: FactorizedModel, request: FlowRequest, solver) -> FactorizedFlow
     us, vs = check_factors(request.u0, request.v0, model)
     ts, log_a, rtol, atol, max_steps = request.ts, request.log_a, request.rtol, request.atol, request.max_steps
     dense = solver.dense_output
-    solver = "leap" if solver.method == "auto" else solver.method
+    solver = auto_method(model) if solver.method == "auto" else solver.method
     y0 = jax.tree_util.tree_map(jnp.asarray, initial_state(us, vs))
     la, times = jnp.asarray(log_a), jnp.asarray(ts)
     options = dict(solver=solver, max_steps=max_steps, dense=dense)

@@ -37,6 +37,7 @@ from .._kit._report import figures_and_runtime, format_alpha, markdown_table, wo
 from .._kit._task import Task, task_named
 from ._compare import RankComparison
 from ._family import TASKS, figure2_order
+from ._options import FactorizedSolver
 from ._plots import LABELS, plot_log_scales, plot_ranks, plot_spectra
 from ._report import rank_comparison_json, rank_comparison_summary, rank_greedy_summary
 
@@ -67,6 +68,7 @@ class RankDemoConfig:
         max_stages: cap on the greedy stages (None: until the path ends).
         check_assumptions: run the greedy path's Hessian and perturbed-phase-(B) checks.
         rtol, atol: the flow's tolerances.
+        method: the flow's integrator (``FactorizedSolver(method=...)``; default ``"auto"``).
         delta, threshold: the comparison's window margin and rank-jump detection fraction.
     """
 
@@ -81,11 +83,13 @@ class RankDemoConfig:
     check_assumptions: bool = True
     rtol: float = 0.0
     atol: float = 1e-8
+    method: str = "auto"
     delta: float | None = None
     threshold: float = 0.5
 
     def __post_init__(self):
         task_named(TASKS, self.model)
+        FactorizedSolver(method=self.method)  # a ValueError that names the methods
         check_scales(None, self.log_alphas, names=("alpha", "log_alphas"))
         if self.gd_log_alphas:
             check_scales(None, self.gd_log_alphas, names=("alpha", "gd_log_alphas"))
@@ -123,12 +127,16 @@ PAPER_FULL = RankDemoConfig(
     ),
     gd_log_alphas=tuple(math.log(a) for a in (1e-2, 1e-4, 1e-8, 1e-16, 1e-32)),
     check_assumptions=False,
+    method="leap",
 )
 """The paper's size (``gradflow demo --full-weights --paper-size``): 1,000 samples of 10 tokens in dimension 50, a
 teacher of rank 3 in both products (singular values 1, 0.6, 0.3), the flows at 1e-2 … 1e-32 and ``log α = −1000``.
 GD also runs at 1e-8, 1e-16 and 1e-32, where its sleeping singular values meet float64's rounding of the awake
 ones (≈ 1e-16 relative) while the flow's go on down, and at 1e-32 its last rank jumps come early. Without the greedy path's Hessian and perturbed-start checks, which
-at d = 50 multiply its phase-(B) work (docs/benchmarks.md, "Greedy low-rank limit against one flow")."""
+at d = 50 multiply its phase-(B) work (docs/benchmarks.md, "Greedy low-rank limit against one flow"). The flows by the
+leaps, not ``"auto"``'s split integrator: on this head at these α they take the split's steps and time, and compile
+faster (the demo cold: 6 min 29 s, 7 min 17 s with the split; docs/benchmarks.md, "Full weights: how the cost grows
+with log(1/α)")."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -162,7 +170,7 @@ def run_rank_demo(
         path.times, num=config.num_times, horizon=config.tau_max, delta=delta, log_alphas=config.log_alphas
     )
     tol = dict(rtol=config.rtol, atol=config.atol)
-    flow_key = dict(base, ts=ts, **tol)
+    flow_key = dict(base, ts=ts, **tol, method=config.method)
 
     def gd_run(la):
         key = dict(base, log_alpha=la, lr=config.gd_lr, horizon=float(ts[-1]))
@@ -173,11 +181,15 @@ def run_rank_demo(
             lambda: run_gd(model, log_alphas=[la], u0=u0, v0=v0, horizon=float(ts[-1]), options=options)[0],
         )
 
+    solver = FactorizedSolver(method=config.method)
+
     def flow(la):
         return step(
             flow_name(la),
             dict(flow_key, log_alpha=la),
-            lambda: simulate_flow(model, u0=u0, v0=v0, ts=ts, log_alpha=la, throw=False, progress=progress, **tol),
+            lambda: simulate_flow(
+                model, u0=u0, v0=v0, ts=ts, log_alpha=la, throw=False, progress=progress, solver=solver, **tol
+            ),
         )
 
     # The GD runs and the flows are independent: one per core (gradflow._config.PerCore), the dearest first (the

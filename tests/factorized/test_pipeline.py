@@ -21,6 +21,8 @@ def test_config_validation():
         RankDemoConfig(gd_log_alphas=(-1000.0,))
     with pytest.raises(ValueError, match="gd_lr"):
         RankDemoConfig(gd_lr=0.0)
+    with pytest.raises(ValueError, match="method must be one of .*; got 'dopri5'"):
+        RankDemoConfig(method="dopri5")
     assert RankDemoConfig().log_alphas[-1] == -1000.0 and min(RankDemoConfig().log_alphas[:-1]) == math.log(1e-32)
     assert figure2_order(("KQ", "VO")) == [1, 0] and figure2_order(("W",)) == [0]
 
@@ -33,6 +35,7 @@ def test_paper_size_config_and_wiring(tmp_path, monkeypatch, capsys):
     assert task["teacher_kq"] == task["teacher_vo"] == (1.0, 0.6, 0.3)
     assert PAPER_FULL.log_alphas == tuple(math.log(a) for a in FIGURE2_ALPHAS) + (-1000.0,)
     assert min(PAPER_FULL.gd_log_alphas) > math.log(np.finfo(np.float64).tiny)
+    assert PAPER_FULL.method == "leap" and RankDemoConfig().method == "auto"  # the leaps compile faster there
     ran = []
 
     class Stop(Exception):
