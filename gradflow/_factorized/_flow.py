@@ -107,14 +107,16 @@ def _run(model, y0, log_alpha, ts, rtol, atol, *, solver, batched, max_steps, pr
     return (seg.ys, Ws, loss, result, seg.stats, seg.y), stopped
 
 
-def auto_method(model: FactorizedModel) -> str:
-    """What ``"auto"`` takes: the split integrator where a factor has ``m + n ≥ SPLIT_FROM``, else the leaps. The
+def auto_method(model: FactorizedModel, *, vmapped: bool = False) -> str:
+    """What ``"auto"`` takes: the split integrator where a factor has ``m + n ≥ SPLIT_FROM`` and the runs are not
+    one vectorised solve (``vmapped``: under ``vmap`` every branch of a step runs, the split step at every step),
+    else the leaps. The
     relaxations after the jumps can be stiff and long there: the d = 50 head with 50 samples at log α = −1000 in
     144 s (the leaps: not done after 40,000 steps) and at −1e4 in 463 s (the leaps: about two hours); at the paper's
     size the two take the same steps and time once compiled, the split compiling longer. On the d = 6 and d = 20
     heads the split takes fewer steps but more seconds, and its program compiles in 20 s against 8 s at d = 6
     (docs/benchmarks.md, *Full weights: how the cost grows with log(1/α)*)."""
-    return "split" if max(m + n for m, n in model.shapes) >= SPLIT_FROM else "leap"
+    return "split" if max(m + n for m, n in model.shapes) >= SPLIT_FROM and not vmapped else "leap"
 
 
 def flow(model: FactorizedModel, request: FlowRequest, solver) -> FactorizedFlowResult:
@@ -134,7 +136,9 @@ def flow(model: FactorizedModel, request: FlowRequest, solver) -> FactorizedFlow
     us, vs = check_factors(request.u0, request.v0, model)
     ts, log_a, rtol, atol, max_steps = request.ts, request.log_a, request.rtol, request.atol, request.max_steps
     dense = solver.dense_output
-    solver = auto_method(model) if solver.method == "auto" else solver.method
+    separately = not vmap_batches(request.batching)
+    vmapped = request.batched and not separately
+    solver = auto_method(model, vmapped=vmapped) if solver.method == "auto" else solver.method
     y0 = jax.tree_util.tree_map(jnp.asarray, initial_state(us, vs))
     la, times = jnp.asarray(log_a), jnp.asarray(ts)
     options = dict(solver=solver, max_steps=max_steps, dense=dense)
@@ -143,7 +147,6 @@ def flow(model: FactorizedModel, request: FlowRequest, solver) -> FactorizedFlow
         one = dict(batched=request.batched and j is None, progress=progress)
         return _run(model, y0, la if j is None else la[j], times, rtol, atol, **one, **options)
 
-    separately = not vmap_batches(request.batching)
     out, stopped = solve_runs(
         run, la, ts[-1], batched=request.batched, separately=separately, progress=request.progress
     )
