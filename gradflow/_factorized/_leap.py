@@ -274,21 +274,18 @@ def leap_or_polish(s: LeapState, t_end, tol: LeapTolerances, *, dense: bool = Fa
     """Whether to leap (the awake columns rest and no sleeping column wakes within an explicit step), whether an
     explicit step should polish (a long leap would follow, and the awake columns nearly rest or, with ``dense``
     output, the explicit steps have sat at their stability limit: docs/math.md, *Plateau leaps*, resting; not in a
-    back-off after a window of polishing that did not halve their speed, ``polished_step``)."""
+    back-off after a window of polishing that did not halve their speed, ``polished_step``), and whether they
+    nearly rest (slower than ``_NEAR`` atol, where stability-limited steps leave them; ``_split`` asks)."""
     speed = _awake_speed(s.y, s.f, tol)
     room = jnp.min(jnp.stack([_asleep_for(yf, vf.rho, tol) for yf, vf in zip(s.y, s.f)]))
     room = jnp.minimum(room, t_end - s.t)
     leap = (speed <= tol.rest) & (room >= jnp.minimum(s.dt, t_end - s.t))
     long_leap = room >= _POLISH_ROOM * s.dt
-    polish = (speed <= _NEAR * tol.atol) & long_leap
+    near = speed <= _NEAR * tol.atol
+    polish = near & long_leap
     if dense:  # no output time cuts a step short, which stepping onto them did now and then, damping the relaxation
         polish = polish | ((s.stiff >= _STALLED) & (speed <= _STALLED_NEAR * tol.atol) & long_leap)
-    return leap, polish & (s.polished >= 0)
-
-
-def nearly_resting(s: LeapState, tol: LeapTolerances) -> jax.Array:
-    """Whether the awake columns move slower than ``_NEAR`` atol, where stability-limited steps leave them."""
-    return _awake_speed(s.y, s.f, tol) <= _NEAR * tol.atol
+    return leap, polish & (s.polished >= 0), near
 
 
 def polished_step(s: LeapState, t_stop, args: Args, tol: LeapTolerances, polish) -> LeapState:
@@ -312,7 +309,7 @@ def _step(s: LeapState, out_ts, t_stop, args: Args, tol: LeapTolerances, *, dens
     """A leap where the awake columns rest and no sleeping column wakes within an explicit step, else an explicit
     step (a polishing one where ``leap_or_polish`` says); both to ``t_stop`` at most, recording the output times
     ``out_ts`` they reach or pass."""
-    leap, polish = leap_or_polish(s, next_output(s, out_ts, t_stop), tol, dense=dense)
+    leap, polish, _ = leap_or_polish(s, next_output(s, out_ts, t_stop), tol, dense=dense)
     return jax.lax.cond(
         leap, lambda: leap_from(s, out_ts, t_stop, args, tol), lambda: polished_step(s, t_stop, args, tol, polish)
     )

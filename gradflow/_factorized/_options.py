@@ -21,8 +21,9 @@ class FactorizedSolver:
             where explicit steps sit at their stability limit (docs/math.md, *The split integrator*); ``"auto"``
             (the default): ``"split"`` where a factor has ``m + n ≥ 64`` (heads of ``d ≥ 32``, whose relaxations
             after the jumps can be stiff and long), else ``"leap"`` (there the split takes fewer steps but more
-            seconds, and its program compiles longer). A leap counts as a step for ``max_steps``; ``simulate_flow(solver="leap")``,
-            a string, is the deprecated spelling of ``solver=FactorizedSolver(method="leap")``.
+            seconds, and its program compiles longer). A leap counts as a step for ``max_steps``;
+            ``simulate_flow(solver="leap")``, a string, is the deprecated spelling of
+            ``solver=FactorizedSolver(method="leap")``.
 
         dense_output: for the leaps (``"leap"``, ``"split"``): ``True`` (the default), the explicit steps and leaps
             pass the output times, whose states come from Tsit5's dense output (order 4, as its error estimate), so

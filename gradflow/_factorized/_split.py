@@ -47,7 +47,6 @@ from ._leap import (
     exp_piece,
     leap_from,
     leap_or_polish,
-    nearly_resting,
     next_output,
     polished_step,
     restore_held,
@@ -410,8 +409,8 @@ def split_step(s: LeapState, t_end, args: Args, tol: LeapTolerances, width) -> L
 
 def choose(s: LeapState, t_end, tol: LeapTolerances, width, *, dense: bool) -> tuple[jax.Array, jax.Array]:
     """What to take next (0: a leap, 1: a split step, 2: an explicit step) and whether an explicit step polishes."""
-    leap, polish = leap_or_polish(s, t_end, tol, dense=dense)
-    split = (s.stiff >= _ENTER) & ((s.backoff == 0) | nearly_resting(s, tol)) & _fits(s.y, tol, width)
+    leap, polish, near = leap_or_polish(s, t_end, tol, dense=dense)
+    split = (s.stiff >= _ENTER) & ((s.backoff == 0) | near) & _fits(s.y, tol, width)
     return jnp.where(leap, 0, jnp.where(split, 1, 2)), polish
 
 
