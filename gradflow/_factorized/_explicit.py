@@ -104,6 +104,7 @@ class LeapState(eqx.Module):
     splits: jax.Array  # split steps, accepted and rejected (counted in ``steps`` too)
     stiff: jax.Array  # consecutive accepted explicit steps at their stability limit (``_split``: split steps from 3)
     backoff: jax.Array  # ``_split``: explicit steps at the limit still to take before split steps may enter again
+    resume_below: jax.Array  # ``_split``: near rest, split steps enter again once the awake speed is below this
     jac: jax.Array  # the awake block's Jacobian for the split steps (0 × 0 for the leaps alone)
     jac_age: jax.Array  # accepted split steps since it was computed (−1: to compute)
     polished: jax.Array  # polishing steps in the present window (``_leap.polished_step``); below 0, a back-off

@@ -248,7 +248,20 @@ def leap_from(state: LeapState, out_ts, t_stop, args: Args, tol: LeapTolerances)
     start = _Leap(state.y, state.t, state.stops, jnp.zeros_like(state.n_stops), jnp.array(0), jnp.array(True))
     c = jax.lax.while_loop(lambda c: c.go_on, body, start)
     return eqx.tree_at(
-        lambda s: (s.y, s.f, s.t, s.stops, s.n_stops, s.leaps, s.pieces, s.evaluations, s.stiff, s.backoff, s.polished),
+        lambda s: (
+            s.y,
+            s.f,
+            s.t,
+            s.stops,
+            s.n_stops,
+            s.leaps,
+            s.pieces,
+            s.evaluations,
+            s.stiff,
+            s.backoff,
+            s.resume_below,
+            s.polished,
+        ),
         state,
         (
             c.y,
@@ -261,6 +274,7 @@ def leap_from(state: LeapState, out_ts, t_stop, args: Args, tol: LeapTolerances)
             state.evaluations + 2,
             jnp.zeros_like(state.stiff),  # a jump follows: the steps at the stability limit are counted afresh
             jnp.zeros_like(state.backoff),  # ... and split steps may enter its relaxation
+            jnp.full_like(state.resume_below, jnp.inf),
             jnp.zeros_like(state.polished),  # ... and polishing may start again at once
         ),
     )
@@ -274,18 +288,22 @@ def leap_or_polish(s: LeapState, t_end, tol: LeapTolerances, *, dense: bool = Fa
     """Whether to leap (the awake columns rest and no sleeping column wakes within an explicit step), whether an
     explicit step should polish (a long leap would follow, and the awake columns nearly rest or, with ``dense``
     output, the explicit steps have sat at their stability limit: docs/math.md, *Plateau leaps*, resting; not in a
-    back-off after a window of polishing that did not halve their speed, ``polished_step``), and whether they
-    nearly rest (slower than ``_NEAR`` atol, where stability-limited steps leave them; ``_split`` asks)."""
+    back-off after a window of polishing that did not halve their speed, ``polished_step``), and their speed
+    (``_split`` asks whether they nearly rest, ``nearly_resting``)."""
     speed = _awake_speed(s.y, s.f, tol)
     room = jnp.min(jnp.stack([_asleep_for(yf, vf.rho, tol) for yf, vf in zip(s.y, s.f)]))
     room = jnp.minimum(room, t_end - s.t)
     leap = (speed <= tol.rest) & (room >= jnp.minimum(s.dt, t_end - s.t))
     long_leap = room >= _POLISH_ROOM * s.dt
-    near = speed <= _NEAR * tol.atol
-    polish = near & long_leap
+    polish = nearly_resting(speed, tol) & long_leap
     if dense:  # no output time cuts a step short, which stepping onto them did now and then, damping the relaxation
         polish = polish | ((s.stiff >= _STALLED) & (speed <= _STALLED_NEAR * tol.atol) & long_leap)
-    return leap, polish & (s.polished >= 0), near
+    return leap, polish & (s.polished >= 0), speed
+
+
+def nearly_resting(speed, tol: LeapTolerances) -> jax.Array:
+    """Whether the awake columns move slower than ``_NEAR`` atol, where stability-limited steps leave them."""
+    return speed <= _NEAR * tol.atol
 
 
 def polished_step(s: LeapState, t_stop, args: Args, tol: LeapTolerances, polish) -> LeapState:
@@ -402,6 +420,7 @@ def start(y0, args: Args, out_ts, jac_size: int = 0) -> LeapState:
         splits=zero,
         stiff=zero,
         backoff=zero,
+        resume_below=jnp.asarray(jnp.inf),
         jac=jnp.zeros((jac_size, jac_size)),
         jac_age=zero - 1,
         polished=zero,

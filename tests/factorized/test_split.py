@@ -83,8 +83,44 @@ def test_explicit_steps_polish_through_a_back_off():
             moving = eqx.tree_at(
                 lambda s: (s.f, s.backoff), s, (jax.tree_util.tree_map(lambda v: scale * v, s.f), backoff)
             )
-            chosen, polish = _split.choose(moving, 1.0, tol, width, dense=True)
+            chosen, polish, _ = _split.choose(moving, 1.0, tol, width, dense=True)
             assert int(chosen) == expected and bool(polish)
+
+
+def test_near_rest_split_steps_wait_for_the_tail_that_lets_them_pass():
+    """Where split mode was left near rest, split steps enter again only once the awake speed is below
+    ``resume_below``: the speed at the failed try times the factor by which its error, ∝ the relaxation's amplitude
+    and ``h⁵``, must fall for a step of twice the paying length to pass. Away from rest the back-off decides."""
+    M = np.diag([3.0, 1.5])
+    tol = LeapTolerances(rtol=0.0, atol=1e-8)
+    with jax.enable_x64(True):
+        args = Args(model=models.matrix_factorization_model(M), log_alpha=jnp.asarray(-2.0))
+        s = leap_start(_y0(M, np.eye(2), np.eye(2)), args, jnp.asarray(TS * 2.0), 0)
+        assert float(s.resume_below) == np.inf
+        s = eqx.tree_at(lambda s: (s.dt, s.stiff), s, (jnp.asarray(1e-3), jnp.asarray(_split._ENTER)))
+        width = _split.widths(s.y)
+        for speed, below, backoff, expected in (
+            (1e-7, 1e-8, 0, 2),  # near rest, not yet slow enough
+            (1e-9, 1e-8, 0, 1),
+            (1e-5, 1e-8, 0, 1),  # away from rest: the back-off decides
+            (1e-5, 1e-8, 5, 2),
+        ):
+            scale = speed / float(_awake_speed(s.y, s.f, tol))
+            moving = eqx.tree_at(
+                lambda s: (s.f, s.resume_below, s.backoff),
+                s,
+                (jax.tree_util.tree_map(lambda v: scale * v, s.f), jnp.asarray(below), backoff),
+            )
+            assert int(_split.choose(moving, 1.0, tol, width, dense=True)[0]) == expected
+        # a try of the paying length ``worth`` whose error norm was 64: a step of 1.2 times it passes at
+        # 1/(2 · 64 · 1.2⁵) of the speed; a try that passed bounds nothing below the speed; away from rest, and after a
+        # failed Newton iteration (an infinite norm), nothing
+        near, far = 1e-7, 1e-3
+        assert _split._RESUME == 0.5 and _split._RESUME_LENGTH == 1.2
+        assert float(_split._resume_below(near, tol, 64.0, 3.0, 3.0)) == pytest.approx(near * 0.5 / 1.2**5 / 64)
+        assert float(_split._resume_below(near, tol, 1e-3, 6.0, 3.0)) == pytest.approx(near)
+        assert float(_split._resume_below(far, tol, 64.0, 3.0, 3.0)) == np.inf
+        assert float(_split._resume_below(near, tol, np.inf, 3.0, 3.0)) == np.inf
 
 
 @pytest.mark.slow  # compiles the split step: 20-40 s; the split method is not the default (docs/benchmarks.md)
@@ -104,7 +140,7 @@ def test_one_split_step_follows_the_closed_form(h):
         args = Args(model=model, log_alpha=jnp.asarray(la))
         state = leap_start(y, args, jnp.asarray([t0]), _split.jac_size(y))
         state = eqx.tree_at(lambda s: (s.t, s.h_split, s.stiff), state, (jnp.asarray(t0), jnp.asarray(h), 4))
-        step = jax.jit(lambda s: _split.split_step(s, jnp.asarray(1e9), args, TOL, _split.widths(s.y)))
+        step = jax.jit(lambda s: _split.split_step(s, jnp.asarray(1e9), args, TOL, _split.widths(s.y), jnp.inf))
         after = step(state)
         assert int(after.splits) == 1 and int(after.rejected) == 0 and float(after.t) == t0 + h
         np.testing.assert_allclose(np.asarray(after.f[0].rho), np.asarray(vector_field(0.0, after.y, args)[0].rho))
@@ -230,7 +266,7 @@ def _split_step_of_rank_three(log_alpha, t0, h):
         args = Args(model=model, log_alpha=jnp.asarray(log_alpha))
         state = leap_start(y, args, jnp.asarray([t0]), _split.jac_size(y))
         state = eqx.tree_at(lambda s: (s.t, s.h_split, s.stiff), state, (jnp.asarray(t0), jnp.asarray(h), 4))
-        after = jax.jit(lambda s: _split.split_step(s, jnp.asarray(1e9), args, TOL, _split.widths(s.y)))(state)
+        after = jax.jit(lambda s: _split.split_step(s, jnp.asarray(1e9), args, TOL, _split.widths(s.y), jnp.inf))(state)
         assert int(after.splits) == 1 and int(after.rejected) == 0 and float(after.t) == t0 + h
     return model, y, after
 
@@ -251,3 +287,23 @@ def _raw_flow(model, y, h):
 
     z = solve_ivp(raw, (0.0, h), np.concatenate([Z[:8].ravel(), Z[8:].ravel()]), "DOP853", rtol=1e-12, atol=1e-14)
     return z.y[:48, -1].reshape(8, 6) @ z.y[48:, -1].reshape(7, 6).T
+
+
+@pytest.mark.parametrize("moving", ["all", "some", "none", "last"])
+def test_the_block_jacobian_is_jacfwd_in_its_moving_columns(moving):
+    """The block's Jacobian, its columns computed ``_JVP_BATCH`` Jacobian-vector products at a time: the moving
+    entries' columns of the forward-mode Jacobian, the others 0 (37 entries: batches that end part-way)."""
+    rng = np.random.default_rng(0)
+    mask = {
+        "all": np.ones(37, bool),
+        "some": rng.random(37) < 0.5,
+        "none": np.zeros(37, bool),
+        "last": np.arange(37) == 36,
+    }[moving]
+    with jax.enable_x64(True):
+        A = jnp.asarray(rng.normal(size=(37, 37)))
+        x = jnp.asarray(rng.normal(size=37))
+        field = lambda x: jnp.tanh(A @ x) * x  # noqa: E731
+        J = jax.jit(_split._jacobian, static_argnums=0)(field, x, jnp.asarray(mask))
+        expected = np.where(mask[None, :], np.asarray(jax.jacfwd(field)(x)), 0.0)
+        np.testing.assert_allclose(np.asarray(J), expected, rtol=0, atol=1e-14)
