@@ -23,8 +23,9 @@ the split step pays for its Jacobian (it is longer than the stable explicit step
 their costs) and the columns near waking fit in the block, nearly at rest too (the L-stable block damps the
 relaxation there as polishing does, so that a leap follows); explicit steps again after a leap (a jump follows). A
 stay in split mode that stops paying ends with a back-off of ``_BACKOFF`` explicit steps at the limit, which polish
-as the leaps' do and end early where the awake columns nearly rest (the split steps then take the slow tail of the
-relaxation, which polishing follows at half steps).
+as the leaps' do; where the awake columns nearly rest, split steps take the slow tail of the relaxation (which
+polishing follows at half steps) once its amplitude has fallen as far as the last split step's error asks
+(``_resume_below``).
 """
 
 from __future__ import annotations
@@ -315,7 +316,8 @@ def split_step(s: LeapState, t_end, args: Args, tol: LeapTolerances, width, spee
     J = jax.lax.cond(fresh, lambda: _jacobian(block.field, x0, moving), lambda: s.jac)
     # a split step pays where it is longer than the stable explicit step (``STIFF / λ_max`` of the block) times the
     # ratio of their costs: _STEP_COST explicit steps, plus the Jacobian's Jacobian-vector products (six to an explicit
-    # step's evaluations of G) shared by the steps that reuse it; on entering it tries twice that
+    # step's evaluations of G) shared by the steps that reuse it; on entering it tries twice that (1.2 times where
+    # ``_resume_below`` let it enter near rest)
     stable = STIFF / _largest_eigenvalue(J)
     worth = (n_moving / (6.0 * _REUSE) + _STEP_COST) * stable
     entering = jnp.where(jnp.isfinite(s.resume_below), _RESUME_LENGTH, 2.0) * worth
@@ -427,10 +429,10 @@ def _resume_below(speed, tol: LeapTolerances, error, h, worth) -> jax.Array:
     """Where split mode is left with the awake columns nearly resting, the speed below which a split step of
     ``_RESUME_LENGTH`` times the paying length ``worth`` would pass (its error norm at most ``_RESUME``; split mode
     enters again with that step): near rest the error is that of following the relaxation's slow tail, and falls
-    with its amplitude, ∝ ``speed``, and grows like ``h⁵``. Until
+    with its amplitude, ∝ ``speed``, and grows like ``h⁵``. Elsewhere (``inf``) the back-off alone decides. (Until
     2026-11-30 split steps entered again three explicit steps after every failed try: on the d = 6 head at
-    log α = −1e4, 18 tries in a row were rejected through one tail (18 Jacobians), each with an error 0.84 times the
-    last, as the slowest mode decayed. Elsewhere (``inf``) the back-off alone decides."""
+    log α = −1e4, 18 tries in a row failed through one tail, each with a fresh Jacobian and an error 0.84 times the
+    last, as the slowest mode decayed.)"""
     ratio = _RESUME * (h / (_RESUME_LENGTH * worth)) ** 5 / error
     ok = nearly_resting(speed, tol) & jnp.isfinite(ratio) & (ratio > 0)
     return jnp.where(ok, speed * jnp.minimum(ratio, 1.0), jnp.inf)
