@@ -1,13 +1,15 @@
 """How the cost of the full-weight attention head grows with its dimension d: flows, greedy limit, float64 GD.
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_rank_scale.py --dims 3 6 10 20 50 --json scale.json
+    python benchmarks/bench_rank_scale.py --methods leap auto --no-greedy   # the flows of two solvers side by side
     python benchmarks/bench_rank_scale.py --from-json a.json b.json --record   # merge runs, write the section
 
 Model (issue 19's measurements): ``models.attention_full(n=50, tokens=4, dim=d, teacher_kq=(1, 0.5),
 teacher_vo=(1, 0.5))``, τ ∈ [0, 2.5] at 31 times (``SOLVER_TS`` of bench_rank_flow.py). Per d, in one process:
 
-- **flows** at α = 1e-8, 1e-32 and log α = −1e4 with the leaps (``method="leap"``, what ``"auto"`` took until 2026-11-30), each
-  first called over τ ∈ [0, 1e-6] on the same shapes (its "cold" seconds: compilation, unless an earlier cell
+- **flows** at α = 1e-8, 1e-32 and log α = −1e4 with each of ``--methods`` (``FactorizedSolver(method=...)``; by
+  default the leaps, ``"leap"``, what ``"auto"`` took at every d until 2026-11-30; ``"auto"`` now takes the split
+  integrator at d ≥ 32), each first called over τ ∈ [0, 1e-6] on the same shapes (its "cold" seconds: compilation, unless an earlier cell
   compiled the same program), then timed ("warm"); capped at ``--flow-cap`` steps (a capped cell gives the τ it
   reached);
 - **GD at α = 1e-8** (float64, full batch, ``simulate_gd``), at the learning rate that matches the flow to 1e-3:
@@ -83,9 +85,9 @@ def timed(fn):
     return out, time.perf_counter() - t, time.process_time() - c, load()
 
 
-def flow_cell(task, log_alpha: float, cap: int) -> dict:
-    leap = gradflow.FactorizedSolver(method="leap")
-    kw = dict(u0=task.u0, v0=task.v0, log_alpha=log_alpha, solver=leap, max_steps=cap, throw=False)
+def flow_cell(task, log_alpha: float, cap: int, method: str) -> dict:
+    solver = gradflow.FactorizedSolver(method=method)
+    kw = dict(u0=task.u0, v0=task.v0, log_alpha=log_alpha, solver=solver, max_steps=cap, throw=False)
     _, cold, cold_cpu, _ = timed(lambda: gradflow.simulate_flow(task.model, ts=SOLVER_TS * 1e-6 / TAU_MAX, **kw))
     res, wall, cpu, ld = timed(lambda: gradflow.simulate_flow(task.model, ts=SOLVER_TS, **kw))
     st = res.stats
@@ -98,6 +100,8 @@ def flow_cell(task, log_alpha: float, cap: int) -> dict:
         steps=int(st["num_steps"]),
         rejected=int(st["num_rejected_steps"]),
         leaps=int(st.get("num_leaps", 0)),
+        splits=int(st.get("num_split_steps", 0)),
+        solver=str(st["solver"]),
         done=str(res.result) == "successful",
         reached=float(SOLVER_TS[np.flatnonzero(np.isfinite(res.loss))[-1]]),
         cap=cap,
@@ -192,9 +196,11 @@ def greedy_cell(task, cap: float | None, warm: bool) -> dict:
 def run_dim(d: int, args) -> dict:
     task = task_of(d)
     row = dict(d=d, flows={})
-    for name, la in FLOWS:
-        row["flows"][name] = r = flow_cell(task, la, args.flow_cap)
-        print(f"d = {d}, flow {name}: {fmt_flow(r)} [cold {r['cold']:.1f} s; load {r['load']}]", flush=True)
+    for method in args.methods:
+        row["flows"][method] = flows = {}
+        for name, la in FLOWS:
+            flows[name] = r = flow_cell(task, la, args.flow_cap, method)
+            print(f"d = {d}, {method} {name}: {fmt_flow(r)} [cold {r['cold']:.1f} s; load {r['load']}]", flush=True)
     if not args.no_gd:
         row["gd"] = g = gd_cell(task)
         print(f"d = {d}, GD 1e-8: {fmt_gd(g)}; tries {[(t['lr'], t['dev']) for t in g['tries']]}", flush=True)
@@ -206,6 +212,8 @@ def run_dim(d: int, args) -> dict:
 
 def fmt_flow(r: dict) -> str:
     s = f"{r['wall']:.2f} s ({r['cpu']:.1f}), {r['steps']:,} steps, {r['leaps']} leaps"
+    if r.get("splits"):
+        s += f", {r['splits']:,} split steps"
     if not r["done"]:
         s += f"; capped at {r['cap']:,} steps, reached τ = {r['reached']:.3g}"
     return s
@@ -240,12 +248,18 @@ def fit(ds, secs) -> str:
     return f"{k:.2f} (d = {', '.join(str(d) for d, _ in ok)})"
 
 
+def by_method(row: dict) -> dict:
+    """The row's flows by solver (rows written before ``--methods`` hold the leaps' flows by scale alone)."""
+    flows = row["flows"]
+    return {"leap": flows} if set(flows) <= {n for n, _ in FLOWS} else flows
+
+
 def render(rows: list[dict], argv, when: str) -> str:
     rows = sorted(rows, key=lambda r: r["d"])
+    methods = list(by_method(rows[0]))
     head = [
         "d",
-        "flow: compile",
-        *(f"flow {n}" for n, _ in FLOWS),
+        *(h for m in methods for h in (f"{m}: compile", *(f"{m} {n}" for n, _ in FLOWS))),
         "greedy: cold (warm)",
         "GD at 1e-8: lr, steps",
         "GD: s (CPU s), Δτ",
@@ -253,9 +267,11 @@ def render(rows: list[dict], argv, when: str) -> str:
     ]
     lines = _common.table_head(head)
     for r in rows:
-        flows = [r["flows"][n] for n, _ in FLOWS]
-        loads = [f["load"][0] for f in flows]
-        cells = [str(r["d"]), f"{flows[0]['cold']:.1f} s", *(fmt_flow(f) for f in flows)]
+        cells, loads = [str(r["d"])], []
+        for m in methods:
+            flows = [by_method(r)[m][n] for n, _ in FLOWS]
+            loads += [f["load"][0] for f in flows]
+            cells += [f"{flows[0]['cold']:.1f} s", *(fmt_flow(f) for f in flows)]
         g = r.get("greedy")
         cells.append("not run" if g is None else fmt_greedy(g))
         loads += [] if g is None else [g["load"][0]]
@@ -275,12 +291,16 @@ def render(rows: list[dict], argv, when: str) -> str:
     def col(get):
         return [get(r) for r in rows]
 
+    def flow(r, m, n):
+        return by_method(r)[m][n]
+
     fits = [
-        f"flow {n}: seconds k = {fit(ds, col(lambda r: r['flows'][n]['wall'] if r['flows'][n]['done'] else None))}, "
-        f"steps k = {fit(ds, col(lambda r: r['flows'][n]['steps'] if r['flows'][n]['done'] else None))}"
+        f"{m} {n}: seconds k = {fit(ds, col(lambda r: flow(r, m, n)['wall'] if flow(r, m, n)['done'] else None))}, "
+        f"steps k = {fit(ds, col(lambda r: flow(r, m, n)['steps'] if flow(r, m, n)['done'] else None))}"
+        for m in methods
         for n, _ in FLOWS
     ]
-    fits.append("flow compilation: k = " + fit(ds, col(lambda r: r["flows"][FLOWS[0][0]]["cold"])))
+    fits += [f"{m} compilation: k = " + fit(ds, col(lambda r: flow(r, m, FLOWS[0][0])["cold"])) for m in methods]
     fits.append(
         "greedy, cold: k = " + fit(ds, col(lambda r: r["greedy"]["wall"] if r.get("greedy", {}).get("done") else None))
     )
@@ -291,8 +311,9 @@ def render(rows: list[dict], argv, when: str) -> str:
         "`models.attention_full(n=50, tokens=4, dim=d, teacher_kq=(1, 0.5), teacher_vo=(1, 0.5))`, τ ∈ [0, 2.5] at "
         f"31 times; jax {jax.__version__}. Machine: {_common.cpu_name()}, 2 cores shared with another job (last column: the 1-minute load "
         f"averages at the end of the cells of the row), no GPU, OPENBLAS_NUM_THREADS="
-        f'{os.environ.get("OPENBLAS_NUM_THREADS")}. Flows (the leaps, `method="leap"`): wall seconds after '
-        "compilation (CPU seconds of this process in parentheses), steps (accepted and rejected), leaps; *compile*: "
+        f"{os.environ.get('OPENBLAS_NUM_THREADS')}. Flows (by `FactorizedSolver(method=...)`, named in the heads; "
+        '`"auto"` takes the split integrator at d ≥ 32 and the leaps below): wall seconds after '
+        "compilation (CPU seconds of this process in parentheses), steps (accepted and rejected), leaps, split steps; *compile*: "
         "the first call (τ ∈ [0, 1e-6]) of the 1e-8 flow, which compiles the program the other two reuse. Greedy: "
         "wall seconds cold (compilation included) and, in parentheses, warm (a second call); CPU seconds beside "
         "each. GD: the lr that matched, its steps, wall (CPU) seconds after compilation, its Δτ, and the compiling call's seconds (250 steps)."
@@ -316,6 +337,13 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dims", type=int, nargs="*", default=[3, 6, 10, 20, 50])
     parser.add_argument("--flow-cap", type=int, default=10_000, help="max_steps of every flow")
+    parser.add_argument(
+        "--methods",
+        nargs="*",
+        default=["leap"],
+        choices=["leap", "split", "auto"],
+        help="the flows' solvers, side by side",
+    )
     parser.add_argument("--greedy-cap", type=float, default=600.0, help="seconds before greedy_limit is stopped")
     parser.add_argument("--no-greedy", action="store_true")
     parser.add_argument("--no-gd", action="store_true")
