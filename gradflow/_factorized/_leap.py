@@ -274,7 +274,7 @@ def leap_from(state: LeapState, out_ts, t_stop, args: Args, tol: LeapTolerances)
             state.evaluations + 2,
             jnp.zeros_like(state.stiff),  # a jump follows: the steps at the stability limit are counted afresh
             jnp.zeros_like(state.backoff),  # ... and split steps may enter its relaxation
-            jnp.full_like(state.resume_below, jnp.inf),
+            jnp.full_like(state.resume_below, jnp.inf),  # ... with no wait for a tail (``_split._resume_below``)
             jnp.zeros_like(state.polished),  # ... and polishing may start again at once
         ),
     )

@@ -20,9 +20,9 @@ class FactorizedSolver:
             ``"split"``: the leaps, with implicit steps on the awake columns and Magnus steps on the sleeping ones
             where explicit steps sit at their stability limit (docs/math.md, *The split integrator*); ``"auto"``
             (the default): ``"split"`` where a factor has ``m + n ≥ 64`` (heads of ``d ≥ 32``, whose relaxations
-            after the jumps can be stiff and long), else ``"leap"`` (there the split takes fewer steps but more
-            seconds, and its program compiles longer). A leap counts as a step for ``max_steps``;
-            ``simulate_flow(solver="leap")``, a string, is the deprecated spelling of
+            after the jumps can be stiff and long), else ``"leap"`` (there the split takes fewer steps but about
+            the leaps' seconds at small α, more at moderate α, and its program compiles longer). A leap counts as a
+            step for ``max_steps``; ``simulate_flow(solver="leap")``, a string, is the deprecated spelling of
             ``solver=FactorizedSolver(method="leap")``.
 
         dense_output: for the leaps (``"leap"``, ``"split"``): ``True`` (the default), the explicit steps and leaps

@@ -70,7 +70,7 @@ def test_explicit_steps_polish_through_a_back_off():
     again, whose L-stable block damps the rest of the relaxation with long steps. Until 2026-11-30 the back-off was
     kept as a negative count of those steps, which then never reached three: on the paper-size flow at log α = −1000
     the explicit steps held the stiff relaxation at the tolerance for thousands of steps between tries of the split
-    (3,737 steps; the leaps 1,465, now 1,272)."""
+    (3,737 steps; the leaps 1,465, now 1,288)."""
     M = np.diag([3.0, 1.5])  # every column near waking (log α = −2), and in the block
     tol = LeapTolerances(rtol=0.0, atol=1e-8)
     with jax.enable_x64(True):
@@ -90,7 +90,8 @@ def test_explicit_steps_polish_through_a_back_off():
 def test_near_rest_split_steps_wait_for_the_tail_that_lets_them_pass():
     """Where split mode was left near rest, split steps enter again only once the awake speed is below
     ``resume_below``: the speed at the failed try times the factor by which its error, ∝ the relaxation's amplitude
-    and ``h⁵``, must fall for a step of twice the paying length to pass. Away from rest the back-off decides."""
+    and ``h⁵``, must fall for a first step of ``_RESUME_LENGTH`` times the paying length to pass. Away from rest the
+    back-off decides."""
     M = np.diag([3.0, 1.5])
     tol = LeapTolerances(rtol=0.0, atol=1e-8)
     with jax.enable_x64(True):
@@ -112,12 +113,14 @@ def test_near_rest_split_steps_wait_for_the_tail_that_lets_them_pass():
                 (jax.tree_util.tree_map(lambda v: scale * v, s.f), jnp.asarray(below), backoff),
             )
             assert int(_split.choose(moving, 1.0, tol, width, dense=True)[0]) == expected
-        # a try of the paying length ``worth`` whose error norm was 64: a step of 1.2 times it passes at
-        # 1/(2 · 64 · 1.2⁵) of the speed; a try that passed bounds nothing below the speed; away from rest, and after a
-        # failed Newton iteration (an infinite norm), nothing
+        # a try of the paying length ``worth`` whose error norm was 64: a step of _RESUME_LENGTH times it reaches the
+        # norm _RESUME (< 1: it passes) at _RESUME / (64 · _RESUME_LENGTH⁵) of the speed; a try that passed bounds
+        # nothing below the speed; away from rest, and after a failed Newton iteration (an infinite norm), nothing
         near, far = 1e-7, 1e-3
-        assert _split._RESUME == 0.5 and _split._RESUME_LENGTH == 1.2
-        assert float(_split._resume_below(near, tol, 64.0, 3.0, 3.0)) == pytest.approx(near * 0.5 / 1.2**5 / 64)
+        assert _split._RESUME < 1.0 and _split._RESUME_LENGTH >= 1.0
+        expected = near * _split._RESUME / _split._RESUME_LENGTH**5 / 64
+        assert float(_split._resume_below(near, tol, 64.0, 3.0, 3.0)) == pytest.approx(expected)
+        assert float(_split._resume_below(near, tol, 64.0, 6.0, 3.0)) == pytest.approx(32 * expected)  # ∝ h⁵
         assert float(_split._resume_below(near, tol, 1e-3, 6.0, 3.0)) == pytest.approx(near)
         assert float(_split._resume_below(far, tol, 64.0, 3.0, 3.0)) == np.inf
         assert float(_split._resume_below(near, tol, np.inf, 3.0, 3.0)) == np.inf
