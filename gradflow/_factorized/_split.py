@@ -62,7 +62,8 @@ _ENTER = 3  # split steps from this many accepted explicit steps in a row at the
 _BACKOFF = 200  # ... and this many more after leaving split mode (its steps no longer paid)
 _SAFETY, _GROW, _SHRINK = 0.9, 3.0, 0.2
 _REUSE = 32  # accepted split steps on one Jacobian at most (Newton's iterations that do not converge renew it first;
-# on the d = 50 head at log α = −1e4 the whole flow took 322.5 s with 8, 289.9 s with 16, 278.1 s with 32)
+# on the d = 50 head at log α = −1e4 the whole flow took 322.5 s with 8, 289.9 s with 16, 278.1 s with 32, 288.2 s
+# with 64)
 _JVP_BATCH = 16  # its columns, this many Jacobian-vector products at a time (on the d = 50 head: 0.19 s for 508
 # columns, one at a time 0.39 s; 64 at a time 0.27 s)
 _RESUME, _RESUME_LENGTH = 0.5, 1.2  # near rest, split steps enter again once a first step of _RESUME_LENGTH times the
