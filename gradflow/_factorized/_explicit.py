@@ -107,6 +107,7 @@ class LeapState(eqx.Module):
     resume_below: jax.Array  # ``_split``: near rest, split steps enter again once the awake speed is below this
     jac: jax.Array  # the awake block's Jacobian for the split steps (0 × 0 for the leaps alone)
     jac_age: jax.Array  # accepted split steps since it was computed (−1: to compute)
+    jac_lambda: jax.Array  # its largest eigenvalue's modulus (the stable explicit step: ``_split``)
     polished: jax.Array  # polishing steps in the present window (``_leap.polished_step``); below 0, a back-off
     polish_from: jax.Array  # the awake columns' speed where that window began
     stops: tuple[Factor, ...]  # the states at the output times the last step reached (a leap's; leading axis STOPS)

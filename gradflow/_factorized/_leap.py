@@ -423,6 +423,7 @@ def start(y0, args: Args, out_ts, jac_size: int = 0) -> LeapState:
         resume_below=jnp.asarray(jnp.inf),
         jac=jnp.zeros((jac_size, jac_size)),
         jac_age=zero - 1,
+        jac_lambda=jnp.zeros(()),
         polished=zero,
         polish_from=jnp.zeros(()),
     )

@@ -318,12 +318,17 @@ def split_step(s: LeapState, t_end, args: Args, tol: LeapTolerances, width, spee
     fresh = (s.jac_age < 0) | (s.jac_age >= _REUSE) | (s.stiff == _ENTER)
     n_moving = jnp.sum(moving)
     F0 = block.field(x0)
-    J = jax.lax.cond(fresh, lambda: _jacobian(block.field, x0, moving), lambda: s.jac)
+
+    def renew():
+        J = _jacobian(block.field, x0, moving)
+        return J, _largest_eigenvalue(J)
+
+    J, lam = jax.lax.cond(fresh, renew, lambda: (s.jac, s.jac_lambda))  # λ_max with it: 2.4 ms at d = 50
     # a split step pays where it is longer than the stable explicit step (``STIFF / λ_max`` of the block) times the
     # ratio of their costs: _STEP_COST explicit steps, plus the Jacobian's Jacobian-vector products (six to an explicit
     # step's evaluations of G) shared by the steps that reuse it; on entering it tries twice that (1.2 times where
     # ``_resume_below`` let it enter near rest)
-    stable = STIFF / _largest_eigenvalue(J)
+    stable = STIFF / lam
     worth = (n_moving / (6.0 * _REUSE) + _STEP_COST) * stable
     entering = jnp.where(jnp.isfinite(s.resume_below), _RESUME_LENGTH, 2.0) * worth
     target = jnp.where(s.stiff == _ENTER, entering, s.h_split)
@@ -407,6 +412,7 @@ def split_step(s: LeapState, t_end, args: Args, tol: LeapTolerances, width, spee
             s.resume_below,
             s.result,
             s.jac,
+            s.jac_lambda,
             s.jac_age,
         ),
         s,
@@ -424,6 +430,7 @@ def split_step(s: LeapState, t_end, args: Args, tol: LeapTolerances, width, spee
             resume_below,
             dfx.RESULTS.where(stuck, dfx.RESULTS.dt_min_reached, s.result),
             J,
+            lam,
             # a step rejected for its error keeps the Jacobian (the Newton iterations only need it to converge)
             jnp.where(newton_ok, jnp.where(fresh, 0, s.jac_age) + accept.astype(int), -1),
         ),

@@ -70,7 +70,7 @@ def test_explicit_steps_polish_through_a_back_off():
     again, whose L-stable block damps the rest of the relaxation with long steps. Until 2026-11-30 the back-off was
     kept as a negative count of those steps, which then never reached three: on the paper-size flow at log α = −1000
     the explicit steps held the stiff relaxation at the tolerance for thousands of steps between tries of the split
-    (3,737 steps; the leaps 1,465, now 1,288)."""
+    (3,737 steps; the leaps 1,465, now 1,239)."""
     M = np.diag([3.0, 1.5])  # every column near waking (log α = −2), and in the block
     tol = LeapTolerances(rtol=0.0, atol=1e-8)
     with jax.enable_x64(True):
