@@ -79,9 +79,9 @@ _NEWTON_ITERATIONS = 6  # a stage not converged in this many Newton iterations r
 _NEWTON_TOL = 0.1  # ... converged: its update's RMS below this fraction of the tolerance
 _STEP_COST = 3.0  # a split step's cost in explicit steps, its Jacobian apart (its LU, Newton's iterations, the
 # Magnus steps' twelve exponentials), measured on a reused Jacobian: 4.2 on the d = 6 head, 6.5 on d = 20 heads,
-# 3.0 on the d = 50 head (46 ms against Tsit5's 15 ms). Until 2026-11-30 it was 10, which kept split steps out of
-# tails where they were 5–12 times the explicit steps' length (docs/benchmarks.md, *Full weights: how the cost
-# grows with log(1/α)*)
+# 3.0–4.1 on the d = 50 head (46 ms against Tsit5's 15 ms; 30 against 7.3 on one BLAS thread). Until 2026-11-30 it
+# was 10, which kept split steps out of tails where they were 5–12 times the explicit steps' length
+# (docs/benchmarks.md, *Full weights: how the cost grows with log(1/α)*)
 
 
 def widths(y) -> tuple[int, ...]:
