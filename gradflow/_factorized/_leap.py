@@ -37,7 +37,7 @@ _DRIFT_BACKOFF = 200  # ... else they drift (a slow valley, which polishing does
 # Which columns are awake, and whether they rest.
 
 
-def _awake(f: Factor, tol: LeapTolerances) -> jax.Array:
+def awake(f: Factor, tol: LeapTolerances) -> jax.Array:
     """The columns that reach into ``W = Q_t diag(e^ρ) R̃ R̃ᵀ diag(e^ρ) Q_bᵀ``: ``ρ_i + max ρ ≥ −Γ`` (with half a
     unit of margin: a leap stops with a waking column at ``−Γ``)."""
     return f.rho + jnp.max(f.rho) >= -tol.gap - 0.5
@@ -51,7 +51,7 @@ def _awake_speed(y, f, tol: LeapTolerances) -> jax.Array:
     """The largest velocity of the awake columns' ``Q``, ``ρ`` and rows of ``R̃``."""
     out = jnp.array(0.0)
     for yf, vf in zip(y, f):
-        a = _awake(yf, tol)
+        a = awake(yf, tol)
         out = jnp.maximum(out, jnp.maximum(_max_abs(vf.Q, a[None, :]), _max_abs(vf.rho, a)))
         out = jnp.maximum(out, _max_abs(vf.R, a[:, None]))
     return out
@@ -61,7 +61,7 @@ def _settled(y, f, tol: LeapTolerances) -> jax.Array:
     """Whether the sleeping columns rest too, but for their log scales (which then grow at constant rates)."""
     ok = jnp.array(True)
     for yf, vf in zip(y, f):
-        s = ~_awake(yf, tol)
+        s = ~awake(yf, tol)
         ok = ok & (jnp.maximum(_max_abs(vf.Q, s[None, :]), _max_abs(vf.R, s[:, None])) <= tol.quiet)
     return ok
 
@@ -74,7 +74,7 @@ def _positive_ratio(room, rate) -> jax.Array:
 def _asleep_for(f: Factor, rate, tol: LeapTolerances) -> jax.Array:
     """How long the sleeping columns of a factor stay below ``ρ_i + max ρ = −Γ`` if their log scales grow at
     ``rate`` (the top column's rate adds where it sleeps too)."""
-    s = ~_awake(f, tol)
+    s = ~awake(f, tol)
     top = jnp.argmax(f.rho)
     grow = jnp.where(s, rate + jnp.where(s[top], rate[top], 0.0), 0.0)
     return _positive_ratio(-tol.gap - (f.rho + f.rho[top]), grow)
@@ -108,7 +108,7 @@ def _extrapolation_length(y, f, gnorms, log_alpha, tol: LeapTolerances) -> jax.A
     rate ``‖G‖ |K|``) has grown by the quiet threshold, or two log scales cross."""
     out = jnp.array(jnp.inf)
     for yf, vf, gnorm in zip(y, f, gnorms):
-        v = jnp.where(_awake(yf, tol), 0.0, vf.rho)
+        v = jnp.where(awake(yf, tol), 0.0, vf.rho)
         out = jnp.minimum(out, _asleep_for(yf, v, tol))
         room = jnp.log1p(tol.quiet / (gnorm * jnp.exp(_log_abs_imbalance(yf, log_alpha)) + 1e-300))
         out = jnp.minimum(out, _positive_ratio(room, -(v[:, None] + v[None, :])))
@@ -195,7 +195,7 @@ def leap_from(state: LeapState, out_ts, t_stop, args: Args, tol: LeapTolerances)
     svds = tuple(jnp.linalg.svd(G, full_matrices=False) for G in Gs)
     sigma = jnp.max(jnp.stack([s[0] for _, s, _ in svds]))
     frozen = Args(model=_FrozenG(Gs, shapes), log_alpha=args.log_alpha)
-    awake = tuple(_awake(yf, tol) for yf in state.y)
+    was_awake = tuple(awake(yf, tol) for yf in state.y)
 
     def target(n_stops):
         """Where a piece must end at the latest: the next output time, or ``t_stop``."""
@@ -215,12 +215,12 @@ def leap_from(state: LeapState, out_ts, t_stop, args: Args, tol: LeapTolerances)
         f, extrapolate, span = plan(c.y, c.t, t_end)
 
         def by_extrapolation():
-            rho = lambda yf, vf: yf.rho + span * jnp.where(_awake(yf, tol), 0.0, vf.rho)
+            rho = lambda yf, vf: yf.rho + span * jnp.where(awake(yf, tol), 0.0, vf.rho)
             return span, tuple(eqx.tree_at(lambda g: g.rho, yf, rho(yf, vf)) for yf, vf in zip(c.y, f))
 
         def by_exponential():
             def moved(h):
-                out = [_moved(yf, svd, h, a, m) for yf, svd, a, (m, _) in zip(c.y, svds, awake, shapes)]
+                out = [_moved(yf, svd, h, a, m) for yf, svd, a, (m, _) in zip(c.y, svds, was_awake, shapes)]
                 return h, tuple(q for q, _ in out), jnp.max(jnp.stack([p for _, p in out]))
 
             def shorter(m):  # ν grows about ∝ h once the columns have turned
@@ -231,7 +231,7 @@ def leap_from(state: LeapState, out_ts, t_stop, args: Args, tol: LeapTolerances)
             return h, tuple(exp_piece(yf, Qh) for yf, Qh in zip(c.y, Qhs))
 
         h, y = jax.lax.cond(extrapolate, by_extrapolation, by_exponential)
-        y = tuple(restore_held(_sort_fully(yf), a, args.log_alpha, m) for yf, a, (m, _) in zip(y, awake, shapes))
+        y = tuple(restore_held(_sort_fully(yf), a, args.log_alpha, m) for yf, a, (m, _) in zip(y, was_awake, shapes))
         t = jnp.where(h == t_end - c.t, t_end, c.t + h)
         next_ = state.next + c.n_stops
         at_output = (next_ <= last) & (t == out_ts[jnp.minimum(next_, last)])
@@ -241,7 +241,7 @@ def leap_from(state: LeapState, out_ts, t_stop, args: Args, tol: LeapTolerances)
         n_stops = c.n_stops + at_output.astype(c.n_stops.dtype)
         t_end = target(n_stops)
         _, _, span = plan(y, t, t_end)
-        woke = jnp.any(jnp.stack([jnp.any(_awake(yf, tol) != a) for yf, a in zip(y, awake)]))
+        woke = jnp.any(jnp.stack([jnp.any(awake(yf, tol) != a) for yf, a in zip(y, was_awake)]))
         go_on = (t < t_stop) & ~woke & (span >= jnp.minimum(state.dt, t_end - t)) & (n_stops < STOPS)
         return _Leap(y=y, t=t, stops=stops, n_stops=n_stops, pieces=c.pieces + 1, go_on=go_on)
 

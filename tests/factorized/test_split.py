@@ -250,6 +250,25 @@ def test_a_long_split_step_leaves_resting_columns_at_rest():
         np.testing.assert_allclose(factor_weights(after.y[0], 8), _raw_flow(model, y, 10.0), rtol=0, atol=3e-9)
 
 
+def test_a_long_split_step_keeps_the_awake_columns_out_of_the_sleeping_ones():
+    """On the plateau after the first jump of the same flow (log α = −300, t = 110: one column awake and nearly at
+    rest in G's null space, the next sleeping along G's top direction, 190 units of log scale below), a split step of
+    16 (h σ₁ = 24) is accepted and lands on the raw flow, and the sleeping column grows by exactly ``σ₁(G) h``. Until
+    2026-11-30 the Magnus steps moved the awake column too, by ``exp(hÃ)``, which grew its residual ε along the top
+    direction by ``e^{h σ₁}`` (the block's nonlinear flow keeps it at rest), and the QR passed that to the sleeping
+    column: the step doubling measured an error norm of 1,700 at ``h σ₁ = 20`` on a d = 20 head, and the tails of
+    the relaxations were taken in steps of about 10."""
+    model, y, after = _split_step_of_rank_three(-300.0, 110.0, 16.0)
+    tol = LeapTolerances(rtol=0.0, atol=1e-8)
+    with jax.enable_x64(True):
+        awake = np.asarray(_split._near_awake(y[0], tol))
+        assert awake[0] and not awake[1:].any()
+        np.testing.assert_allclose(factor_weights(after.y[0], 8), _raw_flow(model, y, 16.0), rtol=0, atol=3e-9)
+        sigma = np.linalg.svd(np.asarray(model.G((factor_weights(y[0], 8),))[0]), compute_uv=False)[0]
+        grown = float(after.y[0].rho[1] - y[0].rho[1])
+        assert grown == pytest.approx(16.0 * sigma, rel=0, abs=1e-7)
+
+
 def _split_step_of_rank_three(log_alpha, t0, h):
     """Matrix factorisation of an 8×7 matrix of rank 3 (singular values 3, 1.5, 0.75) from a Gaussian start with
     six columns (more than the block holds): the state at ``t0`` (the leaps at atol 1e-10) and one split step of
