@@ -12,10 +12,12 @@ step* of length ``h``
 - moves every column by the commutator-free fourth-order Magnus method (Blanes & Moan 2006),
   ``Z ← exp(h(a A₁ + b A₂)) exp(h(b A₁ + a A₂)) Z``, ``A_i = A(t + c_i h)`` at the Gauss points from the
   block step's cubic Hermite interpolant, each factor ``exp(h Ã)`` from the SVD of its ``G̃`` (``_leap.exp_apply``) in
-  pieces with ``h σ̃ ≤ 6`` (discrete QR steps, log scales accumulated), its error by step doubling;
+  pieces with ``h σ̃ ≤ 6`` (discrete QR steps, log scales accumulated), the awake columns last (their nonlinear flow
+  is the block's: no column is orthonormalised against their linear one), its error by step doubling;
 - keeps the active columns of the block step and their rows of ``R̃`` (moved or held there), the rest of the Magnus
-  step, restores ``QᵀJQ = K`` on the active columns in place (``_restore_active``), lets the held ones absorb the
-  rest and orthonormalises them against the active ones (``_leap.restore_held``), and sorts the columns.
+  step, restores ``QᵀJQ = K`` on the active columns in place (``_restore_active``), takes the held columns' part
+  along them off by a discrete QR step, lets the held ones absorb the rest of the restoring move and orthonormalises
+  them against the active ones (``_leap.restore_held``), and sorts the columns.
 
 The integrator is the leaps' (``_leap``) with split steps where explicit steps sit at their stability limit: from
 the ``_ENTER``-th accepted Tsit5 step in a row with ``h λ ≥ STIFF`` (``_explicit._stiffness``) or polishing, while
