@@ -78,8 +78,13 @@ _GAUSS = (0.5 - math.sqrt(3.0) / 6.0, 0.5 + math.sqrt(3.0) / 6.0)
 _MAGNUS = (0.25 - math.sqrt(3.0) / 6.0, 0.25 + math.sqrt(3.0) / 6.0)  # Blanes & Moan's a, b
 _NODES = tuple(0.5 * (i + g) for i in (0, 1) for g in _GAUSS) + _GAUSS  # the Gauss points of both halves, and of h
 _KVAERNO5 = dfx.Kvaerno5.tableau
-_NEWTON_ITERATIONS = 6  # a stage not converged in this many Newton iterations rejects the step
+_NEWTON_ITERATIONS = 16  # a stage not converged in this many Newton iterations rejects the step (with 6, until
+# 2026-11-30, the d = 50 head's long split steps failed where a few more iterations converge: at τ = 1.92 a step of
+# 25 converged in 7 at most, one of 40 in 11; the whole flow at log α = −1e4 took 9,465 steps and 268 s, with 10
+# 7,160 steps and 205 s, with 16 6,301 steps and 197 s)
 _NEWTON_TOL = 0.1  # ... converged: its update's RMS below this fraction of the tolerance
+_NEWTON_SHRINK = 0.5  # ... and the next try is this much shorter (as RADAU5; the error's 0.2 made the d = 50 head's
+# split steps fail at h, retry at 0.2 h, grow back past h and fail again, each failure renewing the Jacobian)
 _STEP_COST = 3.0  # a split step's cost in explicit steps, its Jacobian apart (its LU, Newton's iterations, the
 # Magnus steps' twelve exponentials), measured on a reused Jacobian: 4.2 on the d = 6 head, 6.5 on d = 20 heads,
 # 3.0–4.1 on the d = 50 head (46 ms against Tsit5's 15 ms; 30 against 7.3 on one BLAS thread). Until 2026-11-30 it
@@ -400,7 +405,7 @@ def split_step(s: LeapState, t_end, args: Args, tol: LeapTolerances, width, spee
     accept = jnp.sqrt(jnp.sum(norms**2)) <= 1.0
     # the ESDIRK's embedded error is O(h⁵), and so is the step doubling's of CF4
     factor = _SAFETY * jnp.maximum(jnp.max(norms), 1e-10) ** (-1 / 5)
-    factor = jnp.clip(factor, _SHRINK, jnp.where(accept, _GROW, 1.0))
+    factor = jnp.where(newton_ok, jnp.clip(factor, _SHRINK, jnp.where(accept, _GROW, 1.0)), _NEWTON_SHRINK)
     clipped = h < target
     h_next = jnp.where(accept & clipped, jnp.maximum(h * factor, target), h * factor)
 

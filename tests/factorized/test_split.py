@@ -269,10 +269,20 @@ def test_a_long_split_step_keeps_the_awake_columns_out_of_the_sleeping_ones():
         assert grown == pytest.approx(16.0 * sigma, rel=0, abs=1e-7)
 
 
-def _split_step_of_rank_three(log_alpha, t0, h):
+def test_a_split_step_whose_newton_iterations_fail_retries_at_half_its_length():
+    """Through the first jump of the same flow (log α = −30, t = 9.5), a split step of 1 — where the block's Newton
+    iterations do not converge — is rejected, the Jacobian marked for renewal, and the next try is half as long (as
+    RADAU5). Until 2026-11-30 the error controller's 0.2 took it: on the d = 50 head's valley split steps failed at
+    h, retried at 0.2 h, grew back past h and failed again, each failure renewing the Jacobian."""
+    _, _, after = _split_step_of_rank_three(-30.0, 9.5, 1.0, accepted=False)
+    assert int(after.rejected) == 1 and float(after.t) == 9.5 and int(after.jac_age) == -1
+    assert float(after.h_split) == 0.5
+
+
+def _split_step_of_rank_three(log_alpha, t0, h, *, accepted=True):
     """Matrix factorisation of an 8×7 matrix of rank 3 (singular values 3, 1.5, 0.75) from a Gaussian start with
     six columns (more than the block holds): the state at ``t0`` (the leaps at atol 1e-10) and one split step of
-    ``h`` from it, accepted."""
+    ``h`` from it, accepted (unless ``accepted`` is false)."""
     rng = np.random.default_rng(1)
     A, B = (np.linalg.qr(rng.standard_normal((m, 3)))[0] for m in (8, 7))
     M = (A * [3.0, 1.5, 0.75]) @ B.T
@@ -289,7 +299,8 @@ def _split_step_of_rank_three(log_alpha, t0, h):
         state = leap_start(y, args, jnp.asarray([t0]), _split.jac_size(y))
         state = eqx.tree_at(lambda s: (s.t, s.h_split, s.stiff), state, (jnp.asarray(t0), jnp.asarray(h), 4))
         after = jax.jit(lambda s: _split.split_step(s, jnp.asarray(1e9), args, TOL, _split.widths(s.y), jnp.inf))(state)
-        assert int(after.splits) == 1 and int(after.rejected) == 0 and float(after.t) == t0 + h
+        if accepted:
+            assert int(after.splits) == 1 and int(after.rejected) == 0 and float(after.t) == t0 + h
     return model, y, after
 
 
