@@ -80,7 +80,7 @@ _NODES = tuple(0.5 * (i + g) for i in (0, 1) for g in _GAUSS) + _GAUSS  # the Ga
 _KVAERNO5 = dfx.Kvaerno5.tableau
 _NEWTON_ITERATIONS = 16  # a stage not converged in this many Newton iterations rejects the step (with 6, until
 # 2026-11-30, the d = 50 head's long split steps failed where a few more iterations converge: at τ = 1.92 a step of
-# 25 converged in 7 at most, one of 40 in 11; the whole flow at log α = −1e4 took 9,465 steps and 268 s, with 10
+# 25 converged with 10 allowed, one of 40 with 16; the whole flow at log α = −1e4 took 9,465 steps and 268 s, with 10
 # 7,160 steps and 205 s, with 16 6,301 steps and 197 s)
 _NEWTON_TOL = 0.1  # ... converged: its update's RMS below this fraction of the tolerance
 _NEWTON_SHRINK = 0.5  # ... and the next try is this much shorter (as RADAU5; the error's 0.2 made the d = 50 head's
