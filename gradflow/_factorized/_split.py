@@ -83,8 +83,9 @@ _NEWTON_ITERATIONS = 16  # a stage not converged in this many Newton iterations 
 # 25 converged with 10 allowed, one of 40 with 16; the whole flow at log α = −1e4 took 9,465 steps and 268 s, with 10
 # 7,160 steps and 205 s, with 16 6,301 steps and 197 s)
 _NEWTON_TOL = 0.1  # ... converged: its update's RMS below this fraction of the tolerance
-_NEWTON_SHRINK = 0.5  # ... and the next try is this much shorter (as RADAU5; the error's 0.2 made the d = 50 head's
-# split steps fail at h, retry at 0.2 h, grow back past h and fail again, each failure renewing the Jacobian)
+_NEWTON_SHRINK = 0.5  # ... and, where its Jacobian was fresh, the next try is this much shorter (as RADAU5; the
+# error's 0.2 made the d = 50 head's split steps fail at h, retry at 0.2 h, grow back past h and fail again, each
+# failure renewing the Jacobian); where it was reused, the next try has the same length and a fresh Jacobian
 _STEP_COST = 3.0  # a split step's cost in explicit steps, its Jacobian apart (its LU, Newton's iterations, the
 # Magnus steps' twelve exponentials), measured on a reused Jacobian: 4.2 on the d = 6 head, 6.5 on d = 20 heads,
 # 3.0–4.1 on the d = 50 head (46 ms against Tsit5's 15 ms; 30 against 7.3 on one BLAS thread). Until 2026-11-30 it
@@ -405,7 +406,10 @@ def split_step(s: LeapState, t_end, args: Args, tol: LeapTolerances, width, spee
     accept = jnp.sqrt(jnp.sum(norms**2)) <= 1.0
     # the ESDIRK's embedded error is O(h⁵), and so is the step doubling's of CF4
     factor = _SAFETY * jnp.maximum(jnp.max(norms), 1e-10) ** (-1 / 5)
-    factor = jnp.where(newton_ok, jnp.clip(factor, _SHRINK, jnp.where(accept, _GROW, 1.0)), _NEWTON_SHRINK)
+    # Newton's iterations that failed on a reused Jacobian try again at the same length on a fresh one; on a fresh one,
+    # at half the length, keeping it (the state has not moved)
+    factor = jnp.clip(factor, _SHRINK, jnp.where(accept, _GROW, 1.0))
+    factor = jnp.where(newton_ok, factor, jnp.where(fresh, _NEWTON_SHRINK, 1.0))
     clipped = h < target
     h_next = jnp.where(accept & clipped, jnp.maximum(h * factor, target), h * factor)
 
@@ -459,7 +463,7 @@ def split_step(s: LeapState, t_end, args: Args, tol: LeapTolerances, width, spee
             J,
             lam,
             # a step rejected for its error keeps the Jacobian (the Newton iterations only need it to converge)
-            jnp.where(newton_ok, jnp.where(fresh, 0, s.jac_age) + accept.astype(int), -1),
+            jnp.where(newton_ok, jnp.where(fresh, 0, s.jac_age) + accept.astype(int), jnp.where(fresh, 0, -1)),
         ),
     )
 

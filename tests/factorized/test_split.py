@@ -271,12 +271,22 @@ def test_a_long_split_step_keeps_the_awake_columns_out_of_the_sleeping_ones():
 
 def test_a_split_step_whose_newton_iterations_fail_retries_at_half_its_length():
     """Through the first jump of the same flow (log α = −30, t = 9.5), a split step of 1 — where the block's Newton
-    iterations do not converge — is rejected, the Jacobian marked for renewal, and the next try is half as long (as
-    RADAU5). Until 2026-11-30 the error controller's 0.2 took it: on the d = 50 head's valley split steps failed at
-    h, retried at 0.2 h, grew back past h and failed again, each failure renewing the Jacobian."""
-    _, _, after = _split_step_of_rank_three(-30.0, 9.5, 1.0, accepted=False)
-    assert int(after.rejected) == 1 and float(after.t) == 9.5 and int(after.jac_age) == -1
-    assert float(after.h_split) == 0.5
+    iterations do not converge on a fresh Jacobian — is rejected and tried again half as long (as RADAU5), on the
+    same Jacobian (the state has not moved); the same try on a reused Jacobian that fails (its sign flipped) is tried
+    again at the same length on a fresh one. Until 2026-11-30 the error controller's 0.2 took it and the Jacobian was
+    renewed either way: on the d = 50 head's valley split steps failed at h, retried at 0.2 h, grew back past h and
+    failed again."""
+    model, _, after = _split_step_of_rank_three(-30.0, 9.5, 1.0, accepted=False)
+    assert int(after.rejected) == 1 and float(after.t) == 9.5
+    assert float(after.h_split) == 0.5 and int(after.jac_age) == 0
+    args = Args(model=model, log_alpha=jnp.asarray(-30.0))
+    with jax.enable_x64(True):
+        stale = eqx.tree_at(
+            lambda s: (s.jac, s.jac_age, s.h_split), after, (-after.jac, jnp.asarray(1), jnp.asarray(1.0))
+        )
+        again = jax.jit(lambda s: _split.split_step(s, jnp.asarray(1e9), args, TOL, _split.widths(s.y), jnp.inf))(stale)
+    assert int(again.rejected) == 2 and float(again.t) == 9.5
+    assert float(again.h_split) == 1.0 and int(again.jac_age) == -1
 
 
 def _split_step_of_rank_three(log_alpha, t0, h, *, accepted=True):
