@@ -14,7 +14,7 @@ compilation:
 - the leaps (``"leap"``) and the split integrator (``"split"``) over ``--span`` units of t (at most ``--cap`` steps):
   steps, split steps, evaluations of G, the t reached and the seconds;
 - the split step's block alone (the leading columns of every factor, its active ones moving, the rest of the block
-  and the sleeping columns held, G from the block plus the held part: ``_split.Block``, as the split step uses it) by SciPy's
+  and the sleeping columns held, G from the block plus the held part: ``_block.Block``, as the split step uses it) by SciPy's
   Radau IIA, BDF and RK45 at ``atol`` (``rtol = 1e-13``) with the exact Jacobian from JAX over the same span: steps,
   evaluations, Jacobians, the step sizes, the block's largest rate, and each end state's distance to Radau's.
 
@@ -45,7 +45,7 @@ from scipy.integrate import solve_ivp  # noqa: E402
 
 from benchmarks import _common  # noqa: E402
 from gradflow import models  # noqa: E402
-from gradflow._factorized import _flow, _split  # noqa: E402
+from gradflow._factorized import _block, _flow  # noqa: E402
 from gradflow._factorized._explicit import LeapState, LeapTolerances  # noqa: E402
 from gradflow._factorized._qr import initial_state  # noqa: E402
 
@@ -95,7 +95,7 @@ def reach(task, tau: float, path: pathlib.Path):
 def race(model, state, solver: str, span: float, cap: int) -> list:
     """One integrator from ``state`` over ``span`` units of t (at most ``cap`` steps)."""
     if solver == "split":  # room for the block's Jacobian, and split steps allowed at once
-        n = _split.jac_size(state.y)
+        n = _block.jac_size(state.y)
         state = eqx.tree_at(
             lambda s: (s.jac, s.jac_age, s.stiff), state, (jnp.zeros((n, n)), jnp.asarray(-1), jnp.asarray(3))
         )
@@ -122,7 +122,7 @@ def race(model, state, solver: str, span: float, cap: int) -> list:
 def block_alone(model, state, span: float) -> tuple[list, float]:
     """The split step's block alone from ``state`` under SciPy's stiff and explicit methods; its largest rate."""
     tol = LeapTolerances(rtol=0.0, atol=ATOL)
-    block = _split.Block.of(state.y, model, jnp.asarray(LOG_ALPHA), tol, _split.widths(state.y))
+    block = _block.Block.of(state.y, model, jnp.asarray(LOG_ALPHA), tol, _block.widths(state.y))
     x0 = block.x0
 
     @jax.jit

@@ -21,6 +21,7 @@ from .._solver import (
     solve_status,
     vmap_batches,
 )
+from ._block import jac_size, widths
 from ._explicit import LeapTolerances
 from ._leap import advance as leap_advance
 from ._leap import start as leap_start
@@ -30,7 +31,6 @@ from ._qr import Args, Gauge, factor_weights, initial_state, vector_field
 from ._results import FactorizedFlowResult
 from ._singular import log_singular_values
 from ._split import advance as split_advance
-from ._split import jac_size, widths
 
 METHODS = ("auto", "leap", "split", "tsit5", "kvaerno5")  # "auto": auto_method (docs/benchmarks.md, Full weights)
 SPLIT_FROM = 64  # "auto" takes the split integrator where a factor has m + n ≥ this, else the leaps

@@ -5,8 +5,8 @@ After a jump the awake columns relax with rates up to ~100 while the sleeping co
 the linear flow ``Z_s' = A(t) Z_s``: explicit steps sit at their stability limit for the whole relaxation. A *split
 step* of length ``h``
 
-- takes the leading ``p`` columns of every factor (``width``; those within ``_WAKE`` of waking are *active*, the
-  others in the block held) by Kværnø's L-stable ESDIRK method of order 5 (``_esdirk``; its error by the embedded
+- takes the leading ``p`` columns of every factor (``width``; those within ``_block._WAKE`` of waking are *active*, the
+  others in the block held) by Kværnø's L-stable ESDIRK method of order 5 (``_block.esdirk``; its error by the embedded
   order-4 formula), Newton's iterations with the dense Jacobian of that block alone, ``G`` computed from its ``W`` plus
   the sleeping columns' part of ``W`` held (below ``e^{−Γ}``);
 - moves every column by the commutator-free fourth-order Magnus method (Blanes & Moan 2006),
@@ -34,15 +34,13 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
 
 import diffrax as dfx
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import jax.scipy.linalg as jsl
-from jax.flatten_util import ravel_pytree
 
+from ._block import Block, esdirk, fits, jacobian, largest_eigenvalue, near_awake
 from ._explicit import STIFF, LeapState, LeapTolerances, unsorted
 from ._leap import advance as leap_advance
 from ._leap import (
@@ -56,67 +54,30 @@ from ._leap import (
     polished_step,
     restore_held,
 )
-from ._qr import SWAP_MARGIN, Args, Factor, factor_field, factor_weights, imbalance, sort_pass, vector_field
+from ._qr import SWAP_MARGIN, Args, Factor, imbalance, sort_pass, vector_field
 
-WIDTH = 4  # the implicit block: the leading min(k, WIDTH) columns of every factor (fewer on wide factors: widths)
-_BLOCK_ENTRIES = 320  # ... at most this many entries a factor where it can (one column at least)
-_WAKE = 3.0  # a column is active (implicit) from ρ_i + max ρ ≥ −Γ − this
 _ENTER = 3  # split steps from this many accepted explicit steps in a row at their stability limit ...
 _BACKOFF = 200  # ... and this many more after leaving split mode (its steps no longer paid)
 _SAFETY, _GROW, _SHRINK = 0.9, 3.0, 0.2
-_REUSE = 32  # accepted split steps on one Jacobian at most (Newton's iterations that do not converge renew it first;
-# on the d = 50 head at log α = −1e4 the whole flow took 322.5 s with 8, 289.9 s with 16, 278.1 s with 32, 288.2 s
-# with 64)
-_JVP_BATCH = 16  # its columns, this many Jacobian-vector products at a time (on the d = 50 head: 0.19 s for 508
-# columns, one at a time 0.39 s; 64 at a time 0.27 s)
-_RESUME, _RESUME_LENGTH = 0.5, 1.2  # near rest, split steps enter again once a first step of _RESUME_LENGTH times the
-# paying length is predicted an error norm of _RESUME (``_resume_below``)
+_REUSE = 32  # accepted split steps on one Jacobian at most (``_block.jacobian``; Newton's iterations that fail renew it
+# first; on the d = 50 head at log α = −1e4 the whole flow took 322.5 s with 8, 289.9 s with 16, 278.1 s with 32,
+# 288.2 s with 64)
 _PIECE = 6.0  # the longest exponential piece, h σ_1 (rounding ε e^{h σ_1} ≈ 1e-13, far below the tolerance that
 # the step doubling measures; the leaps' 18 puts it at 1e-8)
 _MAX_PIECES = 1000  # more pieces than this in one exponential: the step is rejected (G far above the flow's scale)
 _GAUSS = (0.5 - math.sqrt(3.0) / 6.0, 0.5 + math.sqrt(3.0) / 6.0)
 _MAGNUS = (0.25 - math.sqrt(3.0) / 6.0, 0.25 + math.sqrt(3.0) / 6.0)  # Blanes & Moan's a, b
 _NODES = tuple(0.5 * (i + g) for i in (0, 1) for g in _GAUSS) + _GAUSS  # the Gauss points of both halves, and of h
-_KVAERNO5 = dfx.Kvaerno5.tableau
-_NEWTON_ITERATIONS = 16  # a stage not converged in this many Newton iterations rejects the step (with 6, until
-# 2026-11-30, the d = 50 head's long split steps failed where a few more iterations converge: at τ = 1.92 a step of
-# 25 converged with 10 allowed, one of 40 with 16; the whole flow at log α = −1e4 took 9,465 steps and 268 s, with 10
-# 7,160 steps and 205 s, with 16 6,301 steps and 197 s)
-_NEWTON_TOL = 0.1  # ... converged: its update's RMS below this fraction of the tolerance
-_NEWTON_SHRINK = 0.5  # ... and, where its Jacobian was fresh, the next try is this much shorter (as RADAU5; the
-# error's 0.2 made the d = 50 head's split steps fail at h, retry at 0.2 h, grow back past h and fail again, each
-# failure renewing the Jacobian); where it was reused, the next try has the same length and a fresh Jacobian
+_RESUME, _RESUME_LENGTH = 0.5, 1.2  # near rest, split steps enter again once a first step of _RESUME_LENGTH times the
+# paying length is predicted an error norm of _RESUME (``_resume_below``)
+_NEWTON_SHRINK = 0.5  # Newton's iterations failed (``_block.esdirk``): where the Jacobian was fresh, the next try
+# is this much shorter (as RADAU5; the error's 0.2 made the d = 50 head's split steps fail at h, retry at 0.2 h, grow
+# back past h and fail again, each failure renewing the Jacobian); where it was reused, the same length on a fresh one
 _STEP_COST = 3.0  # a split step's cost in explicit steps, its Jacobian apart (its LU, Newton's iterations, the
 # Magnus steps' twelve exponentials), measured on a reused Jacobian: 4.2 on the d = 6 head, 6.5 on d = 20 heads,
 # 3.0–4.1 on the d = 50 head (46 ms against Tsit5's 15 ms; 30 against 7.3 on one BLAS thread). Until 2026-11-30 it
 # was 10, which kept split steps out of tails where they were 5–12 times the explicit steps' length
 # (docs/benchmarks.md, *Full weights: how the cost grows with log(1/α)*)
-
-
-def widths(y) -> tuple[int, ...]:
-    """The block width of every factor of the state ``y``: ``p_j = min(k_j, WIDTH)`` columns, fewer where a column's
-    entries (``m_j + n_j + 1 + k_j``) would take the block past ``_BLOCK_ENTRIES`` (its LU and Jacobian cost its size
-    cubed and squared: on the d = 50 head, 2 columns a factor took the stiff phase in 2.6 s where 4 took 4.8)."""
-    return tuple(
-        max(1, min(f.rho.shape[-1], WIDTH, _BLOCK_ENTRIES // (f.Q.shape[-2] + 1 + f.rho.shape[-1]))) for f in y
-    )
-
-
-def jac_size(y) -> int:
-    """The size of the block's Jacobian: ``Σ_j p_j (m_j + n_j) + p_j + p_j k_j`` (its ``Q``, ``ρ`` and rows of ``R̃``)."""
-    return sum(p * f.Q.shape[-2] + p + p * f.rho.shape[-1] for f, p in zip(y, widths(y)))
-
-
-def _near_awake(f: Factor, tol: LeapTolerances) -> jax.Array:
-    return f.rho + jnp.max(f.rho) >= -tol.gap - _WAKE
-
-
-def _fits(y, tol: LeapTolerances, width) -> jax.Array:
-    """Whether every column near waking lies in the block."""
-    out = jnp.array(True)
-    for f, p in zip(y, width):
-        out = out & ~jnp.any(_near_awake(f, tol) & (jnp.arange(f.rho.shape[0]) >= p))
-    return out
 
 
 def _room(y, f, tol: LeapTolerances) -> jax.Array:
@@ -125,7 +86,7 @@ def _room(y, f, tol: LeapTolerances) -> jax.Array:
     column would grow with it)."""
     out = jnp.array(jnp.inf)
     for yf, vf in zip(y, f):
-        held = ~_near_awake(yf, tol)
+        held = ~near_awake(yf, tol)
         top = jnp.argmax(yf.rho)
         grow = jnp.where(held, vf.rho + vf.rho[top], 0.0)
         room = -tol.gap - 1.0 - (yf.rho + yf.rho[top])
@@ -136,84 +97,6 @@ def _room(y, f, tol: LeapTolerances) -> jax.Array:
             out, jnp.min(jnp.where(gain > 0, gap / jnp.where(gain > 0, gain, 1.0), jnp.inf), initial=jnp.inf)
         )
     return out
-
-
-def _crossed(active) -> jax.Array:
-    """The active rows of ``R̃`` with an active column after them: their entries in the later columns move at the
-    block's rates (``M_il`` carries ``e^{ρ_l − ρ_i}``); the others' barely move and are held."""
-    later = jnp.cumsum(active[::-1].astype(int))[::-1] - active.astype(int)
-    return active & (later > 0)
-
-
-def _moving_rows(active, k: int) -> jax.Array:
-    """Which entries of the block's rows of ``R̃`` (``p × k``) move: the active columns' of the active rows, and every
-    later column's of the crossed rows (``_crossed``), inactive columns inside the block included."""
-    p = active.size
-    columns = jnp.concatenate([active, jnp.zeros(k - p, bool)])
-    return active[:, None] & (columns[None, :] | _crossed(active)[:, None])
-
-
-class Block(eqx.Module):
-    """The implicit block of a split step: the leading ``p_j`` columns of every factor (``Q``, ``ρ``, ``R̃``) as one
-    vector ``x0``, those within ``_WAKE`` of waking ``active`` (``moving``: their entries in ``x0``), the others held.
-
-    ``G`` at a block state comes from its ``W`` plus the rest of ``W``, held. Every column of ``Z`` carries
-    ``e^{ρ_i} R̃_ij`` along the block's ``Q_i`` (``Z_j = Σ_{i≤j} Q_i e^{ρ_i} R̃_ij``), which moves with ``Q_i`` and
-    ``ρ_i``, while ``R̃_ij`` itself moves at ``e^{ρ_l − ρ_i}`` of the block's rates (the continuous QR's ``R̃``
-    field, ``l > i``: slow while the later columns sleep, at the block's own rates once a second one is awake): so
-    the block's state holds its rows of ``R̃`` in *all* columns, its ``W`` is ``Q_t diag(e^ρ) R̃ R̃ᵀ diag(e^ρ)
-    Q_bᵀ`` over them, and the rest of ``W`` lies below ``e^{−Γ}``. (Without those rows, a learned mode whose mass
-    sits partly in columns outside the block had that part held over the step: 8.5e-8 in ``W`` for one step of 0.005
-    where the error estimates saw 3e-10, tests/factorized/test_split.py; with them held, the d = 50 head at τ = 1.4,
-    two columns awake, held its split steps to 0.18, now 0.62.)"""
-
-    x0: jax.Array
-    active: tuple[jax.Array, ...]
-    moving: jax.Array
-    blocks: tuple[Factor, ...]
-    rest: tuple[jax.Array, ...]
-    model: object
-    log_alpha: jax.Array
-    unravel: Callable = eqx.field(static=True)  # x → the blocks' (Q, ρ, R̃)
-
-    @classmethod
-    def of(cls, y, model, log_alpha, tol: LeapTolerances, width) -> Block:
-        blocks = tuple(Factor(Q=f.Q[:, :p], rho=f.rho[:p], R=f.R[:p, :], C=f.C[:p, :p]) for f, p in zip(y, width))
-        active = tuple(_near_awake(f, tol)[:p] for f, p in zip(y, width))
-        x0, unravel = ravel_pytree(tuple((b.Q, b.rho, b.R) for b in blocks))
-
-        moving = tuple(
-            (jnp.broadcast_to(a, b.Q.shape), a, _moving_rows(a, b.R.shape[1])) for a, b in zip(active, blocks)
-        )
-        moving = ravel_pytree(moving)[0]
-        held = cls(x0, active, moving, blocks, (), model, log_alpha, unravel)
-        rest = tuple(factor_weights(f, m) - w for f, w, (m, _) in zip(y, held.weights(blocks), model.shapes))
-        return eqx.tree_at(lambda b: b.rest, held, rest)
-
-    def factors(self, x) -> tuple[Factor, ...]:
-        """The block's factors at ``x``: their ``R̃`` the block's rows in every column (``p × k``)."""
-        return tuple(Factor(Q=Q, rho=r, R=R, C=b.C) for (Q, r, R), b in zip(self.unravel(x), self.blocks))
-
-    def weights(self, fs) -> tuple[jax.Array, ...]:
-        """``W`` of the block's columns ``fs`` with their rows of ``R̃`` in every column."""
-        return tuple(factor_weights(b, m) for b, (m, _) in zip(fs, self.model.shapes))
-
-    def G_at(self, x) -> tuple[jax.Array, ...]:
-        return self.model.G(tuple(w + v for w, v in zip(self.rest, self.weights(self.factors(x)))))
-
-    def field(self, x) -> jax.Array:
-        """The block's vector field, its active entries' alone (0 elsewhere): the continuous QR's of its square part,
-        and its rows of ``R̃`` in the later columns moved by the same ``M = E ∘ 2 triu(B)`` (``R̃' = M R̃``, the
-        rows below the block's adding ``e^{ρ_l − ρ_i}`` of that)."""
-        out = []
-        for b, G, a, (m, _) in zip(self.factors(x), self.G_at(x), self.active, self.model.shapes):
-            p = a.size
-            R = b.R[:, :p]
-            v = factor_field(eqx.tree_at(lambda f: f.R, b, R), G, self.log_alpha, m)
-            M = jsl.solve_triangular(R.T, v.R.T, lower=True, unit_diagonal=True).T  # v.R = M R
-            R_field = jnp.concatenate([v.R, M @ b.R[:, p:]], 1) * _moving_rows(a, b.R.shape[1])
-            out.append((v.Q * a[None, :], v.rho * a, R_field))
-        return ravel_pytree(tuple(out))[0]
 
 
 def _exp(f: Factor, G, h, m: int) -> Factor:
@@ -247,73 +130,10 @@ def _restore_active(f: Factor, active, log_alpha, m: int) -> Factor:
     return eqx.tree_at(lambda g: g.Q, f, Q)
 
 
-def _jacobian(field, x, moving) -> jax.Array:
-    """The Jacobian of ``field`` at ``x`` in the ``moving`` entries' columns (one Jacobian-vector product each, in
-    batches of ``_JVP_BATCH``; the field does not move the others, whose columns stay 0)."""
-    order = jnp.argsort(~moving, stable=True)  # the moving entries first
-    n = jnp.sum(moving)
-
-    def batch(b, J):
-        k = b * _JVP_BATCH + jnp.arange(_JVP_BATCH)
-        valid = k < n
-        columns = order[jnp.minimum(k, x.size - 1)]
-        tangents = jnp.where(valid[:, None], jax.nn.one_hot(columns, x.size, dtype=x.dtype), 0.0)
-        block = jax.vmap(lambda e: jax.jvp(field, (x,), (e,))[1])(tangents)
-        return J.at[:, jnp.where(valid, columns, x.size)].set(block.T, mode="drop")
-
-    return jax.lax.fori_loop(0, (n + _JVP_BATCH - 1) // _JVP_BATCH, batch, jnp.zeros((x.size, x.size)))
-
-
-def _largest_eigenvalue(J, iterations: int = 30) -> jax.Array:
-    """``|λ|_max`` of ``J`` by the power method (the block's eigenvalues are real), from a fixed start."""
-    v = jnp.ones(J.shape[0]) / jnp.sqrt(J.shape[0])
-
-    def body(_, c):
-        v, _ = c
-        w = J @ v
-        n = jnp.linalg.norm(w)
-        return w / jnp.where(n > 0, n, 1.0), n
-
-    return jnp.maximum(jax.lax.fori_loop(0, iterations, body, (v, jnp.array(0.0)))[1], 1e-12)
-
-
 def _error_sq(a, b, tol: LeapTolerances, where) -> jax.Array:
     """``Σ ((a − b) / (atol + rtol max(|a|, |b|)))²`` over the entries ``where``."""
     e = (a - b) / (tol.atol + tol.rtol * jnp.maximum(jnp.abs(a), jnp.abs(b)))
     return jnp.sum(jnp.where(where, e, 0.0) ** 2)
-
-
-def _esdirk(field, x0, F0, J, h, tol: LeapTolerances, moving):
-    """One step of Kværnø's ESDIRK method of order 5 (its embedded order 4: diffrax's ``Kvaerno5`` tableau; L-stable,
-    stiffly accurate) on the block, each implicit stage by Newton's iterations on ``I − hγJ`` (its one LU), from
-    the tableau's predictor, until their update is a tenth of the tolerance. Returns ``x1``, the field there, the
-    squared scaled error (over the entries ``moving``), whether every stage converged and the field's evaluations."""
-    tab = _KVAERNO5
-    gamma = float(tab.a_diagonal[1])
-    lu = jsl.lu_factor(jnp.eye(x0.size) - (h * gamma) * J)
-    scale = lambda x: tol.atol + tol.rtol * jnp.abs(x)  # noqa: E731
-    ks, ok, count = [F0], jnp.array(True), jnp.array(0)
-    for i in range(1, tab.num_stages):
-        base = x0 + h * sum(a * k for a, k in zip(tab.a_lower[i - 1], ks))
-        guess = x0 + h * sum(a * k for a, k in zip(tab.a_predictor[i - 1], ks))
-
-        def newton(c, base=base):
-            Y, _, n, _ = c
-            dY = -jsl.lu_solve(lu, Y - base - (h * gamma) * field(Y))
-            size = jnp.sqrt(jnp.sum(jnp.where(moving, dY / scale(Y), 0.0) ** 2) / jnp.maximum(jnp.sum(moving), 1))
-            return Y + dY, size, n + 1, size
-
-        Y, size, n, _ = jax.lax.while_loop(
-            lambda c: (c[2] < _NEWTON_ITERATIONS) & ~(c[1] <= _NEWTON_TOL), newton, (guess, jnp.inf, 0, jnp.inf)
-        )
-        ok, count = ok & (size <= _NEWTON_TOL), count + n
-        ks.append((Y - base) / (h * gamma))
-    x1 = Y  # stiffly accurate: the last stage is the step
-    # the embedded estimate filtered by (I − hγJ)⁻¹ (Shampine 1980, as RADAU5): the stiff components that the L-stable
-    # step damps do not count as error
-    err = jsl.lu_solve(lu, h * sum(e * k for e, k in zip(tab.b_error, ks)))
-    err_sq = jnp.sum(jnp.where(moving, err / (tol.atol + tol.rtol * jnp.maximum(jnp.abs(x0), jnp.abs(x1))), 0.0) ** 2)
-    return x1, field(x1), err_sq, ok, count + 1
 
 
 def split_step(s: LeapState, t_end, args: Args, tol: LeapTolerances, width, speed) -> LeapState:
@@ -335,8 +155,8 @@ def split_step(s: LeapState, t_end, args: Args, tol: LeapTolerances, width, spee
     F0 = block.field(x0)
 
     def renew():
-        J = _jacobian(block.field, x0, moving)
-        return J, _largest_eigenvalue(J)
+        J = jacobian(block.field, x0, moving)
+        return J, largest_eigenvalue(J)
 
     J, lam = jax.lax.cond(fresh, renew, lambda: (s.jac, s.jac_lambda))  # λ_max with it: 2.4 ms at d = 50
     # a split step pays where it is longer than the stable explicit step (``STIFF / λ_max`` of the block) times the
@@ -351,7 +171,7 @@ def split_step(s: LeapState, t_end, args: Args, tol: LeapTolerances, width, spee
     to_end = t_end - s.t <= jnp.minimum(target, room)
     h = jnp.where(to_end, t_end - s.t, jnp.minimum(target, room))
     t1 = jnp.where(to_end, t_end, s.t + h)
-    x1, F1, err_block, newton_ok, block_evaluations = _esdirk(block.field, x0, F0, J, h, tol, moving)
+    x1, F1, err_block, newton_ok, block_evaluations = esdirk(block.field, x0, F0, J, h, tol, moving)
 
     def dense(c):  # the cubic Hermite interpolant of the block's step
         return (
@@ -488,7 +308,7 @@ def choose(s: LeapState, t_end, tol: LeapTolerances, width, *, dense: bool):
     the back-off is over."""
     leap, polish, speed = leap_or_polish(s, t_end, tol, dense=dense)
     ready = jnp.where(nearly_resting(speed, tol), speed <= s.resume_below, s.backoff == 0)
-    split = (s.stiff >= _ENTER) & ready & _fits(s.y, tol, width)
+    split = (s.stiff >= _ENTER) & ready & fits(s.y, tol, width)
     return jnp.where(leap, 0, jnp.where(split, 1, 2)), polish, speed
 
 

@@ -18,7 +18,7 @@ from aligned_mf import TOL, TS, aligned, logistic
 
 import gradflow
 from gradflow import models
-from gradflow._factorized import _split
+from gradflow._factorized import _block, _split
 from gradflow._factorized._explicit import LeapTolerances
 from gradflow._factorized._flow import _advance, _run, _start
 from gradflow._factorized._leap import _awake_speed
@@ -77,7 +77,7 @@ def test_explicit_steps_polish_through_a_back_off():
         args = Args(model=models.matrix_factorization_model(M), log_alpha=jnp.asarray(-2.0))
         s = leap_start(_y0(M, np.eye(2), np.eye(2)), args, jnp.asarray(TS * 2.0), 0)
         s = eqx.tree_at(lambda s: (s.dt, s.stiff), s, (jnp.asarray(1e-3), jnp.asarray(_split._ENTER)))
-        width = _split.widths(s.y)
+        width = _block.widths(s.y)
         for speed, backoff, expected in ((1e-5, 0, 1), (1e-5, _split._BACKOFF, 2), (1e-7, _split._BACKOFF, 1)):
             scale = speed / float(_awake_speed(s.y, s.f, tol))
             moving = eqx.tree_at(
@@ -99,7 +99,7 @@ def test_near_rest_split_steps_wait_for_the_tail_that_lets_them_pass():
         s = leap_start(_y0(M, np.eye(2), np.eye(2)), args, jnp.asarray(TS * 2.0), 0)
         assert float(s.resume_below) == np.inf
         s = eqx.tree_at(lambda s: (s.dt, s.stiff), s, (jnp.asarray(1e-3), jnp.asarray(_split._ENTER)))
-        width = _split.widths(s.y)
+        width = _block.widths(s.y)
         for speed, below, backoff, expected in (
             (1e-7, 1e-8, 0, 2),  # near rest, not yet slow enough
             (1e-9, 1e-8, 0, 1),
@@ -141,9 +141,9 @@ def test_one_split_step_follows_the_closed_form(h):
                       batched=False, max_steps=None, progress=None)  # fmt: skip
         y = jax.tree_util.tree_map(lambda a: a[10], out[0])  # τ = 0.5
         args = Args(model=model, log_alpha=jnp.asarray(la))
-        state = leap_start(y, args, jnp.asarray([t0]), _split.jac_size(y))
+        state = leap_start(y, args, jnp.asarray([t0]), _block.jac_size(y))
         state = eqx.tree_at(lambda s: (s.t, s.h_split, s.stiff), state, (jnp.asarray(t0), jnp.asarray(h), 4))
-        step = jax.jit(lambda s: _split.split_step(s, jnp.asarray(1e9), args, TOL, _split.widths(s.y), jnp.inf))
+        step = jax.jit(lambda s: _split.split_step(s, jnp.asarray(1e9), args, TOL, _block.widths(s.y), jnp.inf))
         after = step(state)
         assert int(after.splits) == 1 and int(after.rejected) == 0 and float(after.t) == t0 + h
         np.testing.assert_allclose(np.asarray(after.f[0].rho), np.asarray(vector_field(0.0, after.y, args)[0].rho))
@@ -243,7 +243,7 @@ def test_a_long_split_step_leaves_resting_columns_at_rest():
     model, y, after = _split_step_of_rank_three(-100.0, 80.0, 10.0)
     tol = LeapTolerances(rtol=0.0, atol=1e-8)
     with jax.enable_x64(True):
-        active = np.asarray(_split._near_awake(y[0], tol))
+        active = np.asarray(_block.near_awake(y[0], tol))
         assert active[:2].all() and not active[2:].any()
         before = float(_awake_speed(y, vector_field(0.0, y, Args(model=model, log_alpha=jnp.asarray(-100.0))), tol))
         assert float(_awake_speed(after.y, after.f, tol)) <= 0.1 * before
@@ -261,7 +261,7 @@ def test_a_long_split_step_keeps_the_awake_columns_out_of_the_sleeping_ones():
     model, y, after = _split_step_of_rank_three(-300.0, 110.0, 16.0)
     tol = LeapTolerances(rtol=0.0, atol=1e-8)
     with jax.enable_x64(True):
-        awake = np.asarray(_split._near_awake(y[0], tol))
+        awake = np.asarray(_block.near_awake(y[0], tol))
         assert awake[0] and not awake[1:].any()
         np.testing.assert_allclose(factor_weights(after.y[0], 8), _raw_flow(model, y, 16.0), rtol=0, atol=3e-9)
         sigma = np.linalg.svd(np.asarray(model.G((factor_weights(y[0], 8),))[0]), compute_uv=False)[0]
@@ -284,7 +284,7 @@ def test_a_split_step_whose_newton_iterations_fail_retries_at_half_its_length():
         stale = eqx.tree_at(
             lambda s: (s.jac, s.jac_age, s.h_split), after, (-after.jac, jnp.asarray(1), jnp.asarray(1.0))
         )
-        again = jax.jit(lambda s: _split.split_step(s, jnp.asarray(1e9), args, TOL, _split.widths(s.y), jnp.inf))(stale)
+        again = jax.jit(lambda s: _split.split_step(s, jnp.asarray(1e9), args, TOL, _block.widths(s.y), jnp.inf))(stale)
     assert int(again.rejected) == 2 and float(again.t) == 9.5
     assert float(again.h_split) == 1.0 and int(again.jac_age) == -1
 
@@ -304,11 +304,11 @@ def _split_step_of_rank_three(log_alpha, t0, h, *, accepted=True):
         out, _ = _run(model, y0, jnp.asarray(log_alpha), jnp.asarray([0.0, t0 / -log_alpha]), 0.0, 1e-10,
                       solver="leap", batched=False, max_steps=None, progress=None)  # fmt: skip
         y = jax.tree_util.tree_map(lambda a: a[1], out[0])
-        assert int(_split.widths(y)[0]) < y[0].rho.shape[0]
+        assert int(_block.widths(y)[0]) < y[0].rho.shape[0]
         args = Args(model=model, log_alpha=jnp.asarray(log_alpha))
-        state = leap_start(y, args, jnp.asarray([t0]), _split.jac_size(y))
+        state = leap_start(y, args, jnp.asarray([t0]), _block.jac_size(y))
         state = eqx.tree_at(lambda s: (s.t, s.h_split, s.stiff), state, (jnp.asarray(t0), jnp.asarray(h), 4))
-        after = jax.jit(lambda s: _split.split_step(s, jnp.asarray(1e9), args, TOL, _split.widths(s.y), jnp.inf))(state)
+        after = jax.jit(lambda s: _split.split_step(s, jnp.asarray(1e9), args, TOL, _block.widths(s.y), jnp.inf))(state)
         if accepted:
             assert int(after.splits) == 1 and int(after.rejected) == 0 and float(after.t) == t0 + h
     return model, y, after
@@ -330,23 +330,3 @@ def _raw_flow(model, y, h):
 
     z = solve_ivp(raw, (0.0, h), np.concatenate([Z[:8].ravel(), Z[8:].ravel()]), "DOP853", rtol=1e-12, atol=1e-14)
     return z.y[:48, -1].reshape(8, 6) @ z.y[48:, -1].reshape(7, 6).T
-
-
-@pytest.mark.parametrize("moving", ["all", "some", "none", "last"])
-def test_the_block_jacobian_is_jacfwd_in_its_moving_columns(moving):
-    """The block's Jacobian, its columns computed ``_JVP_BATCH`` Jacobian-vector products at a time: the moving
-    entries' columns of the forward-mode Jacobian, the others 0 (37 entries: batches that end part-way)."""
-    rng = np.random.default_rng(0)
-    mask = {
-        "all": np.ones(37, bool),
-        "some": rng.random(37) < 0.5,
-        "none": np.zeros(37, bool),
-        "last": np.arange(37) == 36,
-    }[moving]
-    with jax.enable_x64(True):
-        A = jnp.asarray(rng.normal(size=(37, 37)))
-        x = jnp.asarray(rng.normal(size=37))
-        field = lambda x: jnp.tanh(A @ x) * x  # noqa: E731
-        J = jax.jit(_split._jacobian, static_argnums=0)(field, x, jnp.asarray(mask))
-        expected = np.where(mask[None, :], np.asarray(jax.jacfwd(field)(x)), 0.0)
-        np.testing.assert_allclose(np.asarray(J), expected, rtol=0, atol=1e-14)
