@@ -21,7 +21,7 @@ _WAKE = 3.0  # a column is active (implicit) from ρ_i + max ρ ≥ −Γ − th
 _JVP_BATCH = 16  # its columns, this many Jacobian-vector products at a time (on the d = 50 head: 0.19 s for 508
 # columns, one at a time 0.39 s; 64 at a time 0.27 s)
 _KVAERNO5 = dfx.Kvaerno5.tableau
-NEWTON_ITERATIONS = 16  # a stage not converged in this many Newton iterations rejects the step (with 6, until
+_NEWTON_ITERATIONS = 16  # a stage not converged in this many Newton iterations rejects the step (with 6, until
 # 2026-11-30, the d = 50 head's long split steps failed where a few more iterations converge: at τ = 1.92 a step of
 # 25 converged with 10 allowed, one of 40 with 16; the whole flow at log α = −1e4 took 9,465 steps and 268 s, with 10
 # 7,160 steps and 205 s, with 16 6,301 steps and 197 s)
@@ -183,7 +183,7 @@ def esdirk(field, x0, F0, J, h, tol: LeapTolerances, moving):
             return Y + dY, size, n + 1, size
 
         Y, size, n, _ = jax.lax.while_loop(
-            lambda c: (c[2] < NEWTON_ITERATIONS) & ~(c[1] <= _NEWTON_TOL), newton, (guess, jnp.inf, 0, jnp.inf)
+            lambda c: (c[2] < _NEWTON_ITERATIONS) & ~(c[1] <= _NEWTON_TOL), newton, (guess, jnp.inf, 0, jnp.inf)
         )
         ok, count = ok & (size <= _NEWTON_TOL), count + n
         ks.append((Y - base) / (h * gamma))
