@@ -199,10 +199,9 @@ def split_step(s: LeapState, t_end, args: Args, tol: LeapTolerances, width, spee
         # near rest, an error norm of 1,700 at h = 34 and log scales off by 24 at h = 60); held in place instead,
         # as in the leaps, a moving column left them an O(h²) error (25 times the step's on the d = 50 head)
         order = jnp.argsort(~held & awake(f, tol), stable=True)
-        back = jnp.argsort(order)
-        whole = _permuted(magnus(_permuted(f, order), G_of, 0.0, 1.0, m), back)
-        halves = magnus(magnus(_permuted(f, order), G_of, 0.0, 0.5, m), G_of, 0.5, 0.5, m)
-        halves = _permuted(halves, back)
+        back, fo = jnp.argsort(order), _permuted(f, order)
+        whole = _permuted(magnus(fo, G_of, 0.0, 1.0, m), back)
+        halves = _permuted(magnus(magnus(fo, G_of, 0.0, 0.5, m), G_of, 0.5, 0.5, m), back)
         for x, y, where in ((halves.Q, whole.Q, held[None, :]), (halves.rho, whole.rho, held),
                             (halves.R, whole.R, held[:, None] & held[None, :])):  # fmt: skip
             err_magnus += _error_sq(x, x + (y - x) / 15.0, tol, where)
