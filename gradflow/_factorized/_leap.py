@@ -424,6 +424,8 @@ def start(y0, args: Args, out_ts, jac_size: int = 0) -> LeapState:
         jac=jnp.zeros((jac_size, jac_size)),
         jac_age=zero - 1,
         jac_lambda=jnp.zeros(()),
+        newton=jnp.zeros((jac_size, jac_size)),
+        newton_h=jnp.asarray(jnp.nan),
         polished=zero,
         polish_from=jnp.zeros(()),
     )

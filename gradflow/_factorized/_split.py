@@ -7,11 +7,12 @@ step* of length ``h``
 
 - takes the leading ``p`` columns of every factor (``width``; those within ``_block._WAKE`` of waking are *active*, the
   others in the block held) by Kværnø's L-stable ESDIRK method of order 5 (``_block.esdirk``; its error by the embedded
-  order-4 formula), Newton's iterations with the dense Jacobian of that block alone, ``G`` computed from its ``W`` plus
-  the sleeping columns' part of ``W`` held (below ``e^{−Γ}``);
+  order-4 formula), Newton's iterations with the dense Jacobian of that block alone (the matrix ``(I − h'γJ)⁻¹``
+  kept for the steps within ``_NEWTON_BAND`` of ``h'``), ``G`` computed from its ``W`` plus the sleeping columns'
+  part of ``W`` held (below ``e^{−Γ}``);
 - moves every column by the commutator-free fourth-order Magnus method (Blanes & Moan 2006),
   ``Z ← exp(h(a A₁ + b A₂)) exp(h(b A₁ + a A₂)) Z``, ``A_i = A(t + c_i h)`` at the Gauss points from the
-  block step's cubic Hermite interpolant, each factor ``exp(h Ã)`` from the SVD of its ``G̃`` (``_leap.exp_apply``) in
+  block step's cubic Hermite interpolant with its stiff slopes filtered (``_block.dense_output``), each factor ``exp(h Ã)`` from the SVD of its ``G̃`` (``_leap.exp_apply``) in
   pieces with ``h σ̃ ≤ 6`` (discrete QR steps, log scales accumulated), the awake columns last (their nonlinear flow
   is the block's: no column is orthonormalised against their linear one), its error by step doubling;
 - keeps the active columns of the block step and their rows of ``R̃`` (moved or held there), the rest of the Magnus
@@ -32,6 +33,7 @@ polishing follows at half steps) once its amplitude has fallen as far as the las
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 
@@ -40,7 +42,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ._block import Block, esdirk, fits, jacobian, largest_eigenvalue, near_awake
+from ._block import Block, dense_output, esdirk, fits, iteration_matrix, jacobian, largest_eigenvalue, near_awake
 from ._explicit import STIFF, LeapState, LeapTolerances, unsorted
 from ._leap import advance as leap_advance
 from ._leap import (
@@ -73,9 +75,13 @@ _RESUME, _RESUME_LENGTH = 0.5, 1.2  # near rest, split steps enter again once a 
 _NEWTON_SHRINK = 0.5  # Newton's iterations failed (``_block.esdirk``): where the Jacobian was fresh, the next try
 # is this much shorter (as RADAU5; the error's 0.2 made the d = 50 head's split steps fail at h, retry at 0.2 h, grow
 # back past h and fail again, each failure renewing the Jacobian); where it was reused, the same length on a fresh one
-_STEP_COST = 3.0  # a split step's cost in explicit steps, its Jacobian apart (its LU, Newton's iterations, the
-# Magnus steps' twelve exponentials), measured on a reused Jacobian: 4.2 on the d = 6 head, 6.5 on d = 20 heads,
-# 3.0–4.1 on the d = 50 head (46 ms against Tsit5's 15 ms; 30 against 7.3 on one BLAS thread). Until 2026-11-30 it
+_NEWTON_BAND = 1.25  # Newton's matrix (I − h'γJ)⁻¹ serves the steps of length h'/1.25 to 1.25 h' (on the stiff modes
+# its iterations then contract by 0.25 at worst): on the d = 50 head 91 % of the split steps are within 25 % of the
+# last one's length, and forming the matrix (22 ms, 604 entries) cost more than the rest of a step
+_STEP_COST = 3.0  # a split step's cost in explicit steps, its Jacobian apart (Newton's iterations, the Magnus steps'
+# twelve exponentials), measured on a reused Jacobian: 4.2 on the d = 6 head, 6.5 on d = 20 heads, 3.0–4.1 on the
+# d = 50 head (46 ms against Tsit5's 15 ms; 30 against 7.3 on one BLAS thread; 24 with Newton's matrix reused, as
+# since 2026-11-30 most steps do, where each step had factorised its own). Until 2026-11-30 it
 # was 10, which kept split steps out of tails where they were 5–12 times the explicit steps' length
 # (docs/benchmarks.md, *Full weights: how the cost grows with log(1/α)*)
 
@@ -171,15 +177,13 @@ def split_step(s: LeapState, t_end, args: Args, tol: LeapTolerances, width, spee
     to_end = t_end - s.t <= jnp.minimum(target, room)
     h = jnp.where(to_end, t_end - s.t, jnp.minimum(target, room))
     t1 = jnp.where(to_end, t_end, s.t + h)
-    x1, F1, err_block, newton_ok, block_evaluations = esdirk(block.field, x0, F0, J, h, tol, moving)
+    # Newton's matrix, reused while the step's length stays within _NEWTON_BAND of the one it was formed at
+    refresh = fresh | ~(jnp.abs(jnp.log(h / s.newton_h)) <= math.log(_NEWTON_BAND))  # NaN: to form
+    newton = jax.lax.cond(refresh, lambda: iteration_matrix(J, h), lambda: s.newton)
+    newton_h = jnp.where(refresh, h, s.newton_h)
+    x1, F1, err_block, newton_ok, block_evaluations = esdirk(block.field, x0, F0, newton, h, tol, moving)
 
-    def dense(c):  # the cubic Hermite interpolant of the block's step
-        return (
-            (2 * c**3 - 3 * c**2 + 1) * x0
-            + (c**3 - 2 * c**2 + c) * h * F0
-            + (-2 * c**3 + 3 * c**2) * x1
-            + (c**3 - c**2) * h * F1
-        )
+    dense = dense_output(x0, x1, F0, F1, h, J, newton, newton_h)
 
     def magnus(f, G_of, start, length, m):  # Blanes & Moan's CF4 over [t + start h, t + (start + length) h]
         g1, g2 = G_of(start + _GAUSS[0] * length), G_of(start + _GAUSS[1] * length)
@@ -225,8 +229,10 @@ def split_step(s: LeapState, t_end, args: Args, tol: LeapTolerances, width, spee
     accept = jnp.sqrt(jnp.sum(norms**2)) <= 1.0
     # the ESDIRK's embedded error is O(h⁵), and so is the step doubling's of CF4
     factor = _SAFETY * jnp.maximum(jnp.max(norms), 1e-10) ** (-1 / 5)
-    # Newton's iterations that failed on a reused Jacobian try again at the same length on a fresh one; on a fresh one,
-    # at half the length, keeping it (the state has not moved)
+    # Newton's iterations that failed on a matrix formed at another length try again on one formed at this length; on
+    # a reused Jacobian, at the same length on a fresh one; on a fresh one, at half the length, keeping it (the state
+    # has not moved)
+    matched = refresh | (h == s.newton_h)
     factor = jnp.clip(factor, _SHRINK, jnp.where(accept, _GROW, 1.0))
     factor = jnp.where(newton_ok, factor, jnp.where(fresh, _NEWTON_SHRINK, 1.0))
     clipped = h < target
@@ -243,47 +249,30 @@ def split_step(s: LeapState, t_end, args: Args, tol: LeapTolerances, width, spee
     # their count of steps at the limit starts afresh, so that they polish as the leaps' do (held below 0 through the
     # back-off, as until 2026-11-30, it kept them from polishing: the paper-size flow at log α = −1000 took 3,737
     # steps, the leaps 1,465, its explicit steps holding the stiff relaxation at the tolerance for thousands of steps)
-    stiff = jnp.where(leave, 0, _ENTER + 1)
-    backoff = jnp.where(leave, _BACKOFF, s.backoff)
-    resume_below = jnp.where(leave, _resume_below(speed, tol, jnp.max(norms), h, worth), s.resume_below)
     stuck = h_next <= 1e-12 * jnp.maximum(1.0, jnp.abs(s.t))
-    return eqx.tree_at(
-        lambda s: (
-            s.y,
-            s.f,
-            s.t,
-            s.h_split,
-            s.steps,
-            s.splits,
-            s.rejected,
-            s.evaluations,
-            s.stiff,
-            s.backoff,
-            s.resume_below,
-            s.result,
-            s.jac,
-            s.jac_lambda,
-            s.jac_age,
-        ),
+    # a step rejected for its error keeps the Jacobian (the Newton iterations only need it to converge)
+    jac_age = jnp.where(fresh, 0, s.jac_age) + accept.astype(int)
+    jac_age = jnp.where(newton_ok, jac_age, jnp.where(fresh, 0, jnp.where(matched, -1, s.jac_age)))
+    evaluations = jnp.where(fresh, n_moving, 0) + block_evaluations + len(_NODES) + accept.astype(int)
+    return dataclasses.replace(
         s,
-        (
-            y,
-            f,
-            t,
-            h_next,
-            s.steps + 1,
-            s.splits + 1,
-            s.rejected + (~accept).astype(int),
-            s.evaluations + jnp.where(fresh, n_moving, 0) + block_evaluations + len(_NODES) + accept.astype(int),
-            stiff,
-            backoff,
-            resume_below,
-            dfx.RESULTS.where(stuck, dfx.RESULTS.dt_min_reached, s.result),
-            J,
-            lam,
-            # a step rejected for its error keeps the Jacobian (the Newton iterations only need it to converge)
-            jnp.where(newton_ok, jnp.where(fresh, 0, s.jac_age) + accept.astype(int), jnp.where(fresh, 0, -1)),
-        ),
+        y=y,
+        f=f,
+        t=t,
+        h_split=h_next,
+        steps=s.steps + 1,
+        splits=s.splits + 1,
+        rejected=s.rejected + (~accept).astype(int),
+        evaluations=s.evaluations + evaluations,
+        stiff=jnp.where(leave, 0, _ENTER + 1),
+        backoff=jnp.where(leave, _BACKOFF, s.backoff),
+        resume_below=jnp.where(leave, _resume_below(speed, tol, jnp.max(norms), h, worth), s.resume_below),
+        result=dfx.RESULTS.where(stuck, dfx.RESULTS.dt_min_reached, s.result),
+        jac=J,
+        jac_lambda=lam,
+        jac_age=jac_age,
+        newton=newton,
+        newton_h=jnp.where(newton_ok | matched, newton_h, jnp.nan),
     )
 
 

@@ -273,7 +273,8 @@ def test_a_split_step_whose_newton_iterations_fail_retries_at_half_its_length():
     """Through the first jump of the same flow (log α = −30, t = 9.5), a split step of 1 — where the block's Newton
     iterations do not converge on a fresh Jacobian — is rejected and tried again half as long (as RADAU5), on the
     same Jacobian (the state has not moved); the same try on a reused Jacobian that fails (its sign flipped) is tried
-    again at the same length on a fresh one. Until 2026-11-30 the error controller's 0.2 took it and the Jacobian was
+    again at the same length on a fresh one, and where Newton's matrix was formed at another length (0.9), on a
+    matrix formed at this length, the Jacobian kept. Until 2026-11-30 the error controller's 0.2 took it and the Jacobian was
     renewed either way: on the d = 50 head's valley split steps failed at h, retried at 0.2 h, grew back past h and
     failed again."""
     model, _, after = _split_step_of_rank_three(-30.0, 9.5, 1.0, accepted=False)
@@ -281,12 +282,34 @@ def test_a_split_step_whose_newton_iterations_fail_retries_at_half_its_length():
     assert float(after.h_split) == 0.5 and int(after.jac_age) == 0
     args = Args(model=model, log_alpha=jnp.asarray(-30.0))
     with jax.enable_x64(True):
-        stale = eqx.tree_at(
-            lambda s: (s.jac, s.jac_age, s.h_split), after, (-after.jac, jnp.asarray(1), jnp.asarray(1.0))
-        )
-        again = jax.jit(lambda s: _split.split_step(s, jnp.asarray(1e9), args, TOL, _block.widths(s.y), jnp.inf))(stale)
-    assert int(again.rejected) == 2 and float(again.t) == 9.5
-    assert float(again.h_split) == 1.0 and int(again.jac_age) == -1
+        step = jax.jit(lambda s: _split.split_step(s, jnp.asarray(1e9), args, TOL, _block.widths(s.y), jnp.inf))
+        for formed_at, jac_age in ((1.0, -1), (0.9, 1)):
+            J = -after.jac
+            stale = eqx.tree_at(
+                lambda s: (s.jac, s.jac_age, s.newton, s.newton_h, s.h_split),
+                after,
+                (J, jnp.asarray(1), _block.iteration_matrix(J, formed_at), jnp.asarray(formed_at), jnp.asarray(1.0)),
+            )
+            again = step(stale)
+            assert int(again.rejected) == 2 and float(again.t) == 9.5
+            assert float(again.h_split) == 1.0 and int(again.jac_age) == jac_age
+            assert np.isnan(float(again.newton_h)) == (formed_at != 1.0)
+
+
+def test_split_steps_reuse_newtons_matrix_near_the_length_it_was_formed_at():
+    """After the accepted step of 10 from t = 80 above, a step of 11 reuses Newton's matrix ``(I − 10γJ)⁻¹`` (its
+    iterations converge with it) and lands on the raw flow from t = 80; a step of 13, past the band of 1.25, forms it
+    afresh at 13."""
+    model, y, after = _split_step_of_rank_three(-100.0, 80.0, 10.0)
+    assert float(after.newton_h) == 10.0
+    args = Args(model=model, log_alpha=jnp.asarray(-100.0))
+    with jax.enable_x64(True):
+        step = jax.jit(lambda s: _split.split_step(s, jnp.asarray(1e9), args, TOL, _block.widths(s.y), jnp.inf))
+        second = step(eqx.tree_at(lambda s: s.h_split, after, jnp.asarray(11.0)))
+        assert int(second.rejected) == 0 and float(second.t) == 101.0 and float(second.newton_h) == 10.0
+        np.testing.assert_allclose(factor_weights(second.y[0], 8), _raw_flow(model, y, 21.0), rtol=0, atol=3e-9)
+        third = step(eqx.tree_at(lambda s: s.h_split, after, jnp.asarray(13.0)))
+        assert float(third.newton_h) == 13.0
 
 
 def _split_step_of_rank_three(log_alpha, t0, h, *, accepted=True):
