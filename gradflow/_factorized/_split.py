@@ -229,10 +229,9 @@ def split_step(s: LeapState, t_end, args: Args, tol: LeapTolerances, width, spee
     accept = jnp.sqrt(jnp.sum(norms**2)) <= 1.0
     # the ESDIRK's embedded error is O(h⁵), and so is the step doubling's of CF4
     factor = _SAFETY * jnp.maximum(jnp.max(norms), 1e-10) ** (-1 / 5)
-    # Newton's iterations that failed on a matrix formed at another length try again on one formed at this length; on
-    # a reused Jacobian, at the same length on a fresh one; on a fresh one, at half the length, keeping it (the state
-    # has not moved)
-    matched = refresh | (h == s.newton_h)
+    # Newton's iterations that failed on a reused Jacobian try again at the same length on a fresh one (on the d = 50
+    # head, 123 of 170 tries again on the same Jacobian with Newton's matrix formed at their length failed too); on a
+    # fresh one, at half the length, keeping it (the state has not moved)
     factor = jnp.clip(factor, _SHRINK, jnp.where(accept, _GROW, 1.0))
     factor = jnp.where(newton_ok, factor, jnp.where(fresh, _NEWTON_SHRINK, 1.0))
     clipped = h < target
@@ -252,7 +251,7 @@ def split_step(s: LeapState, t_end, args: Args, tol: LeapTolerances, width, spee
     stuck = h_next <= 1e-12 * jnp.maximum(1.0, jnp.abs(s.t))
     # a step rejected for its error keeps the Jacobian (the Newton iterations only need it to converge)
     jac_age = jnp.where(fresh, 0, s.jac_age) + accept.astype(int)
-    jac_age = jnp.where(newton_ok, jac_age, jnp.where(fresh, 0, jnp.where(matched, -1, s.jac_age)))
+    jac_age = jnp.where(newton_ok, jac_age, jnp.where(fresh, 0, -1))
     evaluations = jnp.where(fresh, n_moving, 0) + block_evaluations + len(_NODES) + accept.astype(int)
     return dataclasses.replace(
         s,
@@ -272,7 +271,7 @@ def split_step(s: LeapState, t_end, args: Args, tol: LeapTolerances, width, spee
         jac_lambda=lam,
         jac_age=jac_age,
         newton=newton,
-        newton_h=jnp.where(newton_ok | matched, newton_h, jnp.nan),
+        newton_h=newton_h,
     )
 
 

@@ -273,8 +273,7 @@ def test_a_split_step_whose_newton_iterations_fail_retries_at_half_its_length():
     """Through the first jump of the same flow (log α = −30, t = 9.5), a split step of 1 — where the block's Newton
     iterations do not converge on a fresh Jacobian — is rejected and tried again half as long (as RADAU5), on the
     same Jacobian (the state has not moved); the same try on a reused Jacobian that fails (its sign flipped) is tried
-    again at the same length on a fresh one, and where Newton's matrix was formed at another length (0.9), on a
-    matrix formed at this length, the Jacobian kept. Until 2026-11-30 the error controller's 0.2 took it and the Jacobian was
+    again at the same length on a fresh one, whatever the length Newton's matrix was formed at. Until 2026-11-30 the error controller's 0.2 took it and the Jacobian was
     renewed either way: on the d = 50 head's valley split steps failed at h, retried at 0.2 h, grew back past h and
     failed again."""
     model, _, after = _split_step_of_rank_three(-30.0, 9.5, 1.0, accepted=False)
@@ -283,7 +282,7 @@ def test_a_split_step_whose_newton_iterations_fail_retries_at_half_its_length():
     args = Args(model=model, log_alpha=jnp.asarray(-30.0))
     with jax.enable_x64(True):
         step = jax.jit(lambda s: _split.split_step(s, jnp.asarray(1e9), args, TOL, _block.widths(s.y), jnp.inf))
-        for formed_at, jac_age in ((1.0, -1), (0.9, 1)):
+        for formed_at in (1.0, 0.9):
             J = -after.jac
             stale = eqx.tree_at(
                 lambda s: (s.jac, s.jac_age, s.newton, s.newton_h, s.h_split),
@@ -292,8 +291,7 @@ def test_a_split_step_whose_newton_iterations_fail_retries_at_half_its_length():
             )
             again = step(stale)
             assert int(again.rejected) == 2 and float(again.t) == 9.5
-            assert float(again.h_split) == 1.0 and int(again.jac_age) == jac_age
-            assert np.isnan(float(again.newton_h)) == (formed_at != 1.0)
+            assert float(again.h_split) == 1.0 and int(again.jac_age) == -1
 
 
 def test_split_steps_reuse_newtons_matrix_near_the_length_it_was_formed_at():
