@@ -208,10 +208,12 @@ def esdirk(field, x0, F0, inverse, h, tol: LeapTolerances, moving):
             size = jnp.sqrt(jnp.sum(jnp.where(moving, dY / scale(Y), 0.0) ** 2) / jnp.maximum(jnp.sum(moving), 1))
             return Y + dY, size, n + 1, size
 
+        # once a stage has failed, the step's others are not iterated (it is rejected)
+        start = jnp.where(ok, 0, _NEWTON_ITERATIONS)
         Y, size, n, _ = jax.lax.while_loop(
-            lambda c: (c[2] < _NEWTON_ITERATIONS) & ~(c[1] <= _NEWTON_TOL), newton, (guess, jnp.inf, 0, jnp.inf)
+            lambda c: (c[2] < _NEWTON_ITERATIONS) & ~(c[1] <= _NEWTON_TOL), newton, (guess, jnp.inf, start, jnp.inf)
         )
-        ok, count = ok & (size <= _NEWTON_TOL), count + n
+        ok, count = ok & (size <= _NEWTON_TOL), count + n - start
         ks.append((Y - base) / (h * gamma))
     x1 = Y  # stiffly accurate: the last stage is the step
     # the embedded estimate filtered by (I − hγJ)⁻¹ (Shampine 1980, as RADAU5): the stiff components that the L-stable
