@@ -111,7 +111,7 @@ def auto_method(model: FactorizedModel, *, vmapped: bool = False) -> str:
     """What ``"auto"`` takes: the split integrator where a factor has ``m + n ≥ SPLIT_FROM`` and the runs are not
     one vectorised solve (``vmapped``: under ``vmap`` every branch of a step runs, the split step at every step),
     else the leaps. The relaxations after the jumps can be stiff and long there: the d = 50 head with 50 samples at
-    log α = −1000 in 72 s (the leaps: not done after 40,000 steps) and at −1e4 in 192 s (the leaps: about two
+    log α = −1000 in 61 s (the leaps: not done after 40,000 steps) and at −1e4 in 132 s (the leaps: about two
     hours); at the paper's size the two take about the same steps and time once compiled, the split compiling
     longer. On the d = 6 and d = 20 heads the split takes fewer steps and about the leaps' seconds at small α, more
     at moderate α, and its program compiles in 20 s against 8 s at d = 6 (docs/benchmarks.md, *Full weights: how
