@@ -97,7 +97,7 @@ def race(model, state, solver: str, span: float, cap: int) -> list:
     if solver == "split":  # room for the block's Jacobian, and split steps allowed at once
         n = _block.jac_size(state.y)
         state = eqx.tree_at(
-            lambda s: (s.jac, s.jac_age, s.newton, s.newton_h, s.stiff),
+            lambda s: (s.jac, s.jac_age, s.newton_matrix, s.newton_h, s.stiff),
             state,
             (jnp.zeros((n, n)), jnp.asarray(-1), jnp.zeros((n, n)), jnp.asarray(jnp.nan), jnp.asarray(3)),
         )

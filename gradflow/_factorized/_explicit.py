@@ -108,8 +108,8 @@ class LeapState(eqx.Module):
     jac: jax.Array  # the awake block's Jacobian for the split steps (0 × 0 for the leaps alone)
     jac_age: jax.Array  # accepted split steps since it was computed (−1: to compute)
     jac_lambda: jax.Array  # its largest eigenvalue's modulus (the stable explicit step: ``_split``)
-    newton: jax.Array  # ``(I − hγ jac)⁻¹`` at ``h = newton_h``, for Newton's iterations (``_block.iteration_matrix``)
-    newton_h: jax.Array  # ... (NaN: to compute)
+    newton_matrix: jax.Array  # ``(I − hγ jac)⁻¹`` at ``h = newton_h``, for Newton's iterations of the split steps
+    newton_h: jax.Array  # ... (``_block.iteration_matrix``; NaN: to form)
     polished: jax.Array  # polishing steps in the present window (``_leap.polished_step``); below 0, a back-off
     polish_from: jax.Array  # the awake columns' speed where that window began
     stops: tuple[Factor, ...]  # the states at the output times the last step reached (a leap's; leading axis STOPS)

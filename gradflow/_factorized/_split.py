@@ -12,9 +12,10 @@ step* of length ``h``
   part of ``W`` held (below ``e^{−Γ}``);
 - moves every column by the commutator-free fourth-order Magnus method (Blanes & Moan 2006),
   ``Z ← exp(h(a A₁ + b A₂)) exp(h(b A₁ + a A₂)) Z``, ``A_i = A(t + c_i h)`` at the Gauss points from the
-  block step's cubic Hermite interpolant with its stiff slopes filtered (``_block.dense_output``), each factor ``exp(h Ã)`` from the SVD of its ``G̃`` (``_leap.exp_apply``) in
-  pieces with ``h σ̃ ≤ 6`` (discrete QR steps, log scales accumulated), the awake columns last (their nonlinear flow
-  is the block's: no column is orthonormalised against their linear one), its error by step doubling;
+  block step's cubic Hermite interpolant with its stiff slopes filtered (``_block.dense_output``), each factor
+  ``exp(h Ã)`` from the SVD of its ``G̃`` (``_leap.exp_apply``) in pieces with ``h σ̃ ≤ 6`` (discrete QR steps, log
+  scales accumulated), the awake columns last (their nonlinear flow is the block's: no column is orthonormalised
+  against their linear one), its error by step doubling;
 - keeps the active columns of the block step and their rows of ``R̃`` (moved or held there), the rest of the Magnus
   step, restores ``QᵀJQ = K`` on the active columns in place (``_restore_active``), takes the held columns' part
   along them off by a discrete QR step, lets the held ones absorb the rest of the restoring move and orthonormalises
@@ -179,11 +180,11 @@ def split_step(s: LeapState, t_end, args: Args, tol: LeapTolerances, width, spee
     t1 = jnp.where(to_end, t_end, s.t + h)
     # Newton's matrix, reused while the step's length stays within _NEWTON_BAND of the one it was formed at
     refresh = fresh | ~(jnp.abs(jnp.log(h / s.newton_h)) <= math.log(_NEWTON_BAND))  # NaN: to form
-    newton = jax.lax.cond(refresh, lambda: iteration_matrix(J, h), lambda: s.newton)
+    newton_matrix = jax.lax.cond(refresh, lambda: iteration_matrix(J, h), lambda: s.newton_matrix)
     newton_h = jnp.where(refresh, h, s.newton_h)
-    x1, F1, err_block, newton_ok, block_evaluations = esdirk(block.field, x0, F0, newton, h, tol, moving)
+    x1, F1, err_block, newton_ok, block_evaluations = esdirk(block.field, x0, F0, newton_matrix, h, tol, moving)
 
-    dense = dense_output(x0, x1, F0, F1, h, J, newton, newton_h)
+    dense = dense_output(x0, x1, F0, F1, h, J, newton_matrix, newton_h)
 
     def magnus(f, G_of, start, length, m):  # Blanes & Moan's CF4 over [t + start h, t + (start + length) h]
         g1, g2 = G_of(start + _GAUSS[0] * length), G_of(start + _GAUSS[1] * length)
@@ -243,16 +244,17 @@ def split_step(s: LeapState, t_end, args: Args, tol: LeapTolerances, width, spee
 
     y, f, t = jax.lax.cond(accept, take, lambda: (s.y, s.f, s.t))
     leave = ~(h_next >= worth)  # back to explicit steps (also where λ_max or the step is not finite)
-    # back to explicit steps, and _BACKOFF more steps at the limit before trying again (re-entering three steps later
-    # after a few rejected tries took 519 split steps, 639 rejected, for 50 units of t on the d = 50 head at τ = 1.4);
-    # their count of steps at the limit starts afresh, so that they polish as the leaps' do (held below 0 through the
-    # back-off, as until 2026-11-30, it kept them from polishing: the paper-size flow at log α = −1000 took 3,737
-    # steps, the leaps 1,465, its explicit steps holding the stiff relaxation at the tolerance for thousands of steps)
     stuck = h_next <= 1e-12 * jnp.maximum(1.0, jnp.abs(s.t))
     # a step rejected for its error keeps the Jacobian (the Newton iterations only need it to converge)
     jac_age = jnp.where(fresh, 0, s.jac_age) + accept.astype(int)
     jac_age = jnp.where(newton_ok, jac_age, jnp.where(fresh, 0, -1))
     evaluations = jnp.where(fresh, n_moving, 0) + block_evaluations + len(_NODES) + accept.astype(int)
+    # on leaving, back to explicit steps, and _BACKOFF more steps at the limit before trying again (re-entering three
+    # steps later after a few rejected tries took 519 split steps, 639 rejected, for 50 units of t on the d = 50 head
+    # at τ = 1.4); their count of steps at the limit starts afresh, so that they polish as the leaps' do (held below 0
+    # through the back-off, as until 2026-11-30, it kept them from polishing: the paper-size flow at log α = −1000
+    # took 3,737 steps, the leaps 1,465, its explicit steps holding the stiff relaxation at the tolerance for thousands
+    # of steps)
     return dataclasses.replace(
         s,
         y=y,
@@ -270,7 +272,7 @@ def split_step(s: LeapState, t_end, args: Args, tol: LeapTolerances, width, spee
         jac=J,
         jac_lambda=lam,
         jac_age=jac_age,
-        newton=newton,
+        newton_matrix=newton_matrix,
         newton_h=newton_h,
     )
 

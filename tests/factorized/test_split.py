@@ -285,7 +285,7 @@ def test_a_split_step_whose_newton_iterations_fail_retries_at_half_its_length():
         for formed_at in (1.0, 0.9):
             J = -after.jac
             stale = eqx.tree_at(
-                lambda s: (s.jac, s.jac_age, s.newton, s.newton_h, s.h_split),
+                lambda s: (s.jac, s.jac_age, s.newton_matrix, s.newton_h, s.h_split),
                 after,
                 (J, jnp.asarray(1), _block.iteration_matrix(J, formed_at), jnp.asarray(formed_at), jnp.asarray(1.0)),
             )
