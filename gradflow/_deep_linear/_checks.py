@@ -37,23 +37,16 @@ _small.py): the limit's stage times are off by ``C α``, ``C`` from 0.3 to 1.2 o
 docs/deep-linear.md, and its jumps start where a layer's new direction reaches ``(atol + rtol)^{1/L} ≫ α``."""
 
 
-SPLIT_STIFFNESS = 4.5e-9
-"""Between the two ranges (``L ≥ 3``, outputs linear in ``W``) the flow is solved by the split of the layers into their learned
-and sleeping parts (gradflow/_deep_linear/_split.py) while ``α^{L−2} ≥ SPLIT_STIFFNESS · eps / (atol + rtol)``
-(``1e-16`` at ``atol = 1e-8``): its plateaus last ``α^{−(L−2)}`` in ``t``, where the rounding of the forces on the
-blocks that meet a learned subspace caps the steps as it does the direct integration's, ``10⁷`` times further down.
-Measured on Saxe's whitened 3×3 task rotated, from Gaussian starts (docs/deep-linear.md, *Between the two ranges*):
-solved at ``α^{L−2} = 1e-16`` (L = 4, α = 1e-8: 4,209 steps; L = 5, α = 4.7e-6: 4,347 steps; L = 6, α = 1e-4: 7,351
-steps), ``1e-12`` (L = 5, α = 1e-4) and ``1e-11`` (L = 3); no second escape within 5 minutes at ``1e-20`` (L = 4, α =
-1e-10). At L = 6 the floor held only once Radau's Newton tolerance had its floor
-(:class:`gradflow._solver.RadauNewtonFloor`): with SciPy's, the steps grew about as ``1/α`` (9,465 at α = 1.3e-4) and
-the step size underflowed at α = 1.1e-4 (``1.5e-16``); now 5,532 and 6,719 steps."""
-
-
-def split_log_alpha(depth: int, rtol: float, atol: float) -> float:
-    """The smallest ``log α`` the split of the layers takes (``L ≥ 3``): ``log(SPLIT_STIFFNESS · eps / (atol + rtol))
-    / (L − 2)``."""
-    return math.log(SPLIT_STIFFNESS * EPS / (atol + rtol)) / (depth - 2)
+SPLIT_LOWEST = {3: 1e-10, 4: 1e-10, 5: 1e-10, 6: 1e-8}
+"""Between the two ranges (``L ≥ 3``, outputs linear in ``W``) the flow is solved by the split of the layers into their
+learned and sleeping parts (gradflow/_deep_linear/_split.py), down to ``α = SPLIT_LOWEST[L]``: where ``α^{L−2}`` is
+below ``1e-12`` its plateaus are held (gradflow/_deep_linear/_held.py), so that their length, ``α^{−(L−2)}`` in ``t``,
+no longer bounds it. Measured at ``atol = 1e-8`` on Saxe's whitened 3×3 task rotated, from Gaussian starts, through
+every jump (docs/deep-linear.md, *Held plateaus*): at α = 1e-10 at L = 4 (2,700 steps) and L = 5, where it meets the
+small-α path's range; at L = 6 down to α = 1e-8 (9,655 steps), the held plateau after the first jump stiffening as α
+falls (at α = 1e-10 it had not left that plateau after 15 minutes). Before the plateaus were held the split stopped at
+``α^{L−2} = 1e-16`` (α = 1e-8 at L = 4, 4.6e-6 at L = 5, 1e-4 at L = 6). At a tighter ``atol`` the small-α path
+starts below 1e-10, and the scales between are refused."""
 
 
 def small_log_alpha(rtol: float, atol: float) -> float:
@@ -90,12 +83,14 @@ def check_resolved(
     and the output times ``ts`` (or None: ``τ_end = 1``), for the model's ``depth`` (None: the bound of every depth;
     the flow checks its depth's before it solves anything): below the direct integration's range
     (:func:`lowest_log_alpha`), and for ``L ≥ 3`` (or None) above the small-α path's (:func:`small_log_alpha`) and
-    below the split's (:func:`split_log_alpha`, for outputs ``linear`` in ``W`` only)."""
+    below the split's (:data:`SPLIT_LOWEST`, for outputs ``linear`` in ``W`` only)."""
     check_tolerances(rtol, atol)
     log_a = np.atleast_1d(np.asarray(log_a, dtype=np.float64))
     tau_end = 1.0 if ts is None else float(np.max(ts))
     lowest, small = lowest_log_alpha(depth, tau_end, rtol, atol), small_log_alpha(rtol, atol)
-    split = min(lowest, split_log_alpha(depth or 3, rtol, atol) if linear and depth != 2 else math.inf)
+    split = lowest
+    if linear and depth != 2:  # depth None: what every depth refuses
+        split = min(lowest, math.log(SPLIT_LOWEST[depth] if depth else min(SPLIT_LOWEST.values())))
     below = (log_a < lowest) & (((log_a > small) & (log_a < split)) | (depth == 2))
     if not np.any(below):
         return

@@ -9,7 +9,7 @@ whose plateaus last a time of order 1 in τ. Learned modes relax at rate ``O(α^
 solved by Kvaerno5 (L-stable) in segments (``gradflow._solver``), stepping onto every output time, in the range of
 α that ``_checks.lowest_log_alpha`` states. Below ``_checks.small_log_alpha`` (``L ≥ 3``) the flow is its α → 0
 limit to the tolerance, computed by ``gradflow._deep_linear._small``; between the two, by the split of the layers
-into their learned and sleeping parts (``gradflow._deep_linear._split``) down to ``_checks.split_log_alpha``.
+into their learned and sleeping parts (``gradflow._deep_linear._split``) down to ``_checks.SPLIT_LOWEST``.
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import diffrax as dfx
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -36,12 +37,13 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 from .._config import check_interrupt
-from .._data import sample_loss
 from .._results import RESULTS
 from .._solver._radau import RadauNewtonFloor
 from .._solver._segments import Progress
+from ._held import HELD, chunk_unit, escape_scale, growth, held_chunk, sleeping_size, ungauge
 from ._model import DeepLinearModel, _pack, _unpack, layer_velocities, losses, product
 from ._results import DeepLinearFlowResult
+from ._split_fields import AffineGradient, LinearOutputs, jacobian, velocity
 
 ROTATION = 0.1
 """The frames turn when ``A``'s blocks off its learned ``k×k`` block exceed this fraction of its largest entry."""
@@ -50,43 +52,9 @@ SETTLED = 1e-2
 """After a jump ``A`` has settled (the frames turn once more and stay) where its velocity is at most this fraction
 of ``atol + rtol``."""
 
-
-def _fields(y, gradient, log_alpha, shapes):
-    """``(dA/dt, dS/dt)`` packed (the module's equations) for the state ``y`` (``A`` and ``S`` packed), with ``G`` and
-    ``ΔG`` from ``gradient`` (an :class:`AffineGradient` or :class:`LinearOutputs` in the frames)."""
-    L = len(shapes)
-    alpha = jnp.exp(log_alpha)
-    parts = _unpack(y, shapes * 2)
-    A, S = parts[:L], parts[L:]
-    W = [a + alpha * s for a, s in zip(A, S)]
-    n, m = shapes[0][1], shapes[-1][0]
-    below_A, below_W, below_D = [None] * L, [None] * L, [None] * L
-    P_A, P_W, D = jnp.eye(n), jnp.eye(n), jnp.zeros((n, n))
-    for l in range(L):
-        below_A[l], below_W[l], below_D[l] = P_A, P_W, D
-        D = S[l] @ P_W + A[l] @ D  # (W_l W_{<l} − A_l A_{<l}) / α
-        P_A, P_W = A[l] @ P_A, W[l] @ P_W
-    G_A = gradient.at(P_A)
-    dG = gradient.change(P_A, D, alpha)  # (G(W) − G(W_A)) / α, without cancellation
-    above_A, above_W, above_D = [None] * L, [None] * L, [None] * L
-    P_A, P_W, D = jnp.eye(m), jnp.eye(m), jnp.zeros((m, m))
-    for l in reversed(range(L)):
-        above_A[l], above_W[l], above_D[l] = P_A, P_W, D
-        D = P_W @ S[l] + D @ A[l]  # (W_{>l} W_l − A_{>l} A_l) / α
-        P_A, P_W = P_A @ A[l], P_W @ W[l]
-    f_A = [above_A[l].T @ G_A @ below_A[l].T for l in range(L)]
-    f_S = [
-        above_D[l].T @ G_A @ below_A[l].T
-        + above_A[l].T @ G_A @ below_D[l].T
-        + alpha * above_D[l].T @ G_A @ below_D[l].T
-        + above_W[l].T @ dG @ below_W[l].T
-        for l in range(L)
-    ]
-    return jnp.concatenate([x.ravel() for x in f_A + f_S])
-
-
-_velocity = eqx.filter_jit(_fields)
-_jacobian = eqx.filter_jit(jax.jacfwd(_fields))
+ARMED = 10.0
+"""A jump counts as settling only once ``A``'s velocity has exceeded ``ARMED`` times the settled one: a held plateau
+(gradflow/_deep_linear/_held.py) hands ``A`` over at the settled speed, where the escaping mode has not yet moved it."""
 
 
 @eqx.filter_jit
@@ -94,82 +62,6 @@ def _speed_of_A(A, gradient):
     """The largest entry of ``dA/dt = F(A)`` (``A``'s own flow, without ``S``): where it has settled after a jump."""
     G = gradient.at(product(A))
     return jnp.max(jnp.array([jnp.abs(v).max() for v in layer_velocities(A, G)]))
-
-
-class AffineGradient(eqx.Module):
-    """``G(W) = G0 + K[W]`` (``K[W]_{ab} = Σ K_{abcd} W_{cd}``): the square loss of outputs linear in ``W``, where
-    ``ΔG = K[D]`` is exact."""
-
-    G0: jax.Array
-    K: jax.Array
-
-    def at(self, W):
-        return self.G0 + jnp.einsum("abcd,cd->ab", self.K, W)
-
-    def change(self, W_A, D, alpha):
-        """``(G(W_A + αD) − G(W_A)) / α = K[D]``."""
-        return jnp.einsum("abcd,cd->ab", self.K, D)
-
-    def in_frames(self, frames):
-        """``Q_Lᵀ G(Q_L W̃ Q_0ᵀ) Q_0 = G̃0 + K̃[W̃]``, with ``G0`` and ``K`` rotated once (module docstring)."""
-        Q_in, Q_out = frames[0], frames[-1]
-        K = np.einsum("ai,bj,abcd,ck,dl->ijkl", Q_out, Q_in, self.K, Q_out, Q_in, optimize=True)
-        return AffineGradient(jnp.asarray(Q_out.T @ np.asarray(self.G0) @ Q_in), jnp.asarray(K))
-
-
-GAUSS_NODES = 8
-"""Gauss–Legendre nodes of :meth:`LinearOutputs.change`: exact where ``ℓ``'s Hessian is a polynomial of degree ≤ 15
-along the segment; for the cross-entropy within 4e-15 of a 40-digit difference while the outputs move by at most
-1.25 (docs/deep-linear.md, *Between the two ranges*)."""
-
-DIRECT_CHANGE = 0.5
-"""Where the outputs move by more than this between ``W_A`` and ``W`` (``max |α δ|``), :meth:`LinearOutputs.change`
-takes the difference itself, whose rounding (``eps / max |α δ|`` relative) is then below 1e-15."""
-
-
-class LinearOutputs(eqx.Module):
-    """``G(W) = −Mᵀ ∇ℓ̄(z0 + M[W])`` for outputs ``z = h(X; W) = z0 + M[W]`` affine in ``W`` and any loss
-    ``ℓ̄(z) = (1/n) Σ_j ℓ(y_j, z_j)``."""
-
-    z0: jax.Array
-    M: jax.Array  # ∂z/∂W: the outputs' axes, then W's two
-    Y: jax.Array
-    loss: object = eqx.field(static=True)
-
-    def _loss_gradient(self, z):
-        ell = sample_loss(self.loss)
-        return jax.grad(lambda z: jnp.mean(jax.vmap(ell)(self.Y, z)))(z)
-
-    def _pull(self, dz):
-        """``Mᵀ[dz]``, an ``(m, n)`` matrix."""
-        return jnp.tensordot(dz, self.M, axes=dz.ndim)
-
-    def _push(self, W):
-        """``M[W]``, in the outputs' shape."""
-        return jnp.tensordot(self.M, W, axes=2)
-
-    def at(self, W):
-        return -self._pull(self._loss_gradient(self.z0 + self._push(W)))
-
-    def change(self, W_A, D, alpha):
-        """``(G(W_A + αD) − G(W_A)) / α = −Mᵀ ∫₀¹ ∇²ℓ̄(z_A + s α δ)[δ] ds`` with ``δ = M[D]``, by Gauss–Legendre
-        quadrature on :data:`GAUSS_NODES` nodes: each node's term is a Hessian–vector product, so nothing cancels (the
-        difference itself where the outputs move by more than :data:`DIRECT_CHANGE`)."""
-        z_A, delta = self.z0 + self._push(W_A), self._push(D)
-        nodes, weights = np.polynomial.legendre.leggauss(GAUSS_NODES)
-        quadrature = sum(
-            0.5 * w * jax.jvp(self._loss_gradient, (z_A + 0.5 * (x + 1.0) * alpha * delta,), (delta,))[1]
-            for x, w in zip(nodes, weights)
-        )
-        difference = (self._loss_gradient(z_A + alpha * delta) - self._loss_gradient(z_A)) / alpha
-        far = alpha * jnp.max(jnp.abs(delta)) > DIRECT_CHANGE
-        return -self._pull(jnp.where(far, difference, quadrature))
-
-    def in_frames(self, frames):
-        """The same outputs of ``W̃`` in the frames, ``W = Q_L W̃ Q_0ᵀ``: ``M`` rotated once."""
-        Q_in, Q_out = frames[0], frames[-1]
-        M = np.einsum("...cd,ca,db->...ab", np.asarray(self.M), Q_out, Q_in, optimize=True)
-        return LinearOutputs(self.z0, jnp.asarray(M), self.Y, self.loss)
 
 
 def _outputs_of(model: DeepLinearModel, W):
@@ -307,13 +199,27 @@ class _Run:
         model, L = self.model, self.model.depth
         shapes = tuple(model.layer_shapes)
         alpha, unit = math.exp(self.log_alpha), math.exp((L - 2) * self.log_alpha)
-        e = math.sqrt(alpha)
+        e = escape_scale(self.log_alpha, L)
         frames = [np.eye(shapes[0][1])] + [np.eye(s[0]) for s in shapes]
         A, S = [np.zeros(s) for s in shapes], [np.array(w, dtype=np.float64) for w in W0]
-        k, tau0, jumping = 0, 0.0, False
+        k, tau0, jumping, holding, armed = 0, 0.0, False, unit < HELD, [False]
         outputs = self.outputs = [None] * len(ts)
         tol = self.atol + self.rtol
         while tau0 < ts[-1]:
+            if holding:
+                S, frames, tau0, escaped, failure = self._hold(
+                    A, S, frames, k, tau0, ts, gradient, e, max_steps, reached
+                )
+                if failure:
+                    return RESULTS.solver_failed.value, failure
+                if self.stop is not None:
+                    return self._stopped(max_steps, tau0)
+                if not escaped:
+                    break
+                _escape_into_A(A, S, k, alpha)
+                k, jumping, holding, armed = k + 1, True, False, [False]
+                A, S, frames = _turn(A, S, frames, k)
+                continue
             args = (gradient.in_frames(frames), jnp.asarray(self.log_alpha), shapes)
 
             def stopped(t, y):  # once a step (and in the root finding): ends the chunk where the budget or Ctrl-C fell
@@ -333,24 +239,26 @@ class _Run:
                 off = max(max(np.abs(a[k:]).max(initial=0.0), np.abs(a[:, k:]).max(initial=0.0)) for a in A_)
                 return off - ROTATION * size
 
-            def settled(t, y):
+            def settled(t, y):  # armed once A moves: a held plateau hands over A at the settling speed
                 if not jumping:
                     return 1.0
-                return float(_speed_of_A(_unpack(y, shapes), args[0])) - SETTLED * tol
+                speed = float(_speed_of_A(_unpack(y, shapes), args[0]))
+                armed[0] = armed[0] or speed > ARMED * SETTLED * tol
+                return speed - SETTLED * tol if armed[0] else 1.0
 
             for event in (stopped, escaped, turned, settled):
                 event.terminal = True
             stopped.direction, escaped.direction, turned.direction, settled.direction = -1, 1, 1, -1
             self.calls = 0
             sol = solve_ivp(
-                lambda t, y: np.asarray(_velocity(y, *args)),
+                lambda t, y: np.asarray(velocity(y, *args)),
                 (0.0, (ts[-1] - tau0) / unit),
                 _pack(A + S),
                 method=RadauNewtonFloor,
                 rtol=tol,
                 atol=self.atol,
                 events=[stopped, escaped, turned, settled],
-                jac=lambda t, y: np.asarray(_jacobian(y, *args)),
+                jac=lambda t, y: np.asarray(jacobian(y, *args)),
                 dense_output=True,
             )
             t_stop = float(sol.t[-1])
@@ -374,14 +282,65 @@ class _Run:
                 return self._stopped(max_steps, tau0)
             if ended[1]:
                 _escape_into_A(A, S, k, alpha)
-                k, jumping = k + 1, True
+                k, jumping, armed = k + 1, True, [False]
                 A, S, frames = _turn(A, S, frames, k)
                 continue
             if ended[3]:
-                jumping = False
+                jumping, holding = False, unit < HELD
             A, S, frames = _turn(A, S, frames, k)
             self.turns += 1
         return RESULTS.successful.value, ""
+
+    def _hold(self, A, S, frames, k, tau0, ts, gradient, e, max_steps, reached):
+        """A held plateau from ``τ0`` (gradflow/_deep_linear/_held.py), chunk by chunk, to where the sleeping
+        blocks' top mode reaches ``e`` or to ``ts[-1]``: ``(S, frames, τ reached, whether it reached e, why its
+        solver failed or "")``, the outputs reached filled in; ``self.stop`` is set where Ctrl-C or the step budget
+        stopped it."""
+        alpha, previous = math.exp(self.log_alpha), None
+        while True:
+            S, frames = ungauge(A, S, frames, k, alpha)
+            level = min(e, growth(len(A)) * alpha * sleeping_size(S, k))
+            budget = None if max_steps is None else max(max_steps - self.steps, 0)
+            outs, S, t_end, grown, result, stopped, steps = held_chunk(
+                A,
+                S,
+                frames,
+                k,
+                gradient.in_frames(frames),
+                self.log_alpha,
+                ts - tau0,
+                level=level,
+                unit=chunk_unit(float(ts[-1] - tau0), previous),
+                rtol=self.rtol,
+                atol=self.atol,
+                max_steps=budget,
+                progress=lambda t, start=tau0: reached(start + float(np.max(t))),
+            )
+            self.steps += steps
+            for i, out in enumerate(outs):
+                if ts[i] >= tau0 and out is not None and self.outputs[i] is None:
+                    self.outputs[i] = (_unrotate(A, frames), _unrotate(out, frames), k)
+            tau0 += t_end
+            if stopped or result == dfx.RESULTS.max_steps_reached:
+                self.stop = RESULTS.interrupted.value if stopped else RESULTS.max_steps_reached.value
+                return S, frames, tau0, False, ""
+            if not grown:
+                failed = result != dfx.RESULTS.successful
+                return (
+                    S,
+                    frames,
+                    tau0,
+                    False,
+                    (
+                        f"the split flow's held plateau failed at τ = {tau0:.6g} ({dfx.RESULTS[result]}); the outputs "
+                        "after it are +inf. Try another atol."
+                        if failed
+                        else ""
+                    ),
+                )
+            if level >= e:
+                return S, frames, tau0, True, ""
+            previous = t_end
 
     def _count(self, max_steps, reached, tau, t):
         """Called once a step by the first event: the step budget, Ctrl-C and the progress bar; where one of the first

@@ -62,7 +62,8 @@ class Solve(eqx.Module):
     With ``dense=False`` the solver steps exactly onto every output time (for solvers whose dense output is less
     accurate than their steps); with ``dense=True`` it steps freely and the outputs come from its dense output. An
     implicit ``solver`` must carry its root finder's tolerances (diffrax fills in those left to the step-size
-    controller only when it initialises the solve itself).
+    controller only when it initialises the solve itself). ``event`` (a ``diffrax.Event``) ends the solve at the
+    step where it fires (result ``event_occurred``); ``underflow_floor`` is :class:`UnderflowGuard`'s ``floor``.
     """
 
     vector_field: Callable
@@ -71,12 +72,14 @@ class Solve(eqx.Module):
     out_ts: jax.Array
     controller: dfx.AbstractAdaptiveStepSizeController
     dense: bool = eqx.field(static=True, default=False)
+    event: dfx.Event | None = None
+    underflow_floor: float = eqx.field(static=True, default=1.0)
 
     def _terms(self):
         return dfx.ODETerm(self.vector_field)
 
     def _controller(self):
-        guarded = UnderflowGuard(self.controller, self.out_ts[-1:] if self.dense else self.out_ts)
+        guarded = UnderflowGuard(self.controller, self.out_ts[-1:] if self.dense else self.out_ts, self.underflow_floor)
         return guarded if self.dense else dfx.ClipStepSizeController(guarded, step_ts=self.out_ts)
 
     def start(self, y0) -> Segment:
@@ -137,6 +140,7 @@ class Solve(eqx.Module):
             solver_state=seg.solver_state,
             controller_state=(seg.controller_state, budget, seg.tnext, jnp.array(True)),
             made_jump=seg.made_jump,
+            event=self.event,
         )
         ys, (t_final,), y_final = sol.ys[0], sol.ts[1], jax.tree_util.tree_map(lambda x: x[0], sol.ys[1])
         controller_state, _, proposed, kept = sol.controller_state

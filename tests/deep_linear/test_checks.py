@@ -13,12 +13,11 @@ import gradflow
 from gradflow._deep_linear import _split
 from gradflow._deep_linear._checks import (
     JUMP_STEP,
-    SPLIT_STIFFNESS,
+    SPLIT_LOWEST,
     STIFFNESS,
     check_resolved,
     lowest_log_alpha,
     small_log_alpha,
-    split_log_alpha,
 )
 from gradflow._kit._checks import EPS
 
@@ -30,7 +29,7 @@ def test_refused_range_is_the_stated_one(tols):
     atol, rtol = float(tols[0]), float(tols[1])
     for depth in (3, 4, 6):
         lowest, small = lowest_log_alpha(depth, 1.0, rtol, atol), small_log_alpha(rtol, atol)
-        floor = min(lowest, split_log_alpha(depth, rtol, atol))
+        floor = min(lowest, np.log(SPLIT_LOWEST[depth]))
         if floor - 1e-3 <= small:
             continue
         model = whitened(depth)
@@ -49,14 +48,19 @@ def test_refused_range_at_the_default_tolerances():
     assert lowest_log_alpha(4, 1.0, 0.0, 1e-8) == pytest.approx(0.5 * np.log(STIFFNESS * EPS / 1e-8))
 
 
-def test_the_split_covers_the_scales_between_at_l3_and_part_of_them_from_l4():
-    """At ``atol = 1e-8`` the split of the layers takes ``α^{L−2} ≥ 1e-16``: every scale between the two ranges at
-    L = 3, down to α = 1e-8 at L = 4 and 4.6e-6 at L = 5; α = 1e-7 at L = 5 is refused with the ranges."""
-    assert np.exp(split_log_alpha(4, 0.0, 1e-8)) == pytest.approx(1e-8, rel=1e-2)
-    assert split_log_alpha(3, 0.0, 1e-8) < small_log_alpha(0.0, 1e-8)
-    assert SPLIT_STIFFNESS * EPS / 1e-8 == pytest.approx(1e-16, rel=1e-2)
+def test_the_split_meets_the_small_alpha_path_at_the_default_tolerance():
+    """At ``atol = 1e-8`` the split of the layers (its plateaus held below ``α^{L−2} = 1e-12``) takes every scale down
+    to the small-α path's, 1e-10, at L = 4 and 5, and down to 1e-8 at L = 6 (before, α ≥ 1e-8 at L = 4, 4.6e-6 at
+    L = 5, 1e-4 at L = 6); 1e-9 is refused at L = 6 with the ranges, and at ``atol = 1e-10`` (the small-α path from
+    1e-12) α = 1e-11 at L = 5."""
+    for depth in (4, 5):
+        assert np.log(SPLIT_LOWEST[depth]) <= small_log_alpha(0.0, 1e-8) + 1e-12
+        check_resolved(depth, np.log([1e-9, 3e-10, 1.1e-10]), [0.0, 12.0], rtol=0.0, atol=1e-8)
+    check_resolved(6, np.log([1e-6, 1.1e-8]), [0.0, 12.0], rtol=0.0, atol=1e-8)
+    with pytest.raises(ValueError, match=r"α ≥ 1e-08; by the direct integration .* not covered yet"):
+        check_resolved(6, np.log(1e-9), [0.0, 12.0], rtol=0.0, atol=1e-8)
     with pytest.raises(ValueError, match=r"log α ≥ .* split of the layers.* not covered yet"):
-        gradflow.simulate_flow(whitened(5), u0=aligned(5), ts=[0.0, 1.0], alpha=1e-7)
+        gradflow.simulate_flow(whitened(5), u0=aligned(5), ts=[0.0, 1.0], alpha=1e-11, atol=1e-10)
 
 
 def test_outputs_not_linear_in_W_are_refused_between_the_ranges():
@@ -78,13 +82,3 @@ def test_jumps_bound_at_loose_tolerances():
     for depth, tau_end in ((4, 1.0), (5, 10.0)):
         lowest = lowest_log_alpha(depth, tau_end, 0.0, 1e-3)
         assert tau_end * np.exp(-(depth - 2) * lowest) == pytest.approx(JUMP_STEP / (100 * EPS))
-
-
-def test_the_splits_floor_at_depth_six_is_the_others():
-    """At L = 6 the split runs down to α = 1e-4 (``α^{L−2}`` = 1e-16, the other depths' floor) since Radau's Newton
-    tolerance has its floor (with SciPy's it failed at 1.1e-4): at ``atol = 1e-8`` it takes α ≥ 1e-4 there, and 9e-5
-    is refused with that range in the message."""
-    assert np.exp(split_log_alpha(6, 0.0, 1e-8)) == pytest.approx(1e-4, rel=1e-2)
-    check_resolved(6, np.log(1.1e-4), [0.0, 12.0], rtol=0.0, atol=1e-8)
-    with pytest.raises(ValueError, match=r"α ≥ 0\.0001; by the direct integration"):
-        check_resolved(6, np.log(9e-5), [0.0, 12.0], rtol=0.0, atol=1e-8)

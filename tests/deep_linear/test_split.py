@@ -5,7 +5,6 @@ integration where both run, the small-α path below, a batch across the three ra
 import math
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 from deep_linear_common import A0, S, aligned, gaussian, labels_task, rotated, whitened
@@ -161,63 +160,6 @@ def test_the_small_alpha_paths_sleeping_modes_after_a_jump_at_depth_5():
         limit = _small.flow(model, W0, ts, math.log(alpha), rtol=0.0, atol=1e-8, max_steps=None, progress=False)
     gap = np.abs(split.log_singular_values - limit.log_singular_values).max(axis=1)
     assert gap[ts <= 2.0].max() < 1e-4 and gap[ts >= 2.6].max() < 5e-4, gap
-
-
-def test_linear_outputs_give_the_gradient_and_its_change_in_frames():
-    """:class:`_split.LinearOutputs` of the cross-entropy: ``G̃(W̃) = Q_Lᵀ G(Q_L W̃ Q_0ᵀ) Q_0`` in random frames, and
-    ``(G(W + αD) − G(W))/α`` within 1e-13 of a 40-digit difference, by quadrature where the logits move little (where
-    the difference in float64 loses ``eps/α``) and by the difference itself where they move by more than 1/2."""
-    mpmath = pytest.importorskip("mpmath")
-    model = labels_task(n=8)
-    rng = np.random.default_rng(3)
-    W, D, W_frames = (rng.standard_normal((3, 3)) for _ in range(3))
-    Q_in, Q_out = (np.linalg.qr(rng.standard_normal((3, 3)))[0] for _ in range(2))
-    with jax.enable_x64(True):
-        gradient = jax.tree_util.tree_map(np.asarray, _split.split_gradient(model))
-        rotated_G = Q_out.T @ np.asarray(model.G(Q_out @ W_frames @ Q_in.T)) @ Q_in
-        np.testing.assert_allclose(gradient.in_frames([Q_in, None, Q_out]).at(W_frames), rotated_G, atol=1e-15)
-        changes = {alpha: np.asarray(gradient.change(W, D, alpha)) for alpha in (1e-9, 1e-2, 1.0)}
-    mpmath.mp.dps = 40
-    X, y = (np.asarray(a) for a in (model.X, model.Y))
-
-    def G(W):  # −∇ of the mean cross-entropy, in 40 digits
-        out = mpmath.zeros(3, 3)
-        for x, label in zip(X, y):
-            z = [mpmath.fsum(W[a, b] * mpmath.mpf(float(x[b])) for b in range(3)) for a in range(3)]
-            e = [mpmath.exp(v) for v in z]
-            for a in range(3):
-                r = e[a] / mpmath.fsum(e) - (a == label)
-                for b in range(3):
-                    out[a, b] -= r * mpmath.mpf(float(x[b])) / len(y)
-        return out
-
-    exact_W = mpmath.matrix(W.tolist())
-    for alpha, change in changes.items():
-        exact = (G(exact_W + mpmath.mpf(alpha) * mpmath.matrix(D.tolist())) - G(exact_W)) / mpmath.mpf(alpha)
-        exact = np.array(exact.tolist(), dtype=float)
-        assert np.abs(change - exact).max() < 1e-13 * np.abs(exact).max(), alpha
-
-
-def test_linear_outputs_give_the_affine_fields_for_the_square_loss():
-    """The split's equations with :class:`_split.LinearOutputs` (the square loss given as a function, so not recognised
-    as affine) equal those with :class:`_split.AffineGradient` (``loss="square"``), at a random state in random frames,
-    at α = 1e-8 and at α = 0.3 (where the outputs move by more than 1/2 and the difference itself is taken)."""
-    X, Y = np.random.default_rng(5).standard_normal((2, 7, 3))
-    square = lambda y, y_hat: 0.5 * jnp.sum((y - y_hat) ** 2)  # noqa: E731
-    models = [
-        gradflow.DeepLinearModel(lambda x, W: W @ x, X, Y, shape=(3, 3), depth=3, loss=loss)
-        for loss in ("square", square)
-    ]
-    rng = np.random.default_rng(6)
-    frames = [np.linalg.qr(rng.standard_normal((3, 3)))[0] for _ in range(4)]
-    shapes = tuple(models[0].layer_shapes)
-    y = rng.standard_normal(2 * sum(a * b for a, b in shapes))
-    with jax.enable_x64(True):
-        forms = [jax.tree_util.tree_map(np.asarray, _split.split_gradient(m)).in_frames(frames) for m in models]
-        assert [type(f).__name__ for f in forms] == ["AffineGradient", "LinearOutputs"]
-        for alpha in (1e-8, 0.3):
-            affine, linear = (np.asarray(_split._velocity(y, f, jnp.asarray(math.log(alpha)), shapes)) for f in forms)
-            np.testing.assert_allclose(linear, affine, rtol=1e-12, atol=1e-12 * np.abs(affine).max())
 
 
 @pytest.mark.slow

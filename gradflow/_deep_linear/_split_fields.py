@@ -1,0 +1,145 @@
+"""The split's equations (docs/deep-linear.md, *Between the two ranges*): the fields of ``A`` and ``S`` for the
+layers ``W_l = A_l + α S_l``, and ``G`` in the frames, from :class:`AffineGradient` (the square loss of outputs linear
+in ``W``) or :class:`LinearOutputs` (any other loss of such outputs); :class:`SleepingPart` keeps ``G(W_A)`` to its
+sleeping block for a held plateau (gradflow/_deep_linear/_held.py)."""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._data import sample_loss
+from ._model import _unpack
+
+
+def fields(y, gradient, log_alpha, shapes):
+    """``(dA/dt, dS/dt)`` packed (the module's equations) for the state ``y`` (``A`` and ``S`` packed), with ``G`` and
+    ``ΔG`` from ``gradient`` (an :class:`AffineGradient` or :class:`LinearOutputs` in the frames)."""
+    L = len(shapes)
+    alpha = jnp.exp(log_alpha)
+    parts = _unpack(y, shapes * 2)
+    A, S = parts[:L], parts[L:]
+    W = [a + alpha * s for a, s in zip(A, S)]
+    n, m = shapes[0][1], shapes[-1][0]
+    below_A, below_W, below_D = [None] * L, [None] * L, [None] * L
+    P_A, P_W, D = jnp.eye(n), jnp.eye(n), jnp.zeros((n, n))
+    for l in range(L):
+        below_A[l], below_W[l], below_D[l] = P_A, P_W, D
+        D = S[l] @ P_W + A[l] @ D  # (W_l W_{<l} − A_l A_{<l}) / α
+        P_A, P_W = A[l] @ P_A, W[l] @ P_W
+    G_A = gradient.at(P_A)
+    dG = gradient.change(P_A, D, alpha)  # (G(W) − G(W_A)) / α, without cancellation
+    above_A, above_W, above_D = [None] * L, [None] * L, [None] * L
+    P_A, P_W, D = jnp.eye(m), jnp.eye(m), jnp.zeros((m, m))
+    for l in reversed(range(L)):
+        above_A[l], above_W[l], above_D[l] = P_A, P_W, D
+        D = P_W @ S[l] + D @ A[l]  # (W_{>l} W_l − A_{>l} A_l) / α
+        P_A, P_W = P_A @ A[l], P_W @ W[l]
+    f_A = [above_A[l].T @ G_A @ below_A[l].T for l in range(L)]
+    f_S = [
+        above_D[l].T @ G_A @ below_A[l].T
+        + above_A[l].T @ G_A @ below_D[l].T
+        + alpha * above_D[l].T @ G_A @ below_D[l].T
+        + above_W[l].T @ dG @ below_W[l].T
+        for l in range(L)
+    ]
+    return jnp.concatenate([x.ravel() for x in f_A + f_S])
+
+
+velocity = eqx.filter_jit(fields)
+jacobian = eqx.filter_jit(jax.jacfwd(fields))
+
+
+class AffineGradient(eqx.Module):
+    """``G(W) = G0 + K[W]`` (``K[W]_{ab} = Σ K_{abcd} W_{cd}``): the square loss of outputs linear in ``W``, where
+    ``ΔG = K[D]`` is exact."""
+
+    G0: jax.Array
+    K: jax.Array
+
+    def at(self, W):
+        return self.G0 + jnp.einsum("abcd,cd->ab", self.K, W)
+
+    def change(self, W_A, D, alpha):
+        """``(G(W_A + αD) − G(W_A)) / α = K[D]``."""
+        return jnp.einsum("abcd,cd->ab", self.K, D)
+
+    def in_frames(self, frames):
+        """``Q_Lᵀ G(Q_L W̃ Q_0ᵀ) Q_0 = G̃0 + K̃[W̃]``, with ``G0`` and ``K`` rotated once (module docstring)."""
+        Q_in, Q_out = frames[0], frames[-1]
+        K = np.einsum("ai,bj,abcd,ck,dl->ijkl", Q_out, Q_in, self.K, Q_out, Q_in, optimize=True)
+        return AffineGradient(jnp.asarray(Q_out.T @ np.asarray(self.G0) @ Q_in), jnp.asarray(K))
+
+
+GAUSS_NODES = 8
+"""Gauss–Legendre nodes of :meth:`LinearOutputs.change`: exact where ``ℓ``'s Hessian is a polynomial of degree ≤ 15
+along the segment; for the cross-entropy within 4e-15 of a 40-digit difference while the outputs move by at most
+1.25 (docs/deep-linear.md, *Between the two ranges*)."""
+
+DIRECT_CHANGE = 0.5
+"""Where the outputs move by more than this between ``W_A`` and ``W`` (``max |α δ|``), :meth:`LinearOutputs.change`
+takes the difference itself, whose rounding (``eps / max |α δ|`` relative) is then below 1e-15."""
+
+
+class LinearOutputs(eqx.Module):
+    """``G(W) = −Mᵀ ∇ℓ̄(z0 + M[W])`` for outputs ``z = h(X; W) = z0 + M[W]`` affine in ``W`` and any loss
+    ``ℓ̄(z) = (1/n) Σ_j ℓ(y_j, z_j)``."""
+
+    z0: jax.Array
+    M: jax.Array  # ∂z/∂W: the outputs' axes, then W's two
+    Y: jax.Array
+    loss: object = eqx.field(static=True)
+
+    def _loss_gradient(self, z):
+        ell = sample_loss(self.loss)
+        return jax.grad(lambda z: jnp.mean(jax.vmap(ell)(self.Y, z)))(z)
+
+    def _pull(self, dz):
+        """``Mᵀ[dz]``, an ``(m, n)`` matrix."""
+        return jnp.tensordot(dz, self.M, axes=dz.ndim)
+
+    def _push(self, W):
+        """``M[W]``, in the outputs' shape."""
+        return jnp.tensordot(self.M, W, axes=2)
+
+    def at(self, W):
+        return -self._pull(self._loss_gradient(self.z0 + self._push(W)))
+
+    def change(self, W_A, D, alpha):
+        """``(G(W_A + αD) − G(W_A)) / α = −Mᵀ ∫₀¹ ∇²ℓ̄(z_A + s α δ)[δ] ds`` with ``δ = M[D]``, by Gauss–Legendre
+        quadrature on :data:`GAUSS_NODES` nodes: each node's term is a Hessian–vector product, so nothing cancels (the
+        difference itself where the outputs move by more than :data:`DIRECT_CHANGE`)."""
+        z_A, delta = self.z0 + self._push(W_A), self._push(D)
+        nodes, weights = np.polynomial.legendre.leggauss(GAUSS_NODES)
+        quadrature = sum(
+            0.5 * w * jax.jvp(self._loss_gradient, (z_A + 0.5 * (x + 1.0) * alpha * delta,), (delta,))[1]
+            for x, w in zip(nodes, weights)
+        )
+        difference = (self._loss_gradient(z_A + alpha * delta) - self._loss_gradient(z_A)) / alpha
+        far = alpha * jnp.max(jnp.abs(delta)) > DIRECT_CHANGE
+        return -self._pull(jnp.where(far, difference, quadrature))
+
+    def in_frames(self, frames):
+        """The same outputs of ``W̃`` in the frames, ``W = Q_L W̃ Q_0ᵀ``: ``M`` rotated once."""
+        Q_in, Q_out = frames[0], frames[-1]
+        M = np.einsum("...cd,ca,db->...ab", np.asarray(self.M), Q_out, Q_in, optimize=True)
+        return LinearOutputs(self.z0, jnp.asarray(M), self.Y, self.loss)
+
+
+class SleepingPart(eqx.Module):
+    """``gradient`` with ``G(W_A)`` kept to its sleeping block (rows and columns from ``k`` on): on a held plateau
+    ``A`` is at rest, and what is left of ``G(W_A)`` on its learned blocks is the rounding of ``A``'s residual velocity,
+    which the blocks of ``S`` that meet a learned subspace would otherwise integrate over the plateau (docs/deep-linear.md,
+    *Held plateaus*). ``ΔG`` is ``gradient``'s."""
+
+    gradient: AffineGradient | LinearOutputs
+    k: int = eqx.field(static=True)
+
+    def at(self, W):
+        G = self.gradient.at(W)
+        return jnp.zeros_like(G).at[self.k :, self.k :].set(G[self.k :, self.k :])
+
+    def change(self, W_A, D, alpha):
+        return self.gradient.change(W_A, D, alpha)

@@ -1,0 +1,89 @@
+"""The deep linear split's equations (gradflow/_deep_linear/_split_fields.py): ``G`` and its change in frames for any
+loss of linear outputs, the same fields from the affine and the general form, and the sleeping part of ``G(W_A)``
+that a held plateau keeps."""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from deep_linear_common import labels_task
+
+import gradflow
+from gradflow._deep_linear import _split, _split_fields
+
+
+def test_linear_outputs_give_the_gradient_and_its_change_in_frames():
+    """:class:`LinearOutputs` of the cross-entropy: ``G̃(W̃) = Q_Lᵀ G(Q_L W̃ Q_0ᵀ) Q_0`` in random frames, and
+    ``(G(W + αD) − G(W))/α`` within 1e-13 of a 40-digit difference, by quadrature where the logits move little (where
+    the difference in float64 loses ``eps/α``) and by the difference itself where they move by more than 1/2."""
+    mpmath = pytest.importorskip("mpmath")
+    model = labels_task(n=8)
+    rng = np.random.default_rng(3)
+    W, D, W_frames = (rng.standard_normal((3, 3)) for _ in range(3))
+    Q_in, Q_out = (np.linalg.qr(rng.standard_normal((3, 3)))[0] for _ in range(2))
+    with jax.enable_x64(True):
+        gradient = jax.tree_util.tree_map(np.asarray, _split.split_gradient(model))
+        rotated_G = Q_out.T @ np.asarray(model.G(Q_out @ W_frames @ Q_in.T)) @ Q_in
+        np.testing.assert_allclose(gradient.in_frames([Q_in, None, Q_out]).at(W_frames), rotated_G, atol=1e-15)
+        changes = {alpha: np.asarray(gradient.change(W, D, alpha)) for alpha in (1e-9, 1e-2, 1.0)}
+    mpmath.mp.dps = 40
+    X, y = (np.asarray(a) for a in (model.X, model.Y))
+
+    def G(W):  # −∇ of the mean cross-entropy, in 40 digits
+        out = mpmath.zeros(3, 3)
+        for x, label in zip(X, y):
+            z = [mpmath.fsum(W[a, b] * mpmath.mpf(float(x[b])) for b in range(3)) for a in range(3)]
+            e = [mpmath.exp(v) for v in z]
+            for a in range(3):
+                r = e[a] / mpmath.fsum(e) - (a == label)
+                for b in range(3):
+                    out[a, b] -= r * mpmath.mpf(float(x[b])) / len(y)
+        return out
+
+    exact_W = mpmath.matrix(W.tolist())
+    for alpha, change in changes.items():
+        exact = (G(exact_W + mpmath.mpf(alpha) * mpmath.matrix(D.tolist())) - G(exact_W)) / mpmath.mpf(alpha)
+        exact = np.array(exact.tolist(), dtype=float)
+        assert np.abs(change - exact).max() < 1e-13 * np.abs(exact).max(), alpha
+
+
+def test_linear_outputs_give_the_affine_fields_for_the_square_loss():
+    """The split's equations with :class:`LinearOutputs` (the square loss given as a function, so not recognised
+    as affine) equal those with :class:`AffineGradient` (``loss="square"``), at a random state in random frames,
+    at α = 1e-8 and at α = 0.3 (where the outputs move by more than 1/2 and the difference itself is taken)."""
+    X, Y = np.random.default_rng(5).standard_normal((2, 7, 3))
+    square = lambda y, y_hat: 0.5 * jnp.sum((y - y_hat) ** 2)  # noqa: E731
+    models = [
+        gradflow.DeepLinearModel(lambda x, W: W @ x, X, Y, shape=(3, 3), depth=3, loss=loss)
+        for loss in ("square", square)
+    ]
+    rng = np.random.default_rng(6)
+    frames = [np.linalg.qr(rng.standard_normal((3, 3)))[0] for _ in range(4)]
+    shapes = tuple(models[0].layer_shapes)
+    y = rng.standard_normal(2 * sum(a * b for a, b in shapes))
+    with jax.enable_x64(True):
+        forms = [jax.tree_util.tree_map(np.asarray, _split.split_gradient(m)).in_frames(frames) for m in models]
+        assert [type(f).__name__ for f in forms] == ["AffineGradient", "LinearOutputs"]
+        for alpha in (1e-8, 0.3):
+            affine, linear = (
+                np.asarray(_split_fields.velocity(y, f, jnp.asarray(math.log(alpha)), shapes)) for f in forms
+            )
+            np.testing.assert_allclose(linear, affine, rtol=1e-12, atol=1e-12 * np.abs(affine).max())
+
+
+def test_the_sleeping_part_keeps_the_sleeping_block_of_G_and_the_change():
+    """:class:`SleepingPart` zeroes ``G(W_A)`` on the rows and columns of the ``k`` learned directions, keeps the
+    sleeping block and ``ΔG`` as they are."""
+    X, Y = np.random.default_rng(7).standard_normal((2, 7, 3))
+    model = gradflow.DeepLinearModel(lambda x, W: W @ x, X, Y, shape=(3, 3), depth=3)
+    rng = np.random.default_rng(8)
+    W, D = rng.standard_normal((2, 3, 3))
+    with jax.enable_x64(True):
+        gradient = _split.split_gradient(model)
+        part = _split_fields.SleepingPart(gradient, 1)
+        G, kept = np.asarray(gradient.at(W)), np.asarray(part.at(W))
+        np.testing.assert_array_equal(kept[1:, 1:], G[1:, 1:])
+        assert not kept[0].any() and not kept[:, 0].any()
+        np.testing.assert_array_equal(np.asarray(part.change(W, D, 1e-3)), np.asarray(gradient.change(W, D, 1e-3)))
