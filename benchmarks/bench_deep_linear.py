@@ -6,8 +6,8 @@ the small-α path side by side.
 On Saxe's whitened task ``L(W) = ½‖W − diag(s)‖²``, ``s = (3, 2, 1)`` (docs/deep-linear.md), from the aligned balanced
 start (every layer ``diag(1, 0.8, 1.2)``) and a Gaussian one (i.i.d. N(0, 1) layers, seed 0), τ ∈ [0, 1.5/(L−2)] at
 31 times: the path ``simulate_flow`` takes (the direct integration; the split of the layers between its range and the
-small-α path's; the small-α path below ``α = 1e-2 (atol + rtol)``), its steps and seconds after compiling it, at
-α = 1e-2, 1e-4, 1e-6, 1e-8 and log α = −30, −100, −1000, −1e4, and the ratio to the steps at α = 1e-4 (goal: ≤ 1.5 at log α = −1e4); the last
+small-α path's, "split, held" where its plateaus are held, ``α^{L−2} < 1e-12``; the small-α path below ``α = 1e-2 (atol + rtol)``), its steps and seconds after compiling it, at
+α = 1e-2, 1e-4, 1e-6, 1e-8, 1e-9 and log α = −30, −100, −1000, −1e4, and the ratio to the steps at α = 1e-4 (goal: ≤ 1.5 at log α = −1e4); the last
 columns are the modes learned at the end (``b < 1/2``; from the Gaussian start the third is learned later) and the
 largest ``|log σ − log s_r|`` over them.
 
@@ -32,11 +32,12 @@ if str(ROOT) not in sys.path:  # run from a checkout without installing gradflow
 from benchmarks import _common  # noqa: E402
 from gradflow import DeepLinearModel, simulate_flow  # noqa: E402
 from gradflow._deep_linear._checks import lowest_log_alpha, small_log_alpha  # noqa: E402
+from gradflow._deep_linear._held import HELD  # noqa: E402
 
 SECTION = "Deep linear: cost of the exact flow against log(1/α)"
 S = np.array([3.0, 2.0, 1.0])
 A0 = np.array([1.0, 0.8, 1.2])
-LOG_ALPHAS = (math.log(1e-2), math.log(1e-4), math.log(1e-6), math.log(1e-8), -30.0, -100.0, -1e3, -1e4)
+LOG_ALPHAS = (math.log(1e-2), math.log(1e-4), math.log(1e-6), math.log(1e-8), math.log(1e-9), -30.0, -100.0, -1e3, -1e4)
 BASE = LOG_ALPHAS[1]
 
 
@@ -77,7 +78,9 @@ def path(depth: int, tau_end: float, log_alpha: float) -> str:
     """The path ``simulate_flow`` takes at the default tolerances (gradflow/_deep_linear/_flow.py)."""
     if log_alpha <= small_log_alpha(0.0, 1e-8):
         return "small α"
-    return "split" if log_alpha < lowest_log_alpha(depth, tau_end, 0.0, 1e-8) else "direct"
+    if log_alpha >= lowest_log_alpha(depth, tau_end, 0.0, 1e-8):
+        return "direct"
+    return "split, held" if (depth - 2) * log_alpha < math.log(HELD) else "split"
 
 
 def render(rows: list[dict], argv) -> str:

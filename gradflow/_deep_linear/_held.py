@@ -41,8 +41,8 @@ from .._solver import Solve, StageNewton, solve_in_segments
 from ._split_fields import SleepingPart, fields
 
 HELD = 1e-12
-"""Plateaus are held where ``α^{L−2} < HELD``; above, the split solves them in ``t`` (both run from ``1e-16`` up, where
-they agree: docs/deep-linear.md, *Held plateaus*)."""
+"""Plateaus are held where ``α^{L−2} < HELD``; above, the split solves them in ``t``, which it can down to ``1e-16``
+(the two agree there: docs/deep-linear.md, *Held plateaus*)."""
 
 SHRINK = 1e6
 """A held chunk ends where the sleeping blocks' top mode has grown ``SHRINK^{1/(L−2)}``-fold since it began
@@ -245,5 +245,5 @@ def held_chunk(A, S, frames, k, gradient, log_alpha, out_ts, *, level, unit, rto
     layers = lambda z: [np.array(s) for s in reduced.layers(jnp.asarray(z))]  # noqa: E731
     ys = np.asarray(seg.ys)
     outputs = [layers(y) if np.all(np.isfinite(y)) else None for y in ys]
-    escaped = bool(result == dfx.RESULTS.event_occurred)
-    return outputs, layers(seg.y), float(seg.t) * unit, escaped, result, bool(stopped), int(np.asarray(seg.stats)[1])
+    grown = bool(result == dfx.RESULTS.event_occurred)
+    return outputs, layers(seg.y), float(seg.t) * unit, grown, result, bool(stopped), int(np.asarray(seg.stats)[1])

@@ -325,19 +325,9 @@ class _Run:
                 self.stop = RESULTS.interrupted.value if stopped else RESULTS.max_steps_reached.value
                 return S, frames, tau0, False, ""
             if not grown:
-                failed = result != dfx.RESULTS.successful
-                return (
-                    S,
-                    frames,
-                    tau0,
-                    False,
-                    (
-                        f"the split flow's held plateau failed at τ = {tau0:.6g} ({dfx.RESULTS[result]}); the outputs "
-                        "after it are +inf. Try another atol."
-                        if failed
-                        else ""
-                    ),
-                )
+                why = f"the split flow's held plateau failed at τ = {tau0:.6g} ({dfx.RESULTS[result]}); the outputs "
+                ok = result == dfx.RESULTS.successful
+                return S, frames, tau0, False, "" if ok else why + "after it are +inf. Try another atol."
             if level >= e:
                 return S, frames, tau0, True, ""
             previous = t_end
