@@ -3,9 +3,11 @@
 
 import math
 
+import jax
 import numpy as np
 
 import gradflow
+from gradflow._deep_linear import _small, _split
 
 S = np.array([3.0, 2.0, 1.0])
 A0 = np.array([1.0, 0.8, 1.2])  # the aligned balanced start's per-mode layer scales
@@ -46,3 +48,26 @@ def rotated(depth, seed=1):
 def gaussian(depth, seed=0):
     rng = np.random.default_rng(seed)
     return tuple(rng.standard_normal((3, 3)) / math.sqrt(3) for _ in range(depth))
+
+
+def split_flow(model, W0, ts, alpha, **options):
+    """The split flow (gradflow/_deep_linear/_split.py) at one α, called directly, at atol = 1e-8 unless given."""
+    with jax.enable_x64(True):  # as simulate_flow runs it
+        return _split.flow(
+            model,
+            W0,
+            np.asarray(ts),
+            math.log(alpha),
+            **dict(dict(rtol=0.0, atol=1e-8, max_steps=None), **options),
+            progress=False,
+        )
+
+
+def gap_to_the_limit(depth, alpha, ts):
+    """The split flow on the rotated task from the Gaussian start, and the largest ``|Δ log σ|`` at each output between
+    it and the small-α path (gradflow/_deep_linear/_small.py) at the same α."""
+    model, W0 = rotated(depth), gaussian(depth)
+    split = split_flow(model, W0, ts, alpha)
+    with jax.enable_x64(True):
+        limit = _small.flow(model, W0, ts, math.log(alpha), rtol=0.0, atol=1e-8, max_steps=None, progress=False)
+    return split, np.abs(split.log_singular_values - limit.log_singular_values).max(axis=1)

@@ -9,10 +9,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from deep_linear_common import gaussian, rotated
+from deep_linear_common import gap_to_the_limit, gaussian, rotated, split_flow
 
 import gradflow
-from gradflow._deep_linear import _held, _small, _split
+from gradflow._deep_linear import _held, _split
 from gradflow._solver import _segments
 
 
@@ -99,18 +99,6 @@ def test_escape_scale_and_chunk_unit():
     assert _held.growth(4) == pytest.approx(1e3) and _held.growth(6) == pytest.approx(10**1.5)
 
 
-def _split_flow(model, W0, ts, alpha, **options):
-    with jax.enable_x64(True):
-        return _split.flow(
-            model,
-            W0,
-            np.asarray(ts),
-            math.log(alpha),
-            **dict(dict(rtol=0.0, atol=1e-8, max_steps=None), **options),
-            progress=False,
-        )
-
-
 def test_held_plateaus_are_the_split_in_t_where_both_run(monkeypatch):
     """Gaussian start on the rotated task, L = 4, α = 1e-8 (``α^{L−2} = 1e-16``: held), through the first jump and the
     plateau after it: the held flow's ``log σ`` within 1e-5 of the split in ``t`` (``HELD = 0``), whose own two
@@ -118,9 +106,9 @@ def test_held_plateaus_are_the_split_in_t_where_both_run(monkeypatch):
     depth, alpha = 4, 1e-8
     model, W0 = rotated(depth), gaussian(depth)
     ts = np.linspace(0.0, 1.0, 11)
-    held = _split_flow(model, W0, ts, alpha)
+    held = split_flow(model, W0, ts, alpha)
     monkeypatch.setattr(_split, "HELD", 0.0)
-    in_t = _split_flow(model, W0, ts, alpha)
+    in_t = split_flow(model, W0, ts, alpha)
     assert held.result == in_t.result == "successful"
     gap = np.abs(held.log_singular_values - in_t.log_singular_values).max()
     assert gap < 1e-5, gap
@@ -131,14 +119,8 @@ def test_the_split_inside_the_former_gap_at_depth_4():
     """L = 4, α = 1e-10 (refused before the plateaus were held): the split's ``log σ`` within 2e-3 of the small-α path
     through the jumps (5.6e-4 measured, at the third) and 3e-5 in the median over the outputs (9e-6 measured;
     docs/deep-linear.md, *Held plateaus*)."""
-    depth, alpha = 4, 1e-10
-    model, W0 = rotated(depth), gaussian(depth)
-    ts = np.linspace(0.0, 6.0, 31)
-    split = _split_flow(model, W0, ts, alpha)
-    with jax.enable_x64(True):
-        limit = _small.flow(model, W0, ts, math.log(alpha), rtol=0.0, atol=1e-8, max_steps=None, progress=False)
+    split, gap = gap_to_the_limit(4, 1e-10, np.linspace(0.0, 6.0, 31))
     assert split.result == "successful"
-    gap = np.abs(split.log_singular_values - limit.log_singular_values).max(axis=1)
     assert gap.max() < 2e-3, gap
     assert np.median(gap) < 3e-5, gap
 
@@ -150,7 +132,7 @@ def test_a_held_plateau_stops_at_max_steps_and_at_ctrl_c_keeping_what_it_reached
     depth = 4
     model, W0 = rotated(depth), gaussian(depth)
     ts = np.array([0.0, 0.2, 1.0])
-    flow = _split_flow(model, W0, ts, 1e-9, max_steps=30)
+    flow = split_flow(model, W0, ts, 1e-9, max_steps=30)
     assert flow.result == "max_steps_reached" and "max_steps = 30" in str(flow.message)
     assert np.all(np.isfinite(flow.W[0])) and np.all(np.isinf(flow.W[2]))
     calls = []

@@ -7,23 +7,11 @@ import math
 import jax
 import numpy as np
 import pytest
-from deep_linear_common import A0, S, aligned, gaussian, labels_task, rotated, whitened
+from deep_linear_common import A0, S, aligned, gap_to_the_limit, gaussian, labels_task, rotated, split_flow, whitened
 
 import gradflow
 import theory
 from gradflow._deep_linear import _small, _split
-
-
-def split_flow(model, W0, ts, alpha, **options):
-    with jax.enable_x64(True):  # as simulate_flow runs it
-        return _split.flow(
-            model,
-            W0,
-            np.asarray(ts),
-            math.log(alpha),
-            **dict(dict(rtol=0.0, atol=1e-8, max_steps=None), **options),
-            progress=False,
-        )
 
 
 def test_saxes_closed_form_through_the_first_jump_inside_the_gap():
@@ -152,13 +140,8 @@ def test_the_small_alpha_paths_sleeping_modes_after_a_jump_at_depth_5():
     """L = 5, α = 1e-4, Gaussian start on the rotated task: the small-α path's ``log σ`` against the split's, within
     1e-4 after the first jump (τ ≤ 2) and 5e-4 after the second (τ ≥ 2.6). With the rest of ``S`` read at the
     blow-up's cut (a growth of 1.6e5 at L = 5) instead of at 1e7, they were 1.5e-4 and 1.6e-3."""
-    depth, alpha = 5, 1e-4
-    model, W0 = rotated(depth), gaussian(depth)
     ts = np.linspace(0.0, 3.0, 31)
-    split = split_flow(model, W0, ts, alpha)
-    with jax.enable_x64(True):
-        limit = _small.flow(model, W0, ts, math.log(alpha), rtol=0.0, atol=1e-8, max_steps=None, progress=False)
-    gap = np.abs(split.log_singular_values - limit.log_singular_values).max(axis=1)
+    _, gap = gap_to_the_limit(5, 1e-4, ts)
     assert gap[ts <= 2.0].max() < 1e-4 and gap[ts >= 2.6].max() < 5e-4, gap
 
 
