@@ -18,10 +18,13 @@ them at ``eps/α``); ``G`` is evaluated in them too, from coefficients rotated o
 ``K̃`` of :class:`AffineGradient`, or ``M̃`` of :class:`LinearOutputs`). The frames turn to
 ``A``'s singular subspaces whenever its blocks off the ``k×k`` block exceed :data:`ROTATION` of its size (along a
 jump) and once ``A`` has settled after a jump; those blocks are then rounding and are dropped. Where the sleeping
-blocks' top mode reaches ``α‖S‖ = e = √α`` it moves into ``A``: the top right singular vector ``b_0`` of the product
+blocks' top mode reaches ``α‖S‖ = e = max(√α, 1e8^{−1/(L−2)})`` (:func:`gradflow._deep_linear._held.escape_scale`)
+it moves into ``A``: the top right singular vector ``b_0`` of the product
 of the sleeping blocks, carried up the layers (``b_l ∝ S_l b_{l−1}``), as the rank-one chain ``b_l b_lᵀ S_l b_{l−1}
 b_{l−1}ᵀ``. The sleeping singular values are read in the frames in which the layers are block upper triangular: the
-product of the blocks ``A_l/α + S_l`` off the learned subspaces.
+product of the blocks ``A_l/α + S_l`` off the learned subspaces. Where ``α^{L−2} < HELD`` the plateaus (from the start,
+and after each jump has settled) are held instead: ``A`` at rest, ``S`` in ``τ`` (gradflow/_deep_linear/_held.py);
+the equations themselves are in gradflow/_deep_linear/_split_fields.py.
 """
 
 from __future__ import annotations
