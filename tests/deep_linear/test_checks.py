@@ -52,7 +52,7 @@ def test_the_split_meets_the_small_alpha_path_at_the_default_tolerance():
     """At ``atol = 1e-8`` the split of the layers (its plateaus held below ``α^{L−2} = 1e-12``) takes every scale down
     to the small-α path's, 1e-10, at L = 4 and 5, and down to 1e-9 at L = 6 (before, α ≥ 1e-8 at L = 4, 4.6e-6 at
     L = 5, 1e-4 at L = 6); 5e-10 is refused at L = 6 with the ranges, and at ``atol = 1e-10`` (the small-α path from
-    1e-12) α = 1e-11 at L = 5."""
+    1e-12) α = 1e-11 is taken at L = 5 (measured there), 5e-12 refused."""
     for depth in (4, 5):
         assert np.log(SPLIT_LOWEST[depth]) <= small_log_alpha(0.0, 1e-8) + 1e-12
         check_resolved(depth, np.log([1e-9, 3e-10, 1.1e-10]), [0.0, 12.0], rtol=0.0, atol=1e-8)
@@ -60,7 +60,8 @@ def test_the_split_meets_the_small_alpha_path_at_the_default_tolerance():
     with pytest.raises(ValueError, match=r"α ≥ 1e-09; by the direct integration .* not covered yet"):
         check_resolved(6, np.log(5e-10), [0.0, 12.0], rtol=0.0, atol=1e-8)
     with pytest.raises(ValueError, match=r"log α ≥ .* split of the layers.* not covered yet"):
-        gradflow.simulate_flow(whitened(5), u0=aligned(5), ts=[0.0, 1.0], alpha=1e-11, atol=1e-10)
+        gradflow.simulate_flow(whitened(5), u0=aligned(5), ts=[0.0, 1.0], alpha=5e-12, atol=1e-10)
+    check_resolved(5, np.log(1.01e-11), [0.0, 12.0], rtol=0.0, atol=1e-10)
 
 
 def test_outputs_not_linear_in_W_are_refused_between_the_ranges():
