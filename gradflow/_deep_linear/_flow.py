@@ -16,23 +16,19 @@ from __future__ import annotations
 
 import dataclasses
 
-import diffrax as dfx
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optimistix as optx
 
 from .._kit._checks import EPS
 from .._kit._family import FlowRequest
-from .._solver import Solve, StageNewton, solve_in_segments, solve_runs, solve_status, vmap_batches
+from .._solver import Solve, solve_in_segments, solve_runs, solve_status, stiff_solve, vmap_batches
 from . import _small, _split
 from ._checks import check_resolved, lowest_log_alpha, small_log_alpha
 from ._model import DeepLinearModel, check_layers, layer_velocities, product
 from ._results import DeepLinearFlowResult
 
-_ROOT_TOL = 0.1
-_PID = dict(pcoeff=0.3, icoeff=0.3)  # the PI coefficients diffrax advises for implicit solvers
 _ADVICE = "Try a looser atol, or a larger max_steps."
 
 
@@ -58,12 +54,9 @@ def vector_field(tau, layers, args: Args):
 
 
 def _solve_of(model, log_alpha, ts, rtol, atol) -> Solve:
-    # Newton's method, not a chord: the Jacobian changes fast along a jump. It stops on the stage's state at a tenth
-    # of the step's tolerances (StageNewton): a stop on the stage's velocity, which carries |λ| ulps of the learned
-    # entries (λ = O(α^{−(L−2)})), failed every step of a settled flow once α^{L−2} ≲ 1e-6 (the old stiffness bound).
-    root_finder = StageNewton(rtol=_ROOT_TOL * (atol + rtol), atol=_ROOT_TOL * atol, norm=optx.rms_norm)
-    pid = dfx.PIDController(rtol=atol + rtol, atol=atol, **_PID)  # atol: the relative accuracy of the entries
-    return Solve(vector_field, dfx.Kvaerno5(root_finder=root_finder), Args(model=model, log_alpha=log_alpha), ts, pid)
+    # Newton at every iterate, not a chord: the Jacobian changes fast along a jump; stopped on the stage's state, since
+    # a stop on its velocity failed every step of a settled flow once α^{L−2} ≲ 1e-6 (the old stiffness bound).
+    return stiff_solve(vector_field, Args(model=model, log_alpha=log_alpha), ts, rtol=rtol, atol=atol)
 
 
 @eqx.filter_jit

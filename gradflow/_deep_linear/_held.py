@@ -19,7 +19,7 @@ alone, ``dS/dτ = (F(A + αS) − F(A)) / α^{L−1}``, with ``G(W_A)`` kept to 
   S_l^{kk} A_{<l}``, carried by the top layer (``S_L^{kk} = S0_L^{kk} + c A_{<L}^{−1}``), with the gauge frozen: the
   true velocity is orthogonal to the gauge (the loss depends on ``W`` only), and what freezing drops changes ``W`` at
   second order in α.
-- *Solve.* Kvaerno5 with Newton's method at every iterate (:class:`gradflow._solver.StageNewton`): the blocks of
+- *Solve.* Kvaerno5 with Newton's method at every iterate (:func:`gradflow._solver.stiff_solve`): the blocks of
   ``S`` that meet a learned subspace are stiff at rates from ``1`` to ``α^{−(L−2)}`` that change with the state, and
   SciPy's Radau, whose Newton keeps one Jacobian per step, diverged on them at L = 6. A chunk ends where the sleeping
   blocks' top mode has grown :func:`growth`-fold (the next starts its own clock, so that the approach to a blow-up is
@@ -35,9 +35,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optimistix as optx
 
-from .._solver import Solve, StageNewton, solve_in_segments
+from .._solver import Solve, solve_in_segments, stiff_solve
 from ._split_fields import SleepingPart, fields
 
 HELD = 1e-12
@@ -62,9 +61,6 @@ blocks approaching a blow-up is optimistic. On the rotated task's first plateau 
 tolerances (22 steps), 4.4e-7 at this fraction (32 steps) and 3.6e-8 at 1e-2 (47 steps; Radau in ``t``: 2.6e-8 in 75),
 but at 1e-2 the plateau after the last jump (L = 5, α = 1e-10) did not finish in 5 minutes: the rounding of the stiff
 blocks' velocity is above that tolerance."""
-
-_ROOT_TOL = 0.1
-_PID = dict(pcoeff=0.3, icoeff=0.3)
 
 
 def growth(depth: int) -> float:
@@ -205,10 +201,16 @@ def _grown(t, y, args: HeldArgs, **kwargs):
 
 
 def _solve_of(args: HeldArgs, out_ts, rtol: float, atol: float) -> Solve:
-    root_finder = StageNewton(rtol=_ROOT_TOL * (atol + rtol), atol=_ROOT_TOL * atol, norm=optx.rms_norm)
-    pid = dfx.PIDController(rtol=STEP_TOLERANCE * (atol + rtol), atol=STEP_TOLERANCE * atol, **_PID)
-    solver = dfx.Kvaerno5(root_finder=root_finder)
-    return Solve(held_velocity, solver, args, out_ts, pid, event=dfx.Event(_grown), underflow_floor=0.0)
+    return stiff_solve(
+        held_velocity,
+        args,
+        out_ts,
+        rtol=rtol,
+        atol=atol,
+        step_fraction=STEP_TOLERANCE,
+        event=dfx.Event(_grown),
+        underflow_floor=0.0,
+    )
 
 
 @eqx.filter_jit
@@ -223,8 +225,8 @@ def _advance(args, seg, budget, out_ts, rtol, atol):
 
 def held_chunk(A, S, frames, k, gradient, log_alpha, out_ts, *, level, unit, rtol, atol, max_steps, progress):
     """One held chunk from ``S`` (``A``, ``frames``: the plateau's; ``gradient`` in the frames) to ``out_ts[-1]`` or
-    to where ``α‖S_ss‖`` reaches ``level``, whichever comes first (``out_ts``: ``τ`` from the chunk's start). Returns
-    ``(S at each output reached or None, S at the end, the τ it lasted, whether the level was reached, diffrax's
+    to where ``α‖S_ss‖`` reaches ``level``, whichever comes first (``out_ts``: ``τ`` from the chunk's start, negative
+    for earlier outputs). Returns ``(S at each output it reached or None, S at the end, the τ it lasted, whether the level was reached, diffrax's
     result, whether Ctrl-C stopped it, steps)``.
 
     Its clock is ``s = τ / unit`` (:func:`chunk_unit`): near a blow-up a chunk lasts far less than ``τ``'s ulp. Its
@@ -244,6 +246,7 @@ def held_chunk(A, S, frames, k, gradient, log_alpha, out_ts, *, level, unit, rto
     )
     layers = lambda z: [np.array(s) for s in reduced.layers(jnp.asarray(z))]  # noqa: E731
     ys = np.asarray(seg.ys)
-    outputs = [layers(y) if np.all(np.isfinite(y)) else None for y in ys]
+    reached = (np.asarray(out_ts) >= 0) & np.all(np.isfinite(ys), axis=1)  # earlier times belong to earlier chunks
+    outputs = [layers(y) if ok else None for y, ok in zip(ys, reached)]
     grown = bool(result == dfx.RESULTS.event_occurred)
     return outputs, layers(seg.y), float(seg.t) * unit, grown, result, bool(stopped), int(np.asarray(seg.stats)[1])

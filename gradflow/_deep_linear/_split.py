@@ -231,8 +231,7 @@ class _Run:
                 return 1.0 if t < self.stop_at else -1.0
 
             def escaped(t, y):
-                S_ = _unpack(y, shapes * 2)[L:]
-                return max(np.linalg.norm(s[k:, k:], 2) for s in S_) * alpha - e
+                return sleeping_size(_unpack(y, shapes * 2)[L:], k) * alpha - e
 
             def turned(t, y):
                 if k == 0:
@@ -321,7 +320,7 @@ class _Run:
             )
             self.steps += steps
             for i, out in enumerate(outs):
-                if ts[i] >= tau0 and out is not None and self.outputs[i] is None:
+                if out is not None and self.outputs[i] is None:
                     self.outputs[i] = (_unrotate(A, frames), _unrotate(out, frames), k)
             tau0 += t_end
             if stopped or result == dfx.RESULTS.max_steps_reached:

@@ -6,6 +6,7 @@ from ._controllers import PredictiveController as PredictiveController
 from ._controllers import UnderflowGuard as UnderflowGuard
 from ._controllers import WrappedController as WrappedController
 from ._newton import StageNewton as StageNewton
+from ._newton import stiff_solve as stiff_solve
 from ._radau import RadauNewtonFloor as RadauNewtonFloor
 from ._segments import Solve as Solve
 from ._segments import run_segments as run_segments

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import diffrax as dfx
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import optimistix as optx
+
+from ._segments import Solve
+
+ROOT_TOL = 0.1
+""":class:`StageNewton` stops at this fraction of the step's tolerances."""
+
+_PID = dict(pcoeff=0.3, icoeff=0.3)  # the PI coefficients diffrax advises for implicit solvers
 
 
 class StageNewton(optx.Newton):
@@ -57,3 +65,14 @@ def _stage(args, y):
     diagonal, y_partial, control = args[1], args[5], args[7]
     dtype = jax.tree_util.tree_leaves(y)[0].dtype
     return jnp.asarray(diagonal * control, dtype=dtype), y_partial
+
+
+def stiff_solve(vector_field, args, out_ts, *, rtol, atol, step_fraction=1.0, event=None, underflow_floor=1.0) -> Solve:
+    """A :class:`Solve` by Kvaerno5 (L-stable) with Newton's method at every iterate (:class:`StageNewton`, stopped on
+    the stage's state at :data:`ROOT_TOL` of the step's tolerances: a chord, or a stop on the stage's velocity, which
+    carries ``‖J‖`` ulps of the stiff entries, failed on the deep linear flows) and diffrax's advised PI controller
+    at ``step_fraction`` of ``(atol + rtol, atol)``; ``event`` and ``underflow_floor`` as :class:`Solve`'s."""
+    root_finder = StageNewton(rtol=ROOT_TOL * (atol + rtol), atol=ROOT_TOL * atol, norm=optx.rms_norm)
+    pid = dfx.PIDController(rtol=step_fraction * (atol + rtol), atol=step_fraction * atol, **_PID)
+    solver = dfx.Kvaerno5(root_finder=root_finder)
+    return Solve(vector_field, solver, args, out_ts, pid, event=event, underflow_floor=underflow_floor)
