@@ -37,18 +37,16 @@ _small.py): the limit's stage times are off by ``C α``, ``C`` from 0.3 to 1.2 o
 docs/deep-linear.md, and its jumps start where a layer's new direction reaches ``(atol + rtol)^{1/L} ≫ α``."""
 
 
-SPLIT_LOWEST = {3: 1e-12, 4: 1e-11, 5: 1e-11, 6: 1e-9}
+SPLIT_LOWEST = 1e-12
 """Between the two ranges (``L ≥ 3``, outputs linear in ``W``) the flow is solved by the split of the layers into their
-learned and sleeping parts (gradflow/_deep_linear/_split.py), down to ``α = SPLIT_LOWEST[L]``: where ``α^{L−2}`` is
-below ``1e-12`` its plateaus are held (gradflow/_deep_linear/_held.py), so that their length, ``α^{−(L−2)}`` in ``t``,
-no longer bounds it. Measured at ``atol = 1e-8`` on Saxe's whitened 3×3 task rotated, from Gaussian starts, through
-every jump (docs/deep-linear.md, *Held plateaus*): at α = 1e-10 at L = 4 (2,273 steps) and L = 5, where it meets the
-small-α path's range, and at ``atol = 1e-10`` at α = 1e-11 (L = 4: 7,333 steps, L = 5: 9,095) and 2e-12 (L = 3, its
-plateaus in ``t``: 9,412 steps); at L = 6 down to α = 1e-9 (34,145 steps; 10,253 at 1e-8), the held plateau after the first
-jump stiffening as α falls (at α = 1e-10 it had not left that plateau after 15 minutes). Before the plateaus were
-held the split stopped at ``α^{L−2} = 1e-16`` (α = 1e-8 at L = 4, 4.6e-6 at L = 5, 1e-4 at L = 6). At a tighter
-``atol`` the small-α path starts lower (1e-12 at ``atol = 1e-10``), and the scales between it and this floor are
-refused."""
+learned and sleeping parts (gradflow/_deep_linear/_split.py), down to ``α = SPLIT_LOWEST``: where ``α^{L−2}`` is below
+``1e-12`` its plateaus are held (gradflow/_deep_linear/_held.py), so that their length, ``α^{−(L−2)}`` in ``t``, no
+longer bounds it. Measured on Saxe's whitened 3×3 task rotated, from Gaussian starts, through every jump
+(docs/deep-linear.md, *Held plateaus*): at α = 1e-12 and ``atol = 1e-10``, where the small-α path's range begins, at
+L = 3 to 6, and at α = 1e-10 and ``atol = 1e-8`` (L = 6: 2,771 steps). Until 2026-12-01 it stopped at α = 1e-9 at
+L = 6 (the held plateau after the first jump stiffened as α fell) and 1e-11 at L = 4, 5; before the plateaus were
+held, at ``α^{L−2} = 1e-16``. At a tighter ``atol`` the small-α path starts lower, and the scales between it and
+this floor are refused."""
 
 
 def small_log_alpha(rtol: float, atol: float) -> float:
@@ -92,7 +90,7 @@ def check_resolved(
     lowest, small = lowest_log_alpha(depth, tau_end, rtol, atol), small_log_alpha(rtol, atol)
     split = lowest
     if linear and depth != 2:  # depth None: what every depth refuses
-        split = min(lowest, math.log(SPLIT_LOWEST[depth] if depth else min(SPLIT_LOWEST.values())))
+        split = min(lowest, math.log(SPLIT_LOWEST))
     below = (log_a < lowest) & (((log_a > small) & (log_a < split)) | (depth == 2))
     if not np.any(below):
         return

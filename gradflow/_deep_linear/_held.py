@@ -4,7 +4,7 @@
 A plateau lasts ``α^{−(L−2)}`` in ``t``: below ``α^{L−2} ≈ 1e-16`` the rounding of ``A``'s residual velocity, acting on
 the sleeping blocks over that long, stalled the split in ``t``. Held, the plateau is the split's equation for ``S``
 alone, ``dS/dτ = (F(A + αS) − F(A)) / α^{L−1}``, with ``G(W_A)`` kept to its sleeping block
-(:class:`gradflow._deep_linear._split_fields.SleepingPart`), in three steps:
+(:class:`gradflow._deep_linear._split_fields.SleepingPart`), made solvable as follows:
 
 - *Gauge.* A jump leaves the blocks of ``S`` between a learned and a sleeping direction of a hidden space with
   entries of order ``1e3`` that only rotate the hidden bases (``S_j ∋ X A_j``, ``S_{j+1} ∋ A_{j+1} Xᵀ``): they join
@@ -12,13 +12,21 @@ alone, ``dS/dτ = (F(A + αS) − F(A)) / α^{L−1}``, with ``G(W_A)`` kept to 
   hidden frames by ``R_j = exp(α Z_j)`` (``Z_j`` antisymmetric, mixing the learned and sleeping directions of space
   ``j``) chosen by least squares to remove them; ``W`` is unchanged (to rounding), ``A`` is kept, and ``S`` takes
   ``(R_lᵀ A_l R_{l−1} − A_l)/α`` from a series in ``α``, without cancellation.
-- *Reduced coordinates.* The learned ``k×k`` blocks of ``S`` hold one fast direction and the gauge of the learned
-  layers (``S_l^{kk} → S_l^{kk} + Y_l A_l − A_l Y_{l−1}``, which leaves ``W`` unchanged to first order) in the same
-  entries: eliminating the fast one in Newton's matrix left the rounding of ``α^{−(L−2)}``-sized entries in the
-  gauge's, and Newton diverged. So they enter only through the product's first-order change ``c = Σ_l A_{>l}
-  S_l^{kk} A_{<l}``, carried by the top layer (``S_L^{kk} = S0_L^{kk} + c A_{<L}^{−1}``), with the gauge frozen: the
-  true velocity is orthogonal to the gauge (the loss depends on ``W`` only), and what freezing drops changes ``W`` at
-  second order in α.
+- *Reduced coordinates.* The blocks of ``W`` that meet a learned subspace relax at rates up to ``α^{−(L−2)}`` in
+  ``τ``; in the entries of ``S`` they are spread over every layer, beside the learned layers' gauge (``S_l^{kk} →
+  S_l^{kk} + Y_l A_l − A_l Y_{l−1}``, which leaves ``W`` unchanged to first order) and the hidden spaces' mixed blocks,
+  whose couplings to them reach ``α^{−(L−1)}`` (``3e27`` in ``τ`` at L = 6, α = 1e-9) and cancel to rates of order
+  one. Newton's matrix, formed in those entries, lost the slow directions to that cancellation, and the steps
+  shrank as α fell (L = 6: 7,726 steps on the plateau after the first jump at α = 1e-8, 26,048 at 1e-9, unfinished
+  at 1e-10). So those blocks are coordinates themselves: ``D = (W − W_A)/α``'s learned and mixed blocks, exactly,
+  in place of the bottom layer's learned rows, the top layer's learned columns and the top layer's learned block,
+  which :class:`Reduced` solves for from ``D``; the other learned blocks are frozen (the gauge: the true velocity
+  is orthogonal to it, the loss depending on ``W`` only, and what freezing drops changes ``W`` at second order in
+  α). The largest slow rate is then ``2e3`` (L = 6, α = 1e-9), and each chunk starts with ``D`` where its velocity
+  vanishes (:func:`slaved`).
+- *Alignment.* Toward an escape the sleeping blocks' top chain grows to ``e/α`` beside a rest of order one;
+  :func:`align` turns the sleeping subspaces at every chunk so that the chain has entries of its own, and the
+  escape (gradflow/_deep_linear/_split.py) moves exactly those into ``A``.
 - *Solve.* Kvaerno5 with Newton's method at every iterate (:func:`gradflow._solver.stiff_solve`): the blocks of
   ``S`` that meet a learned subspace are stiff at rates from ``1`` to ``α^{−(L−2)}`` that change with the state, and
   SciPy's Radau, whose Newton keeps one Jacobian per step, diverged on them at L = 6. A chunk ends where the sleeping
@@ -119,54 +127,134 @@ def ungauge(A, S, frames, k: int, alpha: float):
     return turned, [f @ (np.eye(len(n)) + alpha * n) for f, n in zip(frames, N)]
 
 
-def _off_learned(shape, k: int) -> np.ndarray:
+def _basis_from(b: np.ndarray) -> np.ndarray:
+    """An orthogonal matrix whose first column is the unit vector ``b`` (a Householder reflection)."""
+    v = b.copy()
+    v[0] += math.copysign(1.0, b[0] if b[0] != 0 else 1.0)
+    H = np.eye(len(b)) - 2.0 * np.outer(v, v) / (v @ v)
+    return -math.copysign(1.0, b[0] if b[0] != 0 else 1.0) * H
+
+
+def align(S, frames, k: int):
+    """``(S, frames)`` with the sleeping part of every space turned so that the sleeping blocks' top chain (``b_0``
+    the top right singular vector of ``S_L^{ss} ⋯ S_1^{ss}``, ``b_l ∝ S_l^{ss} b_{l−1}``) is the first sleeping axis.
+    Toward an escape that chain grows to ``e/α`` (``1e8`` at L = 6, α = 1e-10) beside a rest of order one; in entries
+    shared with it the rest keeps only ``eps e/α`` (2e-8 there, at ``atol = 1e-8``), in entries of its own all of its
+    digits, and it leaves them for the next plateau's sleeping blocks once the chain is moved into ``A``."""
+    sleeping = [np.asarray(s)[k:, k:] for s in S]
+    chain = sleeping[0]
+    for x in sleeping[1:]:
+        chain = x @ chain
+    b = [np.linalg.svd(chain)[2][0]]
+    for x in sleeping:
+        image = x @ b[-1]
+        norm = np.linalg.norm(image)
+        if norm == 0.0:
+            return S, frames
+        b.append(image / norm)
+    turns = []
+    for f, direction in zip(frames, b):
+        R = np.eye(len(f))
+        R[k:, k:] = _basis_from(direction)
+        turns.append(R)
+    turned = [turns[l + 1].T @ np.asarray(s) @ turns[l] for l, s in enumerate(S)]
+    return turned, [f @ R for f, R in zip(frames, turns)]
+
+
+PRODUCT_ITERATIONS = 8
+"""Fixed-point iterations of :meth:`Reduced.layers`: each shrinks the error of the entries it solves for by about
+``α‖S‖``, at most the escape scale ``e ≤ 1e-2`` (:func:`escape_scale`), so eight leave it below ``eps``."""
+
+
+def _carried(shape, k: int, layer: int, depth: int) -> np.ndarray:
+    """The entries of ``S_l`` that :class:`Reduced` carries as they are: off the learned ``k×k`` block, and off the
+    bottom layer's learned rows and the top layer's learned columns (solved for from ``D``)."""
     mask = np.ones(shape, bool)
     mask[:k, :k] = False
+    if layer == 0:
+        mask[:k, k:] = False
+    if layer == depth - 1:
+        mask[k:, :k] = False
     return mask
 
 
+def _product(layers, size: int):
+    """``W_L ⋯ W_1`` of ``layers`` (the identity of order ``size`` if there are none)."""
+    if not layers:
+        return jnp.eye(size)
+    out = layers[0]
+    for w in layers[1:]:
+        out = w @ out
+    return out
+
+
 class Reduced(eqx.Module):
-    """The held plateau's coordinates ``z = [c, S off the learned blocks]`` (module docstring) about ``S0``."""
+    """The held plateau's coordinates ``z = [D^{kk}, D^{ks}, D^{sk}, the other entries of S]`` about ``S0`` (module
+    docstring): ``D = (W − W_A)/α``'s blocks that meet a learned subspace, exactly (every order in α), in place of the
+    bottom layer's learned rows, the top layer's learned columns and the learned blocks of ``S``, which are frozen at
+    ``S0`` but for the top layer's."""
 
     S0: tuple
     A: tuple
+    log_alpha: jax.Array
     k: int = eqx.field(static=True)
 
+    @property
+    def fast_size(self) -> int:
+        """The number of ``D``'s coordinates: ``k² + k(n − k) + (m − k)k``."""
+        k, m, n = self.k, self.S0[-1].shape[0], self.S0[0].shape[1]
+        return k * k + k * (n - k) + (m - k) * k
+
     def layers(self, z):
-        """The layers of ``S`` at ``z``."""
-        k = self.k
-        c = z[: k * k].reshape(k, k)
-        below = jnp.eye(k)
-        for a in self.A[:-1]:
-            below = a[:k, :k] @ below
-        out, i = [], k * k
-        for l, s0 in enumerate(self.S0):
-            mask = _off_learned(s0.shape, k)
-            n = int(mask.sum())
-            s = s0.at[mask].set(z[i : i + n])
-            i += n
-            if l == len(self.S0) - 1:
-                s = s.at[:k, :k].add(jnp.linalg.solve(below.T, c.T).T)  # c A_{<L}^{−1}
-            out.append(s)
-        return out
-
-    def velocity(self, dS):
-        """``dz`` of the layers' velocities ``dS``: ``dc = Σ_l A_{>l} dS_l^{kk} A_{<l}`` and the rest."""
+        """The layers of ``S`` at ``z``: the carried entries as they are, and ``S_1^{ks}``, ``S_L^{sk}``, ``S_L^{kk}``
+        from ``D`` (each linear in it given the others, so solved for by :data:`PRODUCT_ITERATIONS` sweeps):
+        ``D^{ks} = W_{>1}^{kk} S_1^{ks} + W_{>1}^{ks} S_1^{ss}``, ``D^{sk} = S_L^{sk} W_{<L}^{kk} + S_L^{ss} W_{<L}^{sk}``
+        and ``D^{kk} = S_L^{kk} W_{<L}^{kk} + A_L^{kk} E + S_L^{ks} W_{<L}^{sk}``, with ``E = (W_{<L} − A_{<L})^{kk}/α``
+        built by its recursion, so that nothing cancels."""
         k, L = self.k, len(self.A)
-        dc = jnp.zeros((k, k))
-        for l in range(L):
-            above, below = jnp.eye(k), jnp.eye(k)
-            for a in self.A[l + 1 :]:
-                above = above @ a[:k, :k]
-            for a in self.A[:l]:
-                below = a[:k, :k] @ below
-            dc = dc + above @ dS[l][:k, :k] @ below
-        return jnp.concatenate([dc.ravel()] + [d[_off_learned(d.shape, k)] for d in dS])
+        alpha = jnp.exp(self.log_alpha)
+        m, n = self.S0[-1].shape[0], self.S0[0].shape[1]
+        sizes = np.cumsum([0, k * k, k * (n - k), (m - k) * k])
+        D_kk, D_ks, D_sk = (
+            z[a:b].reshape(shape) for a, b, shape in zip(sizes[:-1], sizes[1:], [(k, k), (k, n - k), (m - k, k)])
+        )
+        S, i = [], sizes[-1]
+        for l, s0 in enumerate(self.S0):
+            mask = _carried(s0.shape, k, l, L)
+            S.append(s0.at[mask].set(z[i : i + int(mask.sum())]))
+            i += int(mask.sum())
+        for _ in range(PRODUCT_ITERATIONS):
+            above = _product([a + alpha * s for a, s in zip(self.A[1:], S[1:])], S[0].shape[0])  # W_{>1}
+            S[0] = S[0].at[:k, k:].set(jnp.linalg.solve(above[:k, :k], D_ks - above[:k, k:] @ S[0][k:, k:]))
+            below, E = jnp.eye(n), jnp.zeros((n, n))  # W_{<L} and (W_{<L} − A_{<L})/α
+            for a, s in zip(self.A[:-1], S[:-1]):
+                below, E = (a + alpha * s) @ below, s @ below + a @ E
+            top, lower = S[-1], below[:k, :k].T
+            sk = jnp.linalg.solve(lower, (D_sk - top[k:, k:] @ below[k:, :k]).T).T
+            kk = jnp.linalg.solve(lower, (D_kk - self.A[-1][:k, :k] @ E[:k, :k] - top[:k, k:] @ below[k:, :k]).T).T
+            S[-1] = top.at[k:, :k].set(sk).at[:k, :k].set(kk)
+        return S
+
+    def velocity(self, S, dS):
+        """``dz`` of the layers' velocities ``dS`` at ``S``: ``dD = Σ_l W_{>l} dS_l W_{<l}``'s blocks that meet a
+        learned subspace, and the carried entries of ``dS``."""
+        k, L = self.k, len(self.A)
+        alpha = jnp.exp(self.log_alpha)
+        W = [a + alpha * s for a, s in zip(self.A, S)]
+        m, n = W[-1].shape[0], W[0].shape[1]
+        dD = sum(_product(W[l + 1 :], m) @ dS[l] @ _product(W[:l], n) for l in range(L))
+        carried = [d[_carried(d.shape, k, l, L)] for l, d in enumerate(dS)]
+        return jnp.concatenate([dD[:k, :k].ravel(), dD[:k, k:].ravel(), dD[k:, :k].ravel()] + carried)
 
 
-def coordinates(S, k: int) -> np.ndarray:
-    """``z`` of ``S`` about itself (``c = 0``)."""
-    return np.concatenate([np.zeros(k * k)] + [np.asarray(s)[_off_learned(s.shape, k)] for s in S])
+def coordinates(A, S, k: int, log_alpha: float) -> np.ndarray:
+    """``z`` of ``S`` (:class:`Reduced`), ``D`` built by its recursion ``D_{<l+1} = S_l W_{<l} + A_l D_{<l}``."""
+    alpha, L = math.exp(log_alpha), len(S)
+    below, D = np.eye(S[0].shape[1]), np.zeros((S[0].shape[1],) * 2)
+    for a, s in zip(A, S):
+        below, D = (a + alpha * s) @ below, s @ below + a @ D
+    carried = [np.asarray(s)[_carried(s.shape, k, l, L)] for l, s in enumerate(S)]
+    return np.concatenate([D[:k, :k].ravel(), D[:k, k:].ravel(), D[k:, :k].ravel()] + carried)
 
 
 class HeldArgs(eqx.Module):
@@ -190,7 +278,7 @@ def _velocity_in_tau(args: HeldArgs, z):
     y = jnp.concatenate([a.ravel() for a in reduced.A] + [s.ravel() for s in S])
     dS = fields(y, args.gradient, args.log_alpha, shapes)[y.size // 2 :] * jnp.exp(-(len(S) - 2) * args.log_alpha)
     sizes = np.cumsum([0] + [s.size for s in S])
-    return reduced.velocity([dS[a:b].reshape(s.shape) for a, b, s in zip(sizes[:-1], sizes[1:], S)])
+    return reduced.velocity(S, [dS[a:b].reshape(s.shape) for a, b, s in zip(sizes[:-1], sizes[1:], S)])
 
 
 def _grown(t, y, args: HeldArgs, **kwargs):
@@ -209,8 +297,41 @@ def _solve_of(args: HeldArgs, out_ts, rtol: float, atol: float) -> Solve:
         atol=atol,
         step_fraction=STEP_TOLERANCE,
         event=dfx.Event(_grown),
-        underflow_floor=0.0,
     )
+
+
+RELAX_ITERATIONS = 10
+"""At most this many Newton iterations of :func:`slaved` (on nearly linear equations it stops after two or three)."""
+
+RELAX_RANK = 1e-13
+"""Directions of ``D`` whose rate is below this fraction of the fastest are not slaved by :func:`slaved`."""
+
+
+@eqx.filter_jit
+def _fast_part(args: HeldArgs, z):
+    """The velocity of ``D`` (the first coordinates) and its Jacobian in ``D``."""
+    n = args.reduced.fast_size
+
+    def velocity(D):
+        return _velocity_in_tau(args, jnp.concatenate([D, z[n:]]))[:n]
+
+    return velocity(z[:n]), jax.jacfwd(velocity)(z[:n])
+
+
+def slaved(args: HeldArgs, z, *, rtol: float, atol: float) -> np.ndarray:
+    """``z`` with ``D`` moved to where its velocity vanishes (Newton's method in ``D`` alone, least squares below
+    :data:`RELAX_RANK`): the blocks of ``W`` that meet a learned subspace relax at rates up to ``α^{−(L−2)}`` in ``τ``,
+    and a chunk starts where they have. Dropping that transient moves the rest of ``z`` by ``O(α^{L−2})``; integrating
+    it, Kvaerno5's first stage predicted from velocities of ``1e22`` (L = 6, α = 1e-8) and Newton diverged at any step."""
+    z = np.array(z)
+    n = args.reduced.fast_size
+    for _ in range(RELAX_ITERATIONS):
+        velocity, jacobian = (np.asarray(x) for x in _fast_part(args, jnp.asarray(z)))
+        step = np.linalg.lstsq(jacobian, velocity, rcond=RELAX_RANK)[0]
+        z[:n] -= step
+        if np.all(np.abs(step) <= 1e-3 * (atol + rtol * np.abs(z[:n]))):
+            break
+    return z
 
 
 @eqx.filter_jit
@@ -226,15 +347,15 @@ def _advance(args, seg, budget, out_ts, rtol, atol):
 def held_chunk(A, S, frames, k, gradient, log_alpha, out_ts, *, level, unit, rtol, atol, max_steps, progress):
     """One held chunk from ``S`` (``A``, ``frames``: the plateau's; ``gradient`` in the frames) to ``out_ts[-1]`` or
     to where ``α‖S_ss‖`` reaches ``level``, whichever comes first (``out_ts``: ``τ`` from the chunk's start, negative
-    for earlier outputs). Returns ``(S at each output it reached or None, S at the end, the τ it lasted, whether the level was reached, diffrax's
-    result, whether Ctrl-C stopped it, steps)``.
+    for earlier outputs). Returns ``(S at each output it reached or None, S at the end, the τ it lasted, whether the
+    level was reached, diffrax's result, whether Ctrl-C stopped it, steps)``.
 
-    Its clock is ``s = τ / unit`` (:func:`chunk_unit`): near a blow-up a chunk lasts far less than ``τ``'s ulp. Its
-    first steps, on the fast blocks' relaxation to where the held plateau slaves them (``G(W_A)``'s residual dropped),
-    may be below ``eps``: the underflow guard's floor is 0."""
-    reduced = Reduced(tuple(jnp.asarray(s) for s in S), tuple(jnp.asarray(a) for a in A), k)
+    Its clock is ``s = τ / unit`` (:func:`chunk_unit`): near a blow-up a chunk lasts far less than ``τ``'s ulp. It
+    starts with the fast blocks where the held plateau slaves them (:func:`slaved`; ``G(W_A)``'s residual dropped):
+    integrated, that relaxation needed steps below ``eps`` of the clock."""
+    reduced = Reduced(tuple(jnp.asarray(s) for s in S), tuple(jnp.asarray(a) for a in A), jnp.asarray(log_alpha), k)
     args = HeldArgs(reduced, SleepingPart(gradient, k), jnp.asarray(log_alpha), jnp.asarray(level), jnp.asarray(unit))
-    z0 = jnp.asarray(coordinates(S, k))
+    z0 = jnp.asarray(slaved(args, coordinates(A, S, k, log_alpha), rtol=rtol, atol=atol))
     out_ts = jnp.asarray(np.asarray(out_ts) / unit)
     seg = _start(args, z0, out_ts, rtol, atol)
     seg, result, stopped = solve_in_segments(

@@ -43,7 +43,7 @@ from .._config import check_interrupt
 from .._results import RESULTS
 from .._solver._radau import RadauNewtonFloor
 from .._solver._segments import Progress
-from ._held import HELD, chunk_unit, escape_scale, growth, held_chunk, sleeping_size, ungauge
+from ._held import HELD, align, chunk_unit, escape_scale, growth, held_chunk, sleeping_size, ungauge
 from ._model import DeepLinearModel, _pack, _unpack, layer_velocities, losses, product
 from ._results import DeepLinearFlowResult
 from ._split_fields import AffineGradient, LinearOutputs, jacobian, velocity
@@ -119,16 +119,25 @@ def _unrotate(layers, frames):
     return [frames[l + 1] @ x @ frames[l].T for l, x in enumerate(layers)]
 
 
-def _svd_frames(A) -> list[np.ndarray]:
+def _svd_frames(A, k: int) -> list[np.ndarray]:
     """Rotations (in the current frames) to ``A``'s own singular subspaces: the input's from ``A_1``'s right singular
-    vectors, each other space's from its layer's left ones."""
+    vectors, each other space's from its layer's left ones; of the learned ``k×k`` blocks alone where ``A`` is zero off
+    them (as it is after an escape and on a plateau), so that it stays exactly so."""
+    if all(not np.any(a[k:]) and not np.any(a[:, k:]) for a in A):
+        turns = [np.eye(A[0].shape[1])] + [np.eye(a.shape[0]) for a in A]
+        turns[0][:k, :k] = np.linalg.svd(A[0][:k, :k])[2].T
+        for l, a in enumerate(A):
+            turns[l + 1][:k, :k] = np.linalg.svd(a[:k, :k])[0]
+        return turns
     return [np.linalg.svd(A[0])[2].T] + [np.linalg.svd(a)[0] for a in A]
 
 
 def _turn(A, S, frames, k):
     """Frames turned to ``A``'s singular subspaces, and ``A``, ``S`` in them, ``A`` cut to its ``k×k`` block (its
-    other blocks are rounding there)."""
-    turn = _svd_frames(A)
+    other blocks are rounding there; none where :func:`_svd_frames` turns the learned blocks alone: an ``eps`` of
+    ``A`` cut is ``eps/α`` of ``S``, and cut at each turn it put the sleeping modes' ``log σ`` off by ``eps/α``, 2e-4
+    at α = 1e-12)."""
+    turn = _svd_frames(A, k)
     A, S = _rotate(A, turn), _rotate(S, turn)
     for a in A:
         a[k:, :] = 0.0
@@ -136,21 +145,15 @@ def _turn(A, S, frames, k):
     return A, S, [q @ r for q, r in zip(frames, turn)]
 
 
-def _escape_into_A(A, S, k, alpha):
-    """Move the sleeping blocks' top mode into ``A`` as a rank-one chain (the module's docstring), in place."""
-    offs = []
-    for s in S:
-        x = np.zeros_like(s)
-        x[k:, k:] = s[k:, k:]
-        offs.append(x)
-    b = np.linalg.svd(np.asarray(product(offs)))[2][0]
-    for l in range(len(A)):
-        image = offs[l] @ b
-        top = image / np.linalg.norm(image)
-        chain = np.outer(top, top) @ offs[l] @ np.outer(b, b)
-        A[l] += alpha * chain
-        S[l] -= chain
-        b = top
+def _escape_into_A(A, S, frames, k, alpha):
+    """Move the sleeping blocks' top mode into ``A`` as a rank-one chain (the module's docstring): the sleeping
+    subspaces turned so that the chain is their first axis (:func:`gradflow._deep_linear._held.align`), its entry
+    ``k, k`` of each layer moves from ``S`` into ``A``, exactly. Returns the frames."""
+    S[:], frames = align(S, frames, k)
+    for a, s in zip(A, S):
+        a[k, k] += alpha * s[k, k]
+        s[k, k] = 0.0
+    return frames
 
 
 def log_singular_values(A, S, k: int, log_alpha: float, rank: int) -> np.ndarray:
@@ -196,7 +199,7 @@ class _Run:
     outputs: list = dataclasses.field(default_factory=list)
 
     def solve(self, W0, ts, gradient, *, max_steps, reached):
-        """``(result, message)``, with ``self.outputs[i] = (A, S, k)`` in the original coordinates at ``ts[i]`` (None
+        """``(result, message)``, with ``self.outputs[i] = (A, S, k, log σ)`` (:meth:`_output`) at ``ts[i]`` (None
         after the time reached, which Ctrl-C and the step budget keep); ``gradient`` is :func:`split_gradient`'s, with
         NumPy arrays."""
         model, L = self.model, self.model.depth
@@ -219,7 +222,7 @@ class _Run:
                     return self._stopped(max_steps, tau0)
                 if not escaped:
                     break
-                _escape_into_A(A, S, k, alpha)
+                frames = _escape_into_A(A, S, frames, k, alpha)
                 k, jumping, holding, armed = k + 1, True, False, [False]
                 A, S, frames = _turn(A, S, frames, k)
                 continue
@@ -268,7 +271,7 @@ class _Run:
             for i, tau in enumerate(ts):
                 if tau0 <= tau and (tau - tau0) / unit <= t_stop and outputs[i] is None:
                     parts = _unpack(sol.sol((tau - tau0) / unit), shapes * 2)
-                    outputs[i] = (_unrotate(parts[:L], frames), _unrotate(parts[L:], frames), k)
+                    outputs[i] = self._output(parts[:L], parts[L:], frames, k)
             parts = [np.array(x) for x in _unpack(sol.y[:, -1], shapes * 2)]
             A, S = parts[:L], parts[L:]
             tau0 += t_stop * unit
@@ -283,7 +286,7 @@ class _Run:
             if ended[0]:
                 return self._stopped(max_steps, tau0)
             if ended[1]:
-                _escape_into_A(A, S, k, alpha)
+                frames = _escape_into_A(A, S, frames, k, alpha)
                 k, jumping, armed = k + 1, True, [False]
                 A, S, frames = _turn(A, S, frames, k)
                 continue
@@ -293,6 +296,13 @@ class _Run:
             self.turns += 1
         return RESULTS.successful.value, ""
 
+    def _output(self, A, S, frames, k):
+        """``(A, S, k, log σ)`` for an output: the layers in the original coordinates, ``log σ`` read in the frames,
+        where ``A`` is zero off its learned blocks (read after turning back, ``A``'s rounding there, over α, put the
+        sleeping modes off by ``eps/α``: 2e-4 at α = 1e-12)."""
+        log_sv = log_singular_values(A, S, k, self.log_alpha, self.model.rank)
+        return _unrotate(A, frames), _unrotate(S, frames), k, log_sv
+
     def _hold(self, A, S, frames, k, tau0, ts, gradient, e, max_steps, reached):
         """A held plateau from ``τ0`` (gradflow/_deep_linear/_held.py), chunk by chunk, to where the sleeping
         blocks' top mode reaches ``e`` or to ``ts[-1]``: ``(S, frames, τ reached, whether it reached e, why its
@@ -300,7 +310,7 @@ class _Run:
         stopped it."""
         alpha, previous = math.exp(self.log_alpha), None
         while True:
-            S, frames = ungauge(A, S, frames, k, alpha)
+            S, frames = align(*ungauge(A, S, frames, k, alpha), k)
             level = min(e, growth(len(A)) * alpha * sleeping_size(S, k))
             budget = None if max_steps is None else max(max_steps - self.steps, 0)
             outs, S, t_end, grown, result, stopped, steps = held_chunk(
@@ -321,7 +331,7 @@ class _Run:
             self.steps += steps
             for i, out in enumerate(outs):
                 if out is not None and self.outputs[i] is None:
-                    self.outputs[i] = (_unrotate(A, frames), _unrotate(out, frames), k)
+                    self.outputs[i] = self._output(A, out, frames, k)
             tau0 += t_end
             if stopped or result == dfx.RESULTS.max_steps_reached:
                 self.stop = RESULTS.interrupted.value if stopped else RESULTS.max_steps_reached.value
@@ -404,7 +414,7 @@ def flow(model: DeepLinearModel, W0, ts, log_a, *, rtol: float, atol: float, max
 
 
 def _outputs(model: DeepLinearModel, outputs, ts, log_alpha: float):
-    """The layers, ``W``, ``log σ`` and the loss at ``ts`` from the split's ``(A, S, k)`` (``+inf``, the loss NaN,
+    """The layers, ``W``, ``log σ`` and the loss at ``ts`` from the split's ``(A, S, k, log σ)`` (``+inf``, the loss NaN,
     where there is none)."""
     alpha = math.exp(log_alpha)
     layers = [np.full((len(ts), *shape), np.inf) for shape in model.layer_shapes]
@@ -413,11 +423,10 @@ def _outputs(model: DeepLinearModel, outputs, ts, log_alpha: float):
     loss = np.full(len(ts), np.nan)
     done = [i for i, out in enumerate(outputs) if out is not None]
     for i in done:
-        A, S, k = outputs[i]
+        A, S, _, log_sv[i] = outputs[i]
         for l, (a, s) in enumerate(zip(A, S)):
             layers[l][i] = a + alpha * s
         W[i] = np.asarray(product([w[i] for w in layers]))
-        log_sv[i] = log_singular_values(A, S, k, log_alpha, model.rank)
     if done:
         loss[done] = np.asarray(losses(model, jnp.asarray(W[done])))
     return tuple(layers), W, log_sv, loss

@@ -1,6 +1,8 @@
 """The scales float64 resolves in a deep linear flow (docs/deep-linear.md, *Supported range*): the refused range is the
 stated one."""
 
+import math
+
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -29,7 +31,7 @@ def test_refused_range_is_the_stated_one(tols):
     atol, rtol = float(tols[0]), float(tols[1])
     for depth in (3, 4, 6):
         lowest, small = lowest_log_alpha(depth, 1.0, rtol, atol), small_log_alpha(rtol, atol)
-        floor = min(lowest, np.log(SPLIT_LOWEST[depth]))
+        floor = min(lowest, np.log(SPLIT_LOWEST))
         if floor - 1e-3 <= small:
             continue
         model = whitened(depth)
@@ -48,20 +50,19 @@ def test_refused_range_at_the_default_tolerances():
     assert lowest_log_alpha(4, 1.0, 0.0, 1e-8) == pytest.approx(0.5 * np.log(STIFFNESS * EPS / 1e-8))
 
 
-def test_the_split_meets_the_small_alpha_path_at_the_default_tolerance():
-    """At ``atol = 1e-8`` the split of the layers (its plateaus held below ``α^{L−2} = 1e-12``) takes every scale down
-    to the small-α path's, 1e-10, at L = 4 and 5, and down to 1e-9 at L = 6 (before, α ≥ 1e-8 at L = 4, 4.6e-6 at
-    L = 5, 1e-4 at L = 6); 5e-10 is refused at L = 6 with the ranges, and at ``atol = 1e-10`` (the small-α path from
-    1e-12) α = 1e-11 is taken at L = 5 (measured there), 5e-12 refused."""
-    for depth in (4, 5):
-        assert np.log(SPLIT_LOWEST[depth]) <= small_log_alpha(0.0, 1e-8) + 1e-12
-        check_resolved(depth, np.log([1e-9, 3e-10, 1.1e-10]), [0.0, 12.0], rtol=0.0, atol=1e-8)
-    check_resolved(6, np.log([1e-6, 1e-8, 1.1e-9]), [0.0, 12.0], rtol=0.0, atol=1e-8)
-    with pytest.raises(ValueError, match=r"α ≥ 1e-09; by the direct integration .* not covered yet"):
-        check_resolved(6, np.log(5e-10), [0.0, 12.0], rtol=0.0, atol=1e-8)
+def test_the_split_meets_the_small_alpha_path_down_to_atol_1e_10():
+    """The split of the layers (its plateaus held below ``α^{L−2} = 1e-12``) takes every scale down to the small-α
+    path's at L = 3 to 6, at ``atol = 1e-8`` (1e-10) and ``1e-10`` (1e-12; until 2026-12-01 α ≥ 1e-9 at L = 6 and
+    1e-11 at L = 4, 5); at ``atol = 1e-11`` (the small-α path from 1e-13) 5e-13 is refused with the ranges."""
+    for depth in (3, 4, 5, 6):
+        for atol in (1e-8, 1e-10):
+            assert np.log(SPLIT_LOWEST) <= small_log_alpha(0.0, atol) + 1e-12
+            small = math.exp(small_log_alpha(0.0, atol))
+            check_resolved(depth, np.log([1e3 * small, 5 * small, 1.01 * small]), [0.0, 12.0], rtol=0.0, atol=atol)
+    with pytest.raises(ValueError, match=r"α ≥ 1e-12; by the direct integration .* not covered yet"):
+        check_resolved(6, np.log(5e-13), [0.0, 12.0], rtol=0.0, atol=1e-11)
     with pytest.raises(ValueError, match=r"log α ≥ .* split of the layers.* not covered yet"):
-        gradflow.simulate_flow(whitened(5), u0=aligned(5), ts=[0.0, 1.0], alpha=5e-12, atol=1e-10)
-    check_resolved(5, np.log(1.01e-11), [0.0, 12.0], rtol=0.0, atol=1e-10)
+        gradflow.simulate_flow(whitened(5), u0=aligned(5), ts=[0.0, 1.0], alpha=5e-13, atol=1e-11)
 
 
 def test_outputs_not_linear_in_W_are_refused_between_the_ranges():

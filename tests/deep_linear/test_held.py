@@ -13,6 +13,7 @@ from deep_linear_common import gap_to_the_limit, gaussian, rotated, split_flow
 
 import gradflow
 from gradflow._deep_linear import _held, _split
+from gradflow._deep_linear._split_fields import SleepingPart
 from gradflow._solver import _segments
 
 
@@ -60,34 +61,107 @@ def test_ungauge_removes_the_rotations_and_keeps_the_layers():
         assert np.abs(turned[l][k:, :k]).max() < 1e-5 and np.abs(turned[l + 1][:k, k:]).max() < 1e-5
 
 
-def test_reduced_coordinates_carry_the_products_first_order_change():
-    """``layers(coordinates(S)) = S``; moving ``c`` changes ``Σ_l A_{>l} S_l^{kk} A_{<l}`` by ``c`` (in the top layer);
-    ``velocity`` maps layer velocities to that change and to the entries off the learned blocks."""
+def test_reduced_coordinates_carry_the_products_change_exactly():
+    """``layers(coordinates(S)) = S``; the first coordinates are the blocks of ``D = (W − W_A)/α`` that meet a learned
+    subspace, to every order in α: setting them gives layers with that ``D`` (at α = 1e-3, where ``W − W_A`` in
+    float64 still holds ``D`` to 1e-12), the carried entries and the frozen learned blocks unchanged; ``velocity`` is
+    ``D``'s derivative along the layers' velocities, and the carried entries of those velocities."""
     rng = np.random.default_rng(1)
-    depth, width, k = 4, 3, 2
-    A = _balanced_learned(rng, k, width, depth)
-    S = [rng.standard_normal((width, width)) for _ in range(depth)]
+    depth, m, n, hidden, k, alpha = 4, 4, 3, 5, 2, 1e-3
+    shapes = [(hidden, n)] + [(hidden, hidden)] * (depth - 2) + [(m, hidden)]
+    A = []
+    for shape in shapes:
+        a = np.zeros(shape)
+        a[:k, :k] = np.diag(1.0 + rng.random(k))
+        A.append(a)
+    S = [rng.standard_normal(shape) for shape in shapes]
+
+    def D(layers):
+        return (_product([a + alpha * s for a, s in zip(A, layers)]) - _product(A)) / alpha
+
     with jax.enable_x64(True):
-        reduced = _held.Reduced(tuple(jnp.asarray(s) for s in S), tuple(jnp.asarray(a) for a in A), k)
-        z = jnp.asarray(_held.coordinates(S, k))
-        for s, back in zip(S, reduced.layers(z)):
-            np.testing.assert_array_equal(np.asarray(back), s)
+        log_alpha = math.log(alpha)
+        reduced = _held.Reduced(tuple(map(jnp.asarray, S)), tuple(map(jnp.asarray, A)), jnp.asarray(log_alpha), k)
+        z = _held.coordinates(A, S, k, log_alpha)
+        for s, back in zip(S, reduced.layers(jnp.asarray(z))):
+            np.testing.assert_allclose(np.asarray(back), s, rtol=0, atol=1e-13)
+        blocks = (k * k, k * (n - k), (m - k) * k)
+        target = D(S) + rng.standard_normal((m, n))
+        wanted = np.concatenate([target[:k, :k].ravel(), target[:k, k:].ravel(), target[k:, :k].ravel()])
+        moved = [np.asarray(x) for x in reduced.layers(jnp.asarray(z).at[: sum(blocks)].set(wanted))]
+        got = D(moved)
+        for rows, cols in [(slice(0, k), slice(0, k)), (slice(0, k), slice(k, n)), (slice(k, m), slice(0, k))]:
+            np.testing.assert_allclose(got[rows, cols], target[rows, cols], atol=1e-10)
+        np.testing.assert_array_equal(_held.coordinates(A, moved, k, log_alpha)[sum(blocks) :], z[sum(blocks) :])
+        for l in range(depth - 1):
+            np.testing.assert_array_equal(moved[l][:k, :k], S[l][:k, :k])
+        dS = [rng.standard_normal(shape) for shape in shapes]
+        dz = np.asarray(reduced.velocity(tuple(map(jnp.asarray, S)), [jnp.asarray(d) for d in dS]))
+        dD = sum(
+            _product([a + alpha * s for a, s in zip(A[l + 1 :], S[l + 1 :])] or [np.eye(m)])
+            @ dS[l]
+            @ _product([a + alpha * s for a, s in zip(A[:l], S[:l])] or [np.eye(n)])
+            for l in range(depth)
+        )
+        np.testing.assert_allclose(
+            dz[: sum(blocks)], np.concatenate([dD[:k, :k].ravel(), dD[:k, k:].ravel(), dD[k:, :k].ravel()]), atol=1e-12
+        )
+        np.testing.assert_array_equal(dz[sum(blocks) :], _held.coordinates(A, dS, k, log_alpha)[sum(blocks) :])
 
-        def first_order(layers):
-            return sum(
-                _product(A[l + 1 :] + [np.eye(width)])[:k, :k]
-                @ np.asarray(layers[l])[:k, :k]
-                @ _product([np.eye(width)] + A[:l])[:k, :k]
-                for l in range(depth)
-            )
 
-        c = rng.standard_normal((k, k))
-        moved = reduced.layers(z.at[: k * k].set(c.ravel()))
-        np.testing.assert_allclose(first_order(moved) - first_order(S), c, atol=1e-12)
-        dS = [rng.standard_normal((width, width)) for _ in range(depth)]
-        dz = np.asarray(reduced.velocity([jnp.asarray(d) for d in dS]))
-        np.testing.assert_allclose(dz[: k * k], first_order(dS).ravel(), atol=1e-12)
-        np.testing.assert_array_equal(dz[k * k :], _held.coordinates(dS, k)[k * k :])
+def test_align_turns_the_sleeping_chain_onto_the_first_sleeping_axis():
+    """The sleeping blocks' top chain (a rank-one chain of size 1e8, as near an escape at L = 6, α = 1e-10, beside a
+    rest of order one) becomes entry ``k, k`` of every layer, its neighbours off the chain; the learned blocks and
+    the layers in the original coordinates are kept, the frames orthonormal; a sleeping space of one dimension is
+    turned by its sign alone."""
+    rng = np.random.default_rng(2)
+    depth, width, k = 5, 4, 1
+    b = [np.linalg.qr(rng.standard_normal((width - k, 1)))[0][:, 0] for _ in range(depth + 1)]
+    S = [rng.standard_normal((width, width)) for _ in range(depth)]
+    for l, s in enumerate(S):
+        s[k:, k:] += 1e8 * np.outer(b[l + 1], b[l])
+    frames = [np.linalg.qr(rng.standard_normal((width, width)))[0] for _ in range(depth + 1)]
+    turned, new_frames = _held.align(S, frames, k)
+    for f in new_frames:
+        np.testing.assert_allclose(f.T @ f, np.eye(width), atol=1e-14)
+    for l, (s, t) in enumerate(zip(S, turned)):
+        np.testing.assert_allclose(
+            new_frames[l + 1] @ t @ new_frames[l].T, frames[l + 1] @ s @ frames[l].T, rtol=1e-14, atol=1e-6
+        )
+        np.testing.assert_array_equal(t[:k, :k], s[:k, :k])
+        assert t[k, k] > 0.99e8 and np.abs(t[k + 1 :, k]).max() < 10 and np.abs(t[k, k + 1 :]).max() < 10
+    one = [np.diag([2.0, -3.0]) for _ in range(3)]
+    turned, _ = _held.align(one, [np.eye(2)] * 4, 1)
+    assert all(t[1, 1] > 0 for t in turned[1:]) and turned[0][1, 1] == 3.0
+
+
+def test_slaved_stops_the_fast_blocks_and_keeps_the_rest():
+    """From a held plateau's start with ``D`` off where its velocity vanishes (L = 4, α = 1e-9, the rotated task
+    after its first escape), :func:`slaved` moves only ``D`` (the first coordinates), to where its velocity is below
+    ``1e-6`` of what it was, and the rest of the velocity is of order one."""
+    depth, alpha, k = 4, 1e-9, 1
+    model = rotated(depth)
+    rng = np.random.default_rng(3)
+    A = _balanced_learned(rng, k, 3, depth)
+    S = [0.5 * rng.standard_normal((3, 3)) for _ in range(depth)]
+    with jax.enable_x64(True):
+        gradient = jax.tree_util.tree_map(np.asarray, _split.split_gradient(model)).in_frames([np.eye(3)] * (depth + 1))
+        log_alpha = math.log(alpha)
+        reduced = _held.Reduced(tuple(map(jnp.asarray, S)), tuple(map(jnp.asarray, A)), jnp.asarray(log_alpha), k)
+        args = _held.HeldArgs(
+            reduced, SleepingPart(gradient, k), jnp.asarray(log_alpha), jnp.asarray(1.0), jnp.asarray(1.0)
+        )
+        z = _held.coordinates(A, S, k, log_alpha)
+        n = reduced.fast_size
+        before = np.asarray(_held.held_velocity(0.0, jnp.asarray(z), args))
+        relaxed = _held.slaved(args, z, rtol=0.0, atol=1e-8)
+        after = np.asarray(_held.held_velocity(0.0, jnp.asarray(relaxed), args))
+    np.testing.assert_array_equal(relaxed[n:], z[n:])
+    assert np.abs(after[:n]).max() < 1e-6 * np.abs(before[:n]).max(), (
+        np.abs(before[:n]).max(),
+        np.abs(after[:n]).max(),
+    )
+    assert np.abs(after[n:]).max() < 1e3
 
 
 def test_escape_scale_and_chunk_unit():

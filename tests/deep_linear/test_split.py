@@ -178,3 +178,53 @@ def test_a_cross_entropy_flow_between_the_ranges():
     np.testing.assert_allclose(coarse.log_singular_values, fine.log_singular_values, atol=1e-7)
     np.testing.assert_allclose(coarse.log_singular_values, limit.log_singular_values, atol=1e-6)
     np.testing.assert_allclose(coarse.W, limit.W, atol=1e-7)
+
+
+def _block_chain(rng, k, width, depth):
+    """Layers zero off their learned ``k×k`` blocks, and sleeping layers of order one."""
+    A = []
+    for _ in range(depth):
+        a = np.zeros((width, width))
+        a[:k, :k] = np.diag(1.0 + rng.random(k))
+        A.append(a)
+    return A, [rng.standard_normal((width, width)) for _ in range(depth)]
+
+
+def test_an_escape_and_a_turn_keep_A_zero_off_its_learned_blocks():
+    """The sleeping chain moves into ``A`` exactly: ``A`` zero off its ``(k+1)×(k+1)`` block after the escape and after
+    the turn of the frames, the layers in the original coordinates kept (an ``eps`` of ``A`` cut off there is
+    ``eps/α`` of ``S``: docs/deep-linear.md, *Held plateaus*)."""
+    rng = np.random.default_rng(4)
+    depth, width, k, alpha = 4, 4, 1, 1e-12
+    A, S = _block_chain(rng, k, width, depth)
+    for s in S:
+        s[k:, k:] += 1e8 * np.outer(rng.standard_normal(width - k), rng.standard_normal(width - k)) / width
+    frames = [np.linalg.qr(rng.standard_normal((width, width)))[0] for _ in range(depth + 1)]
+    before = [f @ (a + alpha * s) @ g.T for f, g, a, s in zip(frames[1:], frames[:-1], A, S)]
+    frames = _split._escape_into_A(A, S, frames, k, alpha)
+    A, S, frames = _split._turn(A, S, frames, k + 1)
+    for a in A:
+        assert not np.any(a[k + 1 :]) and not np.any(a[:, k + 1 :])
+    after = [f @ (a + alpha * s) @ g.T for f, g, a, s in zip(frames[1:], frames[:-1], A, S)]
+    for b, a in zip(before, after):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-14 * np.abs(b).max())
+
+
+def test_log_sigma_is_read_in_the_frames():
+    """At α = 1e-12 the sleeping modes' ``log σ`` of an output is that of ``Π (A_l + α S_l)`` in the frames (to 1e-12,
+    against 60 digits); read from the layers turned back to the original coordinates it was off by ``eps/α``."""
+    mp = pytest.importorskip("mpmath")
+    mp.mp.dps = 60
+    rng = np.random.default_rng(5)
+    depth, width, k, alpha = 4, 3, 1, 1e-12
+    A, S = _block_chain(rng, k, width, depth)
+    frames = [np.linalg.qr(rng.standard_normal((width, width)))[0] for _ in range(depth + 1)]
+    run = _split._Run(rotated(depth), math.log(alpha), 0.0, 1e-8)
+    *_, log_sv = run._output(A, S, frames, k)
+    product = mp.eye(width)
+    for a, s in zip(A, S):
+        product = (mp.matrix(a.tolist()) + mp.mpf(alpha) * mp.matrix(s.tolist())) * product
+    exact = sorted((float(mp.log(x)) for x in mp.svd_r(product, compute_uv=False)), reverse=True)
+    np.testing.assert_allclose(log_sv, exact, rtol=0, atol=1e-12)
+    turned_back = _split.log_singular_values(*run._output(A, S, frames, k)[:3], math.log(alpha), width)
+    assert np.abs(turned_back - exact).max() > 1e-8
