@@ -21,10 +21,11 @@ jump) and once ``A`` has settled after a jump; those blocks are then rounding an
 blocks' top mode reaches ``α‖S‖ = e = max(√α, 1e8^{−1/(L−2)})`` (:func:`gradflow._deep_linear._held.escape_scale`)
 it moves into ``A``: the top right singular vector ``b_0`` of the product
 of the sleeping blocks, carried up the layers (``b_l ∝ S_l b_{l−1}``), as the rank-one chain ``b_l b_lᵀ S_l b_{l−1}
-b_{l−1}ᵀ``. The sleeping singular values are read in the frames in which the layers are block upper triangular: the
-product of the blocks ``A_l/α + S_l`` off the learned subspaces. Where ``α^{L−2} < HELD`` the plateaus (from the start,
-and after each jump has settled) are held instead: ``A`` at rest, ``S`` in ``τ`` (gradflow/_deep_linear/_held.py);
-the equations themselves are in gradflow/_deep_linear/_split_fields.py.
+b_{l−1}ᵀ``, moved exactly (the sleeping subspaces turned so that each ``b_l`` is their first axis). The sleeping
+singular values are read in the frames in which the layers are block upper triangular: the product of the blocks
+``A_l/α + S_l`` off the learned subspaces. Where ``α^{L−2} < HELD`` the plateaus (from the start, and after each jump
+has settled) are held instead: ``A`` at rest, ``S`` in ``τ`` (gradflow/_deep_linear/_held.py); the equations
+themselves are in gradflow/_deep_linear/_split_fields.py.
 """
 
 from __future__ import annotations
@@ -199,7 +200,7 @@ class _Run:
     outputs: list = dataclasses.field(default_factory=list)
 
     def solve(self, W0, ts, gradient, *, max_steps, reached):
-        """``(result, message)``, with ``self.outputs[i] = (A, S, k, log σ)`` (:meth:`_output`) at ``ts[i]`` (None
+        """``(result, message)``, with ``self.outputs[i] = (A, S, log σ)`` (:meth:`_output`) at ``ts[i]`` (None
         after the time reached, which Ctrl-C and the step budget keep); ``gradient`` is :func:`split_gradient`'s, with
         NumPy arrays."""
         model, L = self.model, self.model.depth
@@ -297,11 +298,11 @@ class _Run:
         return RESULTS.successful.value, ""
 
     def _output(self, A, S, frames, k):
-        """``(A, S, k, log σ)`` for an output: the layers in the original coordinates, ``log σ`` read in the frames,
+        """``(A, S, log σ)`` for an output: the layers in the original coordinates, ``log σ`` read in the frames,
         where ``A`` is zero off its learned blocks (read after turning back, ``A``'s rounding there, over α, put the
         sleeping modes off by ``eps/α``: 2e-4 at α = 1e-12)."""
         log_sv = log_singular_values(A, S, k, self.log_alpha, self.model.rank)
-        return _unrotate(A, frames), _unrotate(S, frames), k, log_sv
+        return _unrotate(A, frames), _unrotate(S, frames), log_sv
 
     def _hold(self, A, S, frames, k, tau0, ts, gradient, e, max_steps, reached):
         """A held plateau from ``τ0`` (gradflow/_deep_linear/_held.py), chunk by chunk, to where the sleeping
@@ -414,7 +415,7 @@ def flow(model: DeepLinearModel, W0, ts, log_a, *, rtol: float, atol: float, max
 
 
 def _outputs(model: DeepLinearModel, outputs, ts, log_alpha: float):
-    """The layers, ``W``, ``log σ`` and the loss at ``ts`` from the split's ``(A, S, k, log σ)`` (``+inf``, the loss NaN,
+    """The layers, ``W``, ``log σ`` and the loss at ``ts`` from the split's ``(A, S, log σ)`` (``+inf``, the loss NaN,
     where there is none)."""
     alpha = math.exp(log_alpha)
     layers = [np.full((len(ts), *shape), np.inf) for shape in model.layer_shapes]
@@ -423,7 +424,7 @@ def _outputs(model: DeepLinearModel, outputs, ts, log_alpha: float):
     loss = np.full(len(ts), np.nan)
     done = [i for i, out in enumerate(outputs) if out is not None]
     for i in done:
-        A, S, _, log_sv[i] = outputs[i]
+        A, S, log_sv[i] = outputs[i]
         for l, (a, s) in enumerate(zip(A, S)):
             layers[l][i] = a + alpha * s
         W[i] = np.asarray(product([w[i] for w in layers]))

@@ -32,8 +32,10 @@ class WrappedController(dfx.AbstractAdaptiveStepSizeController):
 
 class UnderflowGuard(WrappedController):
     """Wraps an adaptive controller; stops the solve (``dt_min_reached``) when the step it proposes is below the
-    float64 resolution of ``t`` (``dt < UNDERFLOW · eps · max(|t|, 1)``): the solve cannot go on (Hairer & Wanner,
-    Solving ODEs II, §IV.8, "step size too small").
+    float64 resolution of ``t`` (``dt < UNDERFLOW · eps · max(|t|, floor)``, ``floor = 1`` unless given): the solve
+    cannot go on (Hairer & Wanner, Solving ODEs II, §IV.8, "step size too small"). A solve whose first step may be
+    below ``eps`` (the deep linear split's held plateaus: diffrax sizes it from a velocity that carries the rounding of
+    rates up to ``1e41``) takes ``floor = 0``.
 
     After a rejected step the next step may not be longer (Hairer, Nørsett & Wanner, Solving ODEs I, §II.4): the
     controller would otherwise grow it again and step back into the failure (on the toy and the dense head, 20 %
@@ -45,9 +47,10 @@ class UnderflowGuard(WrappedController):
 
     controller: dfx.AbstractAdaptiveStepSizeController
     step_ts: jnp.ndarray | None = None
+    floor: float = eqx.field(static=True, default=1.0)
 
     def wrap(self, direction):
-        return UnderflowGuard(self.controller.wrap(direction), self.step_ts)
+        return UnderflowGuard(self.controller.wrap(direction), self.step_ts, self.floor)
 
     def init(self, terms, t0, t1, y0, dt0, args, func, error_order):
         t1, state = self.controller.init(terms, t0, t1, y0, dt0, args, func, error_order)
@@ -64,7 +67,7 @@ class UnderflowGuard(WrappedController):
             sliver = (target > next_t1) & (target - next_t1 < SNAP * (next_t1 - next_t0))
             next_t1 = jnp.where(sliver, target, next_t1)
         eps = jnp.finfo(jnp.result_type(next_t0)).eps
-        tiny = next_t1 - next_t0 < UNDERFLOW * eps * jnp.maximum(jnp.abs(next_t0), 1.0)
+        tiny = next_t1 - next_t0 < UNDERFLOW * eps * jnp.maximum(jnp.abs(next_t0), self.floor)
         result = dfx.RESULTS.where(tiny, dfx.RESULTS.dt_min_reached, result)
         return keep, next_t0, next_t1, made_jump, (state, ~keep), result
 

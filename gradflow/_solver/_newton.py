@@ -67,12 +67,12 @@ def _stage(args, y):
     return jnp.asarray(diagonal * control, dtype=dtype), y_partial
 
 
-def stiff_solve(vector_field, args, out_ts, *, rtol, atol, step_fraction=1.0, event=None) -> Solve:
+def stiff_solve(vector_field, args, out_ts, *, rtol, atol, step_fraction=1.0, event=None, underflow_floor=1.0) -> Solve:
     """A :class:`Solve` by Kvaerno5 (L-stable) with Newton's method at every iterate (:class:`StageNewton`, stopped on
     the stage's state at :data:`ROOT_TOL` of the step's tolerances: a chord, or a stop on the stage's velocity, which
     carries ``‖J‖`` ulps of the stiff entries, failed on the deep linear flows) and diffrax's advised PI controller
-    at ``step_fraction`` of ``(atol + rtol, atol)``; ``event`` as :class:`Solve`'s."""
+    at ``step_fraction`` of ``(atol + rtol, atol)``; ``event`` and ``underflow_floor`` as :class:`Solve`'s."""
     root_finder = StageNewton(rtol=ROOT_TOL * (atol + rtol), atol=ROOT_TOL * atol, norm=optx.rms_norm)
     pid = dfx.PIDController(rtol=step_fraction * (atol + rtol), atol=step_fraction * atol, **_PID)
     solver = dfx.Kvaerno5(root_finder=root_finder)
-    return Solve(vector_field, solver, args, out_ts, pid, event=event)
+    return Solve(vector_field, solver, args, out_ts, pid, event=event, underflow_floor=underflow_floor)

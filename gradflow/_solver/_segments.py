@@ -63,7 +63,7 @@ class Solve(eqx.Module):
     accurate than their steps); with ``dense=True`` it steps freely and the outputs come from its dense output. An
     implicit ``solver`` must carry its root finder's tolerances (diffrax fills in those left to the step-size
     controller only when it initialises the solve itself). ``event`` (a ``diffrax.Event``) ends the solve at the
-    step where it fires (result ``event_occurred``).
+    step where it fires (result ``event_occurred``); ``underflow_floor`` is :class:`UnderflowGuard`'s ``floor``.
     """
 
     vector_field: Callable
@@ -73,12 +73,13 @@ class Solve(eqx.Module):
     controller: dfx.AbstractAdaptiveStepSizeController
     dense: bool = eqx.field(static=True, default=False)
     event: dfx.Event | None = None
+    underflow_floor: float = eqx.field(static=True, default=1.0)
 
     def _terms(self):
         return dfx.ODETerm(self.vector_field)
 
     def _controller(self):
-        guarded = UnderflowGuard(self.controller, self.out_ts[-1:] if self.dense else self.out_ts)
+        guarded = UnderflowGuard(self.controller, self.out_ts[-1:] if self.dense else self.out_ts, self.underflow_floor)
         return guarded if self.dense else dfx.ClipStepSizeController(guarded, step_ts=self.out_ts)
 
     def start(self, y0) -> Segment:

@@ -50,6 +50,17 @@ def gaussian(depth, seed=0):
     return tuple(rng.standard_normal((3, 3)) / math.sqrt(3) for _ in range(depth))
 
 
+def learned_chain(rng, k, width, depth):
+    """Layers whose learned ``k×k`` blocks are a balanced rank-``k`` chain (diagonal, entries in [1, 2)) and whose other
+    entries are zero."""
+    A = []
+    for _ in range(depth):
+        a = np.zeros((width, width))
+        a[:k, :k] = np.diag(1.0 + rng.random(k))
+        A.append(a)
+    return A
+
+
 def split_flow(model, W0, ts, alpha, **options):
     """The split flow (gradflow/_deep_linear/_split.py) at one α, called directly, at atol = 1e-8 unless given."""
     with jax.enable_x64(True):  # as simulate_flow runs it

@@ -7,7 +7,18 @@ import math
 import jax
 import numpy as np
 import pytest
-from deep_linear_common import A0, S, aligned, gap_to_the_limit, gaussian, labels_task, rotated, split_flow, whitened
+from deep_linear_common import (
+    A0,
+    S,
+    aligned,
+    gap_to_the_limit,
+    gaussian,
+    labels_task,
+    learned_chain,
+    rotated,
+    split_flow,
+    whitened,
+)
 
 import gradflow
 import theory
@@ -180,23 +191,13 @@ def test_a_cross_entropy_flow_between_the_ranges():
     np.testing.assert_allclose(coarse.W, limit.W, atol=1e-7)
 
 
-def _block_chain(rng, k, width, depth):
-    """Layers zero off their learned ``k×k`` blocks, and sleeping layers of order one."""
-    A = []
-    for _ in range(depth):
-        a = np.zeros((width, width))
-        a[:k, :k] = np.diag(1.0 + rng.random(k))
-        A.append(a)
-    return A, [rng.standard_normal((width, width)) for _ in range(depth)]
-
-
 def test_an_escape_and_a_turn_keep_A_zero_off_its_learned_blocks():
     """The sleeping chain moves into ``A`` exactly: ``A`` zero off its ``(k+1)×(k+1)`` block after the escape and after
     the turn of the frames, the layers in the original coordinates kept (an ``eps`` of ``A`` cut off there is
     ``eps/α`` of ``S``: docs/deep-linear.md, *Held plateaus*)."""
     rng = np.random.default_rng(4)
     depth, width, k, alpha = 4, 4, 1, 1e-12
-    A, S = _block_chain(rng, k, width, depth)
+    A, S = learned_chain(rng, k, width, depth), [rng.standard_normal((width, width)) for _ in range(depth)]
     for s in S:
         s[k:, k:] += 1e8 * np.outer(rng.standard_normal(width - k), rng.standard_normal(width - k)) / width
     frames = [np.linalg.qr(rng.standard_normal((width, width)))[0] for _ in range(depth + 1)]
@@ -217,7 +218,7 @@ def test_log_sigma_is_read_in_the_frames():
     mp.mp.dps = 60
     rng = np.random.default_rng(5)
     depth, width, k, alpha = 4, 3, 1, 1e-12
-    A, S = _block_chain(rng, k, width, depth)
+    A, S = learned_chain(rng, k, width, depth), [rng.standard_normal((width, width)) for _ in range(depth)]
     frames = [np.linalg.qr(rng.standard_normal((width, width)))[0] for _ in range(depth + 1)]
     run = _split._Run(rotated(depth), math.log(alpha), 0.0, 1e-8)
     *_, log_sv = run._output(A, S, frames, k)
@@ -226,5 +227,5 @@ def test_log_sigma_is_read_in_the_frames():
         product = (mp.matrix(a.tolist()) + mp.mpf(alpha) * mp.matrix(s.tolist())) * product
     exact = sorted((float(mp.log(x)) for x in mp.svd_r(product, compute_uv=False)), reverse=True)
     np.testing.assert_allclose(log_sv, exact, rtol=0, atol=1e-12)
-    turned_back = _split.log_singular_values(*run._output(A, S, frames, k)[:3], math.log(alpha), width)
+    turned_back = _split.log_singular_values(*run._output(A, S, frames, k)[:2], k, math.log(alpha), width)
     assert np.abs(turned_back - exact).max() > 1e-8

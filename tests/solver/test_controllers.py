@@ -76,6 +76,17 @@ def test_underflow_guard_stops_a_step_below_the_resolution_of_t():
             assert result == (dfx.RESULTS.dt_min_reached if stuck else dfx.RESULTS.successful)
 
 
+def test_underflow_guard_with_floor_zero_takes_steps_below_eps_near_t_zero():
+    """With ``floor = 0`` (a held plateau's clock, gradflow/_deep_linear/_held.py) the resolution is ``|t|``'s alone: a
+    step of 1e-17 proposed at t = 0 goes on, which ``floor = 1`` stops; at t = 1e6 both stop a step of 1e-8."""
+    with jax.enable_x64(True):
+        for floor, t0, stuck in ((0.0, 0.0, False), (1.0, 0.0, True), (0.0, 1e6, True)):
+            guard = UnderflowGuard(_pid(), floor=floor)
+            step = 1e-18 if t0 == 0.0 else 1e-9
+            keep, next_t0, next_t1, _, result = _step(guard, _init(guard), t0, t0 + step, 0.9**5 * 1e-5)
+            assert keep and result == (dfx.RESULTS.dt_min_reached if stuck else dfx.RESULTS.successful)
+
+
 def test_underflow_guard_never_lengthens_the_step_after_a_rejected_one():
     """After a rejected step the next (accepted) step proposes no longer a step than its own; otherwise, and after
     any accepted step, the inner controller's (10 times longer, its ``factormax``)."""
