@@ -143,6 +143,8 @@ def align(S, frames, k: int):
     shared with it the rest keeps only ``eps e/α`` (2e-8 there, at ``atol = 1e-8``), in entries of its own all of its
     digits, and it leaves them for the next plateau's sleeping blocks once the chain is moved into ``A``."""
     sleeping = [np.asarray(s)[k:, k:] for s in S]
+    if min(x.size for x in sleeping) == 0:  # every mode learned
+        return S, frames
     chain = sleeping[0]
     for x in sleeping[1:]:
         chain = x @ chain

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from deep_linear_common import gap_to_the_limit, gaussian, learned_chain, rotated, split_flow
+from deep_linear_common import S, aligned, gap_to_the_limit, gaussian, learned_chain, rotated, split_flow, whitened
 
 import gradflow
 from gradflow._deep_linear import _held, _split
@@ -123,6 +123,8 @@ def test_align_turns_the_sleeping_chain_onto_the_first_sleeping_axis():
     one = [np.diag([2.0, -3.0]) for _ in range(3)]
     turned, _ = _held.align(one, [np.eye(2)] * 4, 1)
     assert all(t[1, 1] > 0 for t in turned[1:]) and turned[0][1, 1] == 3.0
+    frames = [np.eye(2)] * 4
+    assert _held.align(one, frames, 2) == (one, frames)  # every mode learned: nothing to turn
 
 
 def test_slaved_stops_the_fast_blocks_and_keeps_the_rest():
@@ -176,6 +178,17 @@ def test_held_plateaus_are_the_split_in_t_where_both_run(monkeypatch):
     assert held.result == in_t.result == "successful"
     gap = np.abs(held.log_singular_values - in_t.log_singular_values).max()
     assert gap < 1e-5, gap
+
+
+@pytest.mark.slow
+def test_a_held_plateau_after_every_mode_is_learned():
+    """Saxe's whitened task from the aligned start, L = 4, α = 1e-8 (held): every mode is learned by ``τ = 0.75`` and
+    the plateau after the last jump, with no sleeping block left, is held too (it raised an IndexError in
+    :func:`gradflow._deep_linear._held.align`); the learned ``log σ`` end within 1e-9 of ``log s``."""
+    depth = 4
+    flow = split_flow(whitened(depth), aligned(depth), np.linspace(0.0, 0.75, 7), 1e-8)
+    assert flow.result == "successful", flow.message
+    np.testing.assert_allclose(flow.log_singular_values[-1], np.log(S), atol=1e-9)
 
 
 @pytest.mark.slow
