@@ -130,10 +130,10 @@ def ungauge(A, S, frames, k: int, alpha: float):
 
 def _basis_from(b: np.ndarray) -> np.ndarray:
     """An orthogonal matrix whose first column is the unit vector ``b`` (a Householder reflection)."""
+    sign = -1.0 if b[0] < 0 else 1.0
     v = b.copy()
-    v[0] += math.copysign(1.0, b[0] if b[0] != 0 else 1.0)
-    H = np.eye(len(b)) - 2.0 * np.outer(v, v) / (v @ v)
-    return -math.copysign(1.0, b[0] if b[0] != 0 else 1.0) * H
+    v[0] += sign
+    return -sign * (np.eye(len(b)) - 2.0 * np.outer(v, v) / (v @ v))
 
 
 def align(S, frames, k: int):
@@ -263,7 +263,6 @@ def coordinates(A, S, k: int, log_alpha: float) -> np.ndarray:
 class HeldArgs(eqx.Module):
     reduced: Reduced
     gradient: SleepingPart
-    log_alpha: jax.Array
     level: jax.Array  # the chunk ends where α‖S_ss‖ reaches it
     unit: jax.Array  # the chunk's clock: s = (τ − τ_0) / unit
 
@@ -279,7 +278,8 @@ def _velocity_in_tau(args: HeldArgs, z):
     S = reduced.layers(z)
     shapes = tuple(s.shape for s in S)
     y = jnp.concatenate([a.ravel() for a in reduced.A] + [s.ravel() for s in S])
-    dS = fields(y, args.gradient, args.log_alpha, shapes)[y.size // 2 :] * jnp.exp(-(len(S) - 2) * args.log_alpha)
+    log_alpha = reduced.log_alpha
+    dS = fields(y, args.gradient, log_alpha, shapes)[y.size // 2 :] * jnp.exp(-(len(S) - 2) * log_alpha)
     sizes = np.cumsum([0] + [s.size for s in S])
     return reduced.velocity(S, [dS[a:b].reshape(s.shape) for a, b, s in zip(sizes[:-1], sizes[1:], S)])
 
@@ -288,7 +288,7 @@ def _grown(t, y, args: HeldArgs, **kwargs):
     S = args.reduced.layers(y)
     k = args.reduced.k
     size = jnp.max(jnp.stack([jnp.linalg.norm(s[k:, k:], 2) for s in S]))
-    return size * jnp.exp(args.log_alpha) - args.level
+    return size * jnp.exp(args.reduced.log_alpha) - args.level
 
 
 def _solve_of(args: HeldArgs, out_ts, rtol: float, atol: float) -> Solve:
@@ -360,7 +360,7 @@ def held_chunk(A, S, frames, k, gradient, log_alpha, out_ts, *, level, unit, rto
     held to ``1e-12``), from which diffrax's first step may be below ``eps``: the underflow guard's floor is 0 (the
     controller then grows the step tenfold a step)."""
     reduced = Reduced(tuple(jnp.asarray(s) for s in S), tuple(jnp.asarray(a) for a in A), jnp.asarray(log_alpha), k)
-    args = HeldArgs(reduced, SleepingPart(gradient, k), jnp.asarray(log_alpha), jnp.asarray(level), jnp.asarray(unit))
+    args = HeldArgs(reduced, SleepingPart(gradient, k), jnp.asarray(level), jnp.asarray(unit))
     z0 = jnp.asarray(slaved(args, coordinates(A, S, k, log_alpha), rtol=rtol, atol=atol))
     out_ts = jnp.asarray(np.asarray(out_ts) / unit)
     seg = _start(args, z0, out_ts, rtol, atol)

@@ -140,9 +140,7 @@ def test_slaved_stops_the_fast_blocks_and_keeps_the_rest():
         gradient = jax.tree_util.tree_map(np.asarray, _split.split_gradient(model)).in_frames([np.eye(3)] * (depth + 1))
         log_alpha = math.log(alpha)
         reduced = _held.Reduced(tuple(map(jnp.asarray, S)), tuple(map(jnp.asarray, A)), jnp.asarray(log_alpha), k)
-        args = _held.HeldArgs(
-            reduced, SleepingPart(gradient, k), jnp.asarray(log_alpha), jnp.asarray(1.0), jnp.asarray(1.0)
-        )
+        args = _held.HeldArgs(reduced, SleepingPart(gradient, k), jnp.asarray(1.0), jnp.asarray(1.0))
         z = _held.coordinates(A, S, k, log_alpha)
         n = reduced.fast_size
         before = np.asarray(_held.held_velocity(0.0, jnp.asarray(z), args))
