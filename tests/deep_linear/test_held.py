@@ -192,7 +192,7 @@ def test_a_held_plateau_after_every_mode_is_learned():
 @pytest.mark.slow
 def test_the_split_inside_the_former_gap_at_depth_4():
     """L = 4, α = 1e-10 (refused before the plateaus were held): the split's ``log σ`` within 2e-3 of the small-α path
-    through the jumps (5.6e-4 measured, at the third) and 3e-5 in the median over the outputs (9e-6 measured;
+    through the jumps (1.6e-4 measured; 5.6e-4 before 2026-12-01) and 3e-5 in the median over the outputs (5.9e-6 measured;
     docs/deep-linear.md, *Held plateaus*)."""
     split, gap = gap_to_the_limit(4, 1e-10, np.linspace(0.0, 6.0, 31))
     assert split.result == "successful"
@@ -203,8 +203,8 @@ def test_the_split_inside_the_former_gap_at_depth_4():
 @pytest.mark.slow
 def test_the_split_at_depth_6_where_it_met_its_floor():
     """L = 6, α = 1e-10 (refused until 2026-12-01: the held plateau after the first jump had not finished in 15
-    minutes): the split's ``log σ`` within 1e-3 of the small-α path at every output (MEASURED_MAX measured, at a dip of
-    the third mode's ``σ``) and 3e-6 in the median (MEASURED_MEDIAN; docs/deep-linear.md, *Held plateaus*)."""
+    minutes): the split's ``log σ`` within 1e-3 of the small-α path at every output (9.3e-5 measured, at a dip of
+    the third mode's ``σ``) and 3e-6 in the median (4.9e-7 measured, the small-α path's own error; docs/deep-linear.md, *Held plateaus*)."""
     split, gap = gap_to_the_limit(6, 1e-10, np.linspace(0.0, 12.0, 31))
     assert split.result == "successful"
     assert gap.max() < 1e-3, gap
