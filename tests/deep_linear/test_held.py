@@ -192,8 +192,8 @@ def test_a_held_plateau_after_every_mode_is_learned():
 @pytest.mark.slow
 def test_the_split_inside_the_former_gap_at_depth_4():
     """L = 4, α = 1e-10 (refused before the plateaus were held): the split's ``log σ`` within 2e-3 of the small-α path
-    through the jumps (1.6e-4 measured; 5.6e-4 before 2026-12-01) and 3e-5 in the median over the outputs (5.9e-6 measured;
-    docs/deep-linear.md, *Held plateaus*)."""
+    through the jumps (1.6e-4 measured; 5.6e-4 before 2026-12-01) and 3e-5 in the median over the outputs (5.9e-6
+    measured; docs/deep-linear.md, *Held plateaus*)."""
     split, gap = gap_to_the_limit(4, 1e-10, np.linspace(0.0, 6.0, 31))
     assert split.result == "successful"
     assert gap.max() < 2e-3, gap
