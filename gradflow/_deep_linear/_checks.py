@@ -105,7 +105,7 @@ def check_resolved(
             f"It takes log α ≥ {split:.4g} (α ≥ {math.exp(split):.3g}; by the direct integration down to α = "
             f"{math.exp(lowest):.3g}, below it by the split of the layers into their learned and sleeping parts), or "
             f"log α ≤ {small:.4g} (α ≤ {math.exp(small):.3g}), where the flow is its α → 0 limit to the tolerance; the "
-            "scales between are not covered yet (a looser atol widens both)"
+            f"scales between are not covered yet (with atol + rtol ≥ {SPLIT_LOWEST / SMALL:.0e} the two ranges meet)"
         )
     else:
         where = (
