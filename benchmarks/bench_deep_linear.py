@@ -108,8 +108,8 @@ def render(rows: list[dict], argv) -> str:
         f"`python benchmarks/bench_deep_linear.py{(' ' + ' '.join(argv)) if argv else ''}` (see its docstring). "
         f"Machine: {_common.cpu_name()}, 2 cores shared with other jobs (load averages in brackets), no GPU. "
         "Seconds after compilation; default tolerances (atol = 1e-8). The small-α path's steps are those of its scipy "
-        "solves (the sleeping layers' flow in DOP853, the jumps in Radau), the split's its Radau's, the direct "
-        "integration's Kvaerno5's."
+        "solves (the sleeping layers' flow in DOP853, the jumps in Radau), the split's its Radau's (and, where its "
+        "plateaus are held, \"split, held\", their Kvaerno5's), the direct integration's Kvaerno5's."
     )
     return f"## {SECTION}\n\n" + intro + "\n\n" + "\n".join(lines)
 

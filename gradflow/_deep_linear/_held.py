@@ -45,6 +45,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._solver import Solve, solve_in_segments, stiff_solve
+from ._model import product
 from ._split_fields import SleepingPart, fields
 
 HELD = 1e-12
@@ -182,13 +183,9 @@ def _carried(shape, k: int, layer: int, depth: int) -> np.ndarray:
 
 
 def _product(layers, size: int):
-    """``W_L ⋯ W_1`` of ``layers`` (the identity of order ``size`` if there are none)."""
-    if not layers:
-        return jnp.eye(size)
-    out = layers[0]
-    for w in layers[1:]:
-        out = w @ out
-    return out
+    """``W_L ⋯ W_1`` of ``layers`` (:func:`gradflow._deep_linear._model.product`), the identity of order ``size`` if
+    there are none."""
+    return product(layers) if layers else jnp.eye(size)
 
 
 class Reduced(eqx.Module):
@@ -371,9 +368,12 @@ def held_chunk(A, S, frames, k, gradient, log_alpha, out_ts, *, level, unit, rto
         max_steps=max_steps,
         progress=lambda s: progress(s * unit),
     )
-    layers = lambda z: [np.array(s) for s in reduced.layers(jnp.asarray(z))]  # noqa: E731
     ys = np.asarray(seg.ys)
     reached = (np.asarray(out_ts) >= 0) & np.all(np.isfinite(ys), axis=1)  # earlier times belong to earlier chunks
-    outputs = [layers(y) if ok else None for y, ok in zip(ys, reached)]
+    rows = np.concatenate([ys[reached], np.asarray(seg.y)[None]])
+    stacked = [np.asarray(s) for s in jax.vmap(reduced.layers)(jnp.asarray(rows))]  # the layers at every row at once
+    layers = [[s[i] for s in stacked] for i in range(len(rows))]
+    kept = iter(layers[:-1])
+    outputs = [next(kept) if ok else None for ok in reached]
     grown = bool(result == dfx.RESULTS.event_occurred)
-    return outputs, layers(seg.y), float(seg.t) * unit, grown, result, bool(stopped), int(np.asarray(seg.stats)[1])
+    return outputs, layers[-1], float(seg.t) * unit, grown, result, bool(stopped), int(np.asarray(seg.stats)[1])

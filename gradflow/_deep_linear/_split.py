@@ -123,7 +123,7 @@ def _unrotate(layers, frames):
 def _svd_frames(A, k: int) -> list[np.ndarray]:
     """Rotations (in the current frames) to ``A``'s own singular subspaces: the input's from ``A_1``'s right singular
     vectors, each other space's from its layer's left ones; of the learned ``k×k`` blocks alone where ``A`` is zero off
-    them (as it is after an escape and on a plateau), so that it stays exactly so."""
+    them (as after the escape from a held plateau, where ``A`` was at rest), so that it stays exactly so."""
     if all(not np.any(a[k:]) and not np.any(a[:, k:]) for a in A):
         turns = [np.eye(A[0].shape[1])] + [np.eye(a.shape[0]) for a in A]
         turns[0][:k, :k] = np.linalg.svd(A[0][:k, :k])[2].T

@@ -128,9 +128,10 @@ def test_align_turns_the_sleeping_chain_onto_the_first_sleeping_axis():
 
 
 def test_slaved_stops_the_fast_blocks_and_keeps_the_rest():
-    """From a held plateau's start with ``D`` off where its velocity vanishes (L = 4, α = 1e-9, the rotated task
-    after its first escape), :func:`slaved` moves only ``D`` (the first coordinates), to where its velocity is below
-    ``1e-6`` of what it was, and the rest of the velocity is of order one."""
+    """From a held plateau's start with ``D`` off where its velocity vanishes (L = 4, α = 1e-9, the rotated task with
+    one learned mode), :func:`slaved` moves only ``D`` (the first coordinates), to where its velocity is below 1e-15
+    of what it was (5e19 to 5e-6 measured), and the rest of the velocity falls from the fast blocks' pull (1.5e10) to
+    order one (2.3)."""
     depth, alpha, k = 4, 1e-9, 1
     model = rotated(depth)
     rng = np.random.default_rng(3)
@@ -147,11 +148,11 @@ def test_slaved_stops_the_fast_blocks_and_keeps_the_rest():
         relaxed = _held.slaved(args, z, rtol=0.0, atol=1e-8)
         after = np.asarray(_held.held_velocity(0.0, jnp.asarray(relaxed), args))
     np.testing.assert_array_equal(relaxed[n:], z[n:])
-    assert np.abs(after[:n]).max() < 1e-6 * np.abs(before[:n]).max(), (
+    assert np.abs(after[:n]).max() < 1e-15 * np.abs(before[:n]).max(), (
         np.abs(before[:n]).max(),
         np.abs(after[:n]).max(),
     )
-    assert np.abs(after[n:]).max() < 1e3
+    assert np.abs(before[n:]).max() > 1e6 and np.abs(after[n:]).max() < 10, (before[n:], after[n:])
 
 
 def test_escape_scale_and_chunk_unit():
