@@ -81,9 +81,7 @@ def path(model: DeepLinearModel, W0, tau_end: float, *, rtol: float, atol: float
     try:
         for k in range(rank + 1):
             out = escape(G, S, L, trajectory=True, horizon=tau_end - start)
-            steps += _steps(out.trajectory.pieces) + (
-                0 if out.trajectory.rest is None else _steps([out.trajectory.rest])
-            )
+            steps += out.steps
             if k == rank or start + out.delta > tau_end:
                 stages.append(Stage(start, tuple(A), out))
                 reached(tau_end)

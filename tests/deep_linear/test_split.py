@@ -149,8 +149,9 @@ def test_rectangular_layers_and_a_wider_hidden_width():
 @pytest.mark.slow
 def test_the_small_alpha_paths_sleeping_modes_after_a_jump_at_depth_5():
     """L = 5, α = 1e-4, Gaussian start on the rotated task: the small-α path's ``log σ`` against the split's, within
-    1e-4 after the first jump (τ ≤ 2) and 5e-4 after the second (τ ≥ 2.6). With the rest of ``S`` read at the
-    blow-up's cut (a growth of 1.6e5 at L = 5) instead of at 1e7, they were 1.5e-4 and 1.6e-3."""
+    1e-4 after the first jump (τ ≤ 2) and 5e-4 after the second (τ ≥ 2.6): 1.6e-5 and 2.6e-4 measured with the rest of
+    ``S`` followed beside the escaping chain (5.1e-5 and 3.4e-4 with it read where ``S`` had grown 1e7-fold, 1.5e-4 and
+    1.6e-3 at the blow-up's cut, a growth of 1.6e5 at L = 5); at α = 1e-4 what is left is the flow's ``O(α)``."""
     ts = np.linspace(0.0, 3.0, 31)
     _, gap = gap_to_the_limit(5, 1e-4, ts)
     assert gap[ts <= 2.0].max() < 1e-4 and gap[ts >= 2.6].max() < 5e-4, gap
