@@ -18,7 +18,6 @@ from scipy.optimize import brentq
 from .._config import check_interrupt
 from ._model import DeepLinearModel, _pack, _unpack, flat_jacobian, flat_velocities, layer_velocities, product
 
-_ESCAPED = 36.0  # (L−2)ρ at which the blow-up's integral is cut: the tail e^{−36}/((L−2)λ) is added in closed form
 # Where S has grown _READ-fold it is split into the chain P along its top balanced direction and the rest R = S − P,
 # and R is followed beside P with their exact coupling (:func:`_follow`) until the chain has grown _FOLLOWED-fold.
 # Read from S = e^ρ Θ instead, the rest (e^{−ρ} of Θ) carried Θ's error times the growth, and flowed alone from there
@@ -148,7 +147,8 @@ def _follow(G, S, tau: float, *, trajectory: bool):
     ``F(P + R) − F(P)`` (:func:`velocity_difference`), whose component along the chain goes to the ``p_l`` instead
     (so that ``R`` never carries the chain's growth). In ``s`` with ``dτ/ds = e^{−(L−2) q̄}`` (``q = log p``, ``q̄``
     their mean) every rate is bounded. From ``S`` at ``τ`` (where it has grown ``_READ``-fold) until ``q̄`` has grown
-    by ``_FOLLOWED``: returns the end's :class:`_FollowState`, the dense outputs (if ``trajectory``) and the steps."""
+    by ``_FOLLOWED``: returns the end's :class:`_FollowState`, the blow-up's time (the tail from there in closed form),
+    the hidden ``b``, the dense outputs (if ``trajectory``) and the steps."""
     shapes = [w.shape for w in S]
     L = len(S)
     b = _chain(S)
@@ -194,7 +194,12 @@ def _follow(G, S, tau: float, *, trajectory: bool):
         if sol.status != 0:
             break
         check_interrupt()
-    return _FollowState.of(y, shapes, hidden), hidden, tuple(solutions) if trajectory else (), steps
+    end = _FollowState.of(y, shapes, hidden)
+    # the blow-up's tail in closed form: a^{−(L−2)} = (L−2) g (Δ − τ) gives Δ − τ = 1/((L−2) dq̄/dτ); Δ as the integral
+    # run on to (L−2)ρ = 36 had it, to an ulp (rotated 3×3 task, L = 3 to 6)
+    rate = float(np.mean(rhs(s, y)[i - L : i]))
+    blow_up = end.tau + math.exp(-(L - 2) * float(np.mean(end.q))) / ((L - 2) * rate)
+    return end, blow_up, hidden, tuple(solutions) if trajectory else (), steps
 
 
 @dataclasses.dataclass(frozen=True)
@@ -240,9 +245,9 @@ class Escape:
 
 def escape(G: np.ndarray, S, depth: int, *, trajectory: bool = False, horizon: float = math.inf) -> Escape:
     """The blow-up of ``dS_l/dτ = S_{>l}ᵀ G S_{<l}ᵀ`` from ``S`` (see the module), by DOP853 in the bounded
-    variables ``(Θ, ρ, τ)``: the time (the integral cut where ``(L−2)ρ = 36``, its tail in closed form); the direction
-    and what is left of ``S`` off it where the chain has grown ``_FOLLOWED``-fold, followed from a growth of ``_READ``
-    beside the chain (:func:`_follow`); with ``trajectory``, also ``S(τ)`` on the way (:class:`Trajectory`), and the
+    variables ``(Θ, ρ, τ)`` until it has grown ``_READ``-fold, then its top chain beside the rest (:func:`_follow`)
+    until the chain has grown ``_FOLLOWED``-fold: the time (its tail from there in closed form), the direction and what
+    is left of ``S`` off it; with ``trajectory``, also ``S(τ)`` on the way (:class:`Trajectory`), and the
     search for a blow-up stops once ``τ`` passes ``horizon``."""
     shapes = [w.shape for w in S]
     y0 = _pack(S)
@@ -266,15 +271,12 @@ def escape(G: np.ndarray, S, depth: int, *, trajectory: bool = False, horizon: f
         F, lam = growth(z[:-2])
         return np.concatenate([F - lam * z[:-2], [lam, math.exp(min(-(L - 2) * z[-2], 700.0))]])
 
-    def escaped(_, z):  # past the cut, and past the read
-        return min((L - 2) * z[-2] - _ESCAPED, z[-2] - math.log(_READ * r0) - 1.0)
-
     def readable(_, z):
         return z[-2] - math.log(_READ * r0)
 
-    escaped.terminal, readable.direction = True, 1.0
-    z, s, read, pieces, steps = np.concatenate([y0 / r0, [math.log(r0), 0.0]]), 0.0, None, [], 0
-    for _ in range(60):  # windows of s until ρ reaches the cut (each window doubles)
+    readable.terminal = True
+    z, s, pieces, steps = np.concatenate([y0 / r0, [math.log(r0), 0.0]]), 0.0, [], 0
+    for _ in range(60):  # windows of s until S has grown _READ-fold (each window doubles)
         sol = solve_ivp(
             rhs,
             (s, s + max(1.0, s)),
@@ -282,26 +284,24 @@ def escape(G: np.ndarray, S, depth: int, *, trajectory: bool = False, horizon: f
             method="DOP853",
             rtol=1e-12,
             atol=1e-14,
-            events=(escaped, readable),
+            events=readable,
             dense_output=trajectory,
         )
         steps += len(sol.t) - 1
-        if trajectory and read is None:
+        if trajectory:
             pieces.append(sol.sol)
-        if read is None and sol.y_events[1].size:
-            read = sol.y_events[1][0]
         z, s = sol.y[:, -1], float(sol.t[-1])
         if sol.status == 1:
             break
         check_interrupt()
-        if z[-1] > horizon and read is None:
+        if z[-1] > horizon:
             break
     if sol.status != 1:  # no blow-up within the windows, or past the horizon before one
         return never(pieces, steps)
-    read = z if read is None else read
-    tau = float(z[-1]) + math.exp(-(L - 2) * z[-2]) / ((L - 2) * growth(z[:-2])[1])
-    S_read = [math.exp(read[-2]) * w for w in _unpack(read[:-2], shapes)]
-    end, hidden, chain, more = _follow(G, S_read, float(read[-1]), trajectory=trajectory)
+    read = float(z[-1])
+    end, tau, hidden, chain, more = _follow(
+        G, [math.exp(z[-2]) * w for w in _unpack(z[:-2], shapes)], read, trajectory=trajectory
+    )
     b, rest = end.rest()
     followed = end.tau
     # the rest's own flow over the escape's remaining time (e^{−(L−2)ρ} of the chain's), off the b_h to its accuracy
@@ -318,7 +318,7 @@ def escape(G: np.ndarray, S, depth: int, *, trajectory: bool = False, horizon: f
     along = [x[:, None] for x in b]
     path = None
     if trajectory:
-        path = Trajectory(tuple(pieces), float(read[-1]), sol.sol, float(b[-1] @ G @ b[0]), chain, hidden, followed)
+        path = Trajectory(tuple(pieces), read, sol.sol, float(b[-1] @ G @ b[0]), chain, hidden, followed)
     direction = tuple(np.outer(b[l + 1], b[l]) for l in range(L))
     return Escape(tau, direction, b[-1], b[0], off_frames(_unpack(sol.y[:, -1], shapes), along), path, steps)
 
