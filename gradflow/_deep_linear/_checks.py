@@ -37,16 +37,18 @@ _small.py): the limit's stage times are off by ``C α``, ``C`` from 0.3 to 1.2 o
 docs/deep-linear.md, and its jumps start where a layer's new direction reaches ``(atol + rtol)^{1/L} ≫ α``."""
 
 
-SPLIT_LOWEST = 1e-12
+SPLIT_LOWEST = 1e-13
 """Between the two ranges (``L ≥ 3``, outputs linear in ``W``) the flow is solved by the split of the layers into their
 learned and sleeping parts (gradflow/_deep_linear/_split.py), down to ``α = SPLIT_LOWEST``: where ``α^{L−2}`` is
 below ``1e-12`` its plateaus are held (gradflow/_deep_linear/_held.py), so that their length, ``α^{−(L−2)}`` in
 ``t``, no longer bounds it. Measured on Saxe's whitened 3×3 task rotated, from Gaussian starts, through every jump
-(docs/deep-linear.md, *Held plateaus*): at α = 1e-12 and ``atol = 1e-10``, where the small-α path's range begins, at
-L = 3 to 6 (L = 6: 10,619 steps), and at α = 1e-10 and ``atol = 1e-8`` (L = 6: 3,486 steps). Until 2026-12-01 it
-stopped at α = 1e-9 at L = 6 (the held plateau after the first jump stiffened as α fell) and 1e-11 at L = 4, 5;
-before the plateaus were held, at ``α^{L−2} = 1e-16``. At a tighter ``atol`` the small-α path starts lower, and the
-scales between it and this floor are refused."""
+(docs/deep-linear.md, *Held plateaus*): at α = 1e-13 and ``atol = 1e-11``, where the small-α path's range begins,
+at L = 3 and 6 (L = 6: 19,788 steps), at α = 1e-14 and ``atol = 1e-12`` at L = 3, 4, 5 (L = 5: 25,862 steps), at
+α = 1e-12 and ``atol = 1e-10`` at L = 3 to 6, and at α = 1e-10 and ``atol = 1e-8`` (L = 6: 3,486 steps). Until
+2026-12-01 it stopped at α = 1e-9 at L = 6 (the held plateau after the first jump stiffened as α fell) and 1e-11 at
+L = 4, 5, then at 1e-12; before the plateaus were held, at ``α^{L−2} = 1e-16``. At a tighter ``atol`` the small-α
+path starts lower (below ``atol + rtol = 1e-11``: below 1e-13), and the scales between it and this floor are
+refused."""
 
 
 def small_log_alpha(rtol: float, atol: float) -> float:

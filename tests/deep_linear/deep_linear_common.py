@@ -74,11 +74,11 @@ def split_flow(model, W0, ts, alpha, **options):
         )
 
 
-def gap_to_the_limit(depth, alpha, ts):
+def gap_to_the_limit(depth, alpha, ts, atol=1e-8):
     """The split flow on the rotated task from the Gaussian start, and the largest ``|Δ log σ|`` at each output between
-    it and the small-α path (gradflow/_deep_linear/_small.py) at the same α."""
+    it and the small-α path (gradflow/_deep_linear/_small.py) at the same α, both at ``atol``."""
     model, W0 = rotated(depth), gaussian(depth)
-    split = split_flow(model, W0, ts, alpha)
+    split = split_flow(model, W0, ts, alpha, atol=atol)
     with jax.enable_x64(True):
-        limit = _small.flow(model, W0, ts, math.log(alpha), rtol=0.0, atol=1e-8, max_steps=None, progress=False)
+        limit = _small.flow(model, W0, ts, math.log(alpha), rtol=0.0, atol=atol, max_steps=None, progress=False)
     return split, np.abs(split.log_singular_values - limit.log_singular_values).max(axis=1)

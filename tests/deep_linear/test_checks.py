@@ -50,19 +50,20 @@ def test_refused_range_at_the_default_tolerances():
     assert lowest_log_alpha(4, 1.0, 0.0, 1e-8) == pytest.approx(0.5 * np.log(STIFFNESS * EPS / 1e-8))
 
 
-def test_the_split_meets_the_small_alpha_path_down_to_atol_1e_10():
+def test_the_split_meets_the_small_alpha_path_down_to_atol_1e_11():
     """The split of the layers (its plateaus held below ``α^{L−2} = 1e-12``) takes every scale down to the small-α
-    path's at L = 3 to 6, at ``atol = 1e-8`` (1e-10) and ``1e-10`` (1e-12; until 2026-12-01 α ≥ 1e-9 at L = 6 and
-    1e-11 at L = 4, 5); at ``atol = 1e-11`` (the small-α path from 1e-13) 5e-13 is refused with the ranges."""
+    path's at L = 3 to 6, at ``atol = 1e-8`` (1e-10), ``1e-10`` (1e-12) and ``1e-11`` (1e-13; until 2026-12-01 α ≥
+    1e-9 at L = 6 and 1e-11 at L = 4, 5, and 1e-12 at every depth); at ``atol = 1e-12`` (the small-α path from 1e-14)
+    5e-14 is refused with the ranges."""
     for depth in (3, 4, 5, 6):
-        for atol in (1e-8, 1e-10):
+        for atol in (1e-8, 1e-10, 1e-11):
             assert np.log(SPLIT_LOWEST) <= small_log_alpha(0.0, atol) + 1e-12
             small = math.exp(small_log_alpha(0.0, atol))
             check_resolved(depth, np.log([1e3 * small, 5 * small, 1.01 * small]), [0.0, 12.0], rtol=0.0, atol=atol)
-    with pytest.raises(ValueError, match=r"α ≥ 1e-12; by the direct integration .* not covered yet"):
-        check_resolved(6, np.log(5e-13), [0.0, 12.0], rtol=0.0, atol=1e-11)
+    with pytest.raises(ValueError, match=r"α ≥ 1e-13; by the direct integration .* not covered yet"):
+        check_resolved(6, np.log(5e-14), [0.0, 12.0], rtol=0.0, atol=1e-12)
     with pytest.raises(ValueError, match=r"log α ≥ .* split of the layers.* not covered yet"):
-        gradflow.simulate_flow(whitened(5), u0=aligned(5), ts=[0.0, 1.0], alpha=5e-13, atol=1e-11)
+        gradflow.simulate_flow(whitened(5), u0=aligned(5), ts=[0.0, 1.0], alpha=5e-14, atol=1e-12)
 
 
 def test_outputs_not_linear_in_W_are_refused_between_the_ranges():

@@ -214,6 +214,17 @@ def test_the_split_at_depth_6_where_it_met_its_floor():
     assert np.median(gap) < 3e-8, gap
 
 
+@pytest.mark.slow
+def test_the_split_at_its_floor():
+    """L = 3, α = 1e-13 at ``atol = 1e-11``, where the small-α path's range begins (the split's floor,
+    ``_checks.SPLIT_LOWEST``, 1e-12 until 2026-12-01): ``log σ`` within 3e-8 of the small-α path in the median over the
+    outputs (2.7e-9 measured) and 3e-6 at every output (2.3e-7, at a dip of the third mode's ``σ``)."""
+    split, gap = gap_to_the_limit(3, 1e-13, np.linspace(0.0, 3.0, 61), atol=1e-11)
+    assert split.result == "successful"
+    assert gap.max() < 3e-6, gap
+    assert np.median(gap) < 3e-8, gap
+
+
 def test_a_held_plateau_stops_at_max_steps_and_at_ctrl_c_keeping_what_it_reached(monkeypatch):
     """L = 4, α = 1e-9 (held from the start): a step budget spent in the first held stretch gives
     ``max_steps_reached``, and Ctrl-C there ``"interrupted"`` (``gradflow.Interrupted``); either way the outputs

@@ -35,11 +35,11 @@ def test_config_refuses_bad_depths_models_and_scales():
         DeepLinearDemoConfig(model="deep_linear_regression", depths=(2, 3))
     with pytest.raises(ValueError, match="at L = 2 the deep linear demo draws Saxe's closed form"):
         DeepLinearDemoConfig(model_options=(("aligned", False),), depths=(2, 3))
-    # the flow's range: α = 5e-10 is taken at L = 3 to 6 (the split reaches the small-α path's α ≤ 1e-10), 5e-13 at
-    # atol = 1e-11 is not (the split stops at 1e-12, the small-α path starts at 1e-13)
+    # the flow's range: α = 5e-10 is taken at L = 3 to 6 (the split reaches the small-α path's α ≤ 1e-10), 5e-14 at
+    # atol = 1e-12 is not (the split stops at 1e-13, the small-α path starts at 1e-14)
     DeepLinearDemoConfig(depths=(3, 4, 5, 6), log_alphas=(math.log(5e-10),))
     with pytest.raises(ValueError, match="is below what float64 resolves for a deep linear network of depth L = 3"):
-        DeepLinearDemoConfig(depths=(3, 6), log_alphas=(math.log(5e-13),), atol=1e-11)
+        DeepLinearDemoConfig(depths=(3, 6), log_alphas=(math.log(5e-14),), atol=1e-12)
     with pytest.raises(ValueError, match="num_times must be an integer >= 2"):
         DeepLinearDemoConfig(num_times=1)
     for config in PIPELINE.demo.configs.values():  # the demo's own scales lie inside the range
@@ -125,7 +125,7 @@ def test_compare_command(tmp_path, capsys):
     assert main(argv + ["--alpha", "1e-1", "1e-2"]) == 0
     assert "fitted r" in capsys.readouterr().out
     assert "# gradflow compare: deep_matrix_factorization at L = 3" in (tmp_path / "report.md").read_text()
-    assert main(argv + ["--alpha", "5e-13", "--depth", "6", "--atol", "1e-11"]) == 2  # between the split and small α
+    assert main(argv + ["--alpha", "5e-14", "--depth", "6", "--atol", "1e-12"]) == 2  # between the split and small α
     assert "is below what float64 resolves for a deep linear network" in capsys.readouterr().err
     assert main(argv + ["--alpha", "1e-1", "--depth", "2"]) == 2
     assert "needs --depth 3 or more" in capsys.readouterr().err

@@ -85,10 +85,10 @@ def test_interrupted_path_keeps_what_it_finished(monkeypatch):
 
 
 def test_scales_between_the_ranges_are_refused():
-    """At ``atol = 1e-11``, L = 6: α = 5e-13 lies between the small-α path (α ≤ 1e-13) and the split (α ≥ 1e-12);
+    """At ``atol = 1e-12``, L = 6: α = 5e-14 lies between the small-α path (α ≤ 1e-14) and the split (α ≥ 1e-13);
     at L = 2 small α is the factorised family's."""
-    with pytest.raises(ValueError, match=r"log α ≤ -29\.93 \(α ≤ 1e-13\)"):
-        gradflow.simulate_flow(whitened(6), u0=aligned(6), ts=[0.0, 1.0], alpha=5e-13, atol=1e-11)
+    with pytest.raises(ValueError, match=r"log α ≤ -32\.24 \(α ≤ 1e-14\)"):
+        gradflow.simulate_flow(whitened(6), u0=aligned(6), ts=[0.0, 1.0], alpha=5e-14, atol=1e-12)
     assert small_log_alpha(0.0, 1e-8) == pytest.approx(math.log(1e-10))
     with pytest.raises(ValueError, match="FactorizedModel"):
         gradflow.simulate_flow(whitened(2), u0=aligned(2), ts=[0.0, 1.0], log_alpha=-1000.0)
