@@ -51,6 +51,35 @@ def test_ungauge_removes_the_rotations_and_keeps_the_layers():
         assert np.abs(turned[l][k:, :k]).max() < 1e-5 and np.abs(turned[l + 1][:k, k:]).max() < 1e-5
 
 
+@pytest.mark.parametrize("depth, alpha", [(3, 1e-13), (4, 1e-10), (6, 1e-10)])
+def test_reduced_layers_solve_for_their_blocks_in_the_sweeps_of_the_scale(depth, alpha):
+    """The bottom layer's learned rows and the top layer's learned columns, solved for from ``D`` by the fixed point
+    of :meth:`Reduced.layers` from a start where they are zero, with the sleeping blocks' top mode at the escape scale:
+    :func:`product_sweeps` sweeps (4, 5, 8) recover them to 1e-15, while one sweep leaves them 1e-14 to 1e-10 off
+    (3e-14, 1.6e-11, 4e-11 measured)."""
+    rng = np.random.default_rng(2)
+    width, k, log_alpha = 4, 1, math.log(alpha)
+    A = learned_chain(rng, k, width, depth)
+    S = [rng.standard_normal((width, width)) for _ in range(depth)]
+    for s in S:
+        s[k:, k:] *= _held.escape_scale(log_alpha, depth) / alpha / np.linalg.norm(s[k:, k:], 2)
+    start = [s.copy() for s in S]
+    start[0][:k, k:], start[-1][:, :k] = 0.0, 0.0
+
+    def solved(sweeps):
+        with jax.enable_x64(True):
+            z = jnp.asarray(_held.coordinates(A, S, k, log_alpha))
+            reduced = _held.Reduced(
+                tuple(map(jnp.asarray, start)), tuple(map(jnp.asarray, A)), jnp.asarray(log_alpha), k, sweeps
+            )
+            got = [np.asarray(w) for w in reduced.layers(z)]
+        return max(np.abs(got[0][:k, k:] - S[0][:k, k:]).max(), np.abs(got[-1][:, :k] - S[-1][:, :k]).max())
+
+    assert _held.product_sweeps(log_alpha, depth) == {3: 4, 4: 5, 6: 8}[depth]
+    assert solved(_held.product_sweeps(log_alpha, depth)) < 1e-15
+    assert solved(1) > 1e-14
+
+
 def test_reduced_coordinates_carry_the_products_change_exactly():
     """``layers(coordinates(S)) = S``; the first coordinates are the blocks of ``D = (W − W_A)/α`` that meet a learned
     subspace, to every order in α: setting them gives layers with that ``D`` (at α = 1e-3, where ``W − W_A`` in
