@@ -140,6 +140,35 @@ class _FollowState:
         return b_new, tuple(p + r for p, r in zip(P_off, off_frames(self.R, [c[:, None] for c in b_new])))
 
 
+def _in_windows(rhs, y, *, atol, event, trajectory: bool, beyond=None):
+    """DOP853 (``rtol = 1e-12``) from ``s = 0`` in windows of ``s`` that double, each going on with the last full step
+    of the one before, until the terminal ``event`` (its ``s`` unknown: a blow-up lies at ``s = ∞``), a failure, or
+    ``beyond(y)`` at a window's end. Returns ``(y, s, dense outputs, steps, whether the event fired)``."""
+    solutions, s, steps, first = [], 0.0, 0, None
+    for _ in range(60):
+        sol = solve_ivp(
+            rhs,
+            (s, s + max(1.0, s)),
+            y,
+            method="DOP853",
+            rtol=1e-12,
+            atol=atol,
+            events=event,
+            dense_output=trajectory,
+            first_step=first,
+        )
+        solutions.append(sol.sol)
+        steps += len(sol.t) - 1
+        y, s = sol.y[:, -1], float(sol.t[-1])
+        if sol.status != 0:
+            break
+        check_interrupt()
+        if beyond is not None and beyond(y):
+            break
+        first = float(sol.t[-2] - sol.t[-3]) if sol.t.size > 2 else None  # the last step ends at the window's end
+    return y, s, tuple(solutions) if trajectory else (), steps, sol.status == 1
+
+
 def _follow(G, S, tau: float, *, trajectory: bool):
     """The rest of ``S`` followed beside its top chain through the blow-up of ``dS_l/dτ = S_{>l}ᵀ G S_{<l}ᵀ``: ``S =
     P + R`` with ``P`` exactly rank-one per layer, ``P_l = p_l b_l b_{l−1}ᵀ``, whose own flow turns ``u = b_L`` by
@@ -183,23 +212,13 @@ def _follow(G, S, tau: float, *, trajectory: bool):
     i = _FollowState.tau_index(shapes)
     atol = np.full(y.size, 1e-14)
     atol[i + 1 :] *= max(1.0, float(np.abs(y[i + 1 :]).max()))
-    solutions, s, steps = [], 0.0, 0
-    for _ in range(60):  # windows of s until the chain has grown _FOLLOWED-fold (each window doubles)
-        sol = solve_ivp(
-            rhs, (s, s + max(1.0, s)), y, method="DOP853", rtol=1e-12, atol=atol, events=grown, dense_output=trajectory
-        )
-        solutions.append(sol.sol)
-        steps += len(sol.t) - 1
-        y, s = sol.y[:, -1], float(sol.t[-1])
-        if sol.status != 0:
-            break
-        check_interrupt()
+    y, s, solutions, steps, _ = _in_windows(rhs, y, atol=atol, event=grown, trajectory=trajectory)
     end = _FollowState.of(y, shapes, hidden)
     # the blow-up's tail in closed form: a^{−(L−2)} = (L−2) g (Δ − τ) gives Δ − τ = 1/((L−2) dq̄/dτ); Δ as the integral
     # run on to (L−2)ρ = 36 had it, to an ulp (rotated 3×3 task, L = 3 to 6)
     rate = float(np.mean(rhs(s, y)[i - L : i]))
     blow_up = end.tau + math.exp(-(L - 2) * float(np.mean(end.q))) / ((L - 2) * rate)
-    return end, blow_up, hidden, tuple(solutions) if trajectory else (), steps
+    return end, blow_up, hidden, solutions, steps
 
 
 @dataclasses.dataclass(frozen=True)
@@ -275,28 +294,11 @@ def escape(G: np.ndarray, S, depth: int, *, trajectory: bool = False, horizon: f
         return z[-2] - math.log(_READ * r0)
 
     readable.terminal = True
-    z, s, pieces, steps = np.concatenate([y0 / r0, [math.log(r0), 0.0]]), 0.0, [], 0
-    for _ in range(60):  # windows of s until S has grown _READ-fold (each window doubles)
-        sol = solve_ivp(
-            rhs,
-            (s, s + max(1.0, s)),
-            z,
-            method="DOP853",
-            rtol=1e-12,
-            atol=1e-14,
-            events=readable,
-            dense_output=trajectory,
-        )
-        steps += len(sol.t) - 1
-        if trajectory:
-            pieces.append(sol.sol)
-        z, s = sol.y[:, -1], float(sol.t[-1])
-        if sol.status == 1:
-            break
-        check_interrupt()
-        if z[-1] > horizon:
-            break
-    if sol.status != 1:  # no blow-up within the windows, or past the horizon before one
+    z = np.concatenate([y0 / r0, [math.log(r0), 0.0]])
+    z, _, pieces, steps, read = _in_windows(
+        rhs, z, atol=1e-14, event=readable, trajectory=trajectory, beyond=lambda z: z[-1] > horizon
+    )
+    if not read:  # no blow-up within the windows, or past the horizon before one
         return never(pieces, steps)
     read = float(z[-1])
     end, tau, hidden, chain, more = _follow(
