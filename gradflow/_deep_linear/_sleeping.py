@@ -1,8 +1,9 @@
 """The sleeping layers of a deep linear network in the greedy limit (docs/deep-linear.md, *The greedy limit*): on
 plateau ``k`` the layers are ``A^k + α S``, and ``S``, off the learned subspaces of ``A^k``, obeys the α-free flow
 ``dS_l/dτ = S_{>l}ᵀ G_k S_{<l}ᵀ`` (``theory.derive_sleeping_layers``). Its blow-up is the next stage: :func:`escape`
-finds when, along which balanced rank-one direction, and what is left of ``S`` off it; :func:`off_frames` projects
-that rest off the learned subspaces of the next stage's layers (:func:`learned_frames`)."""
+finds when, along which balanced rank-one direction, and what is left of ``S`` off it (followed beside the escaping
+chain with their exact coupling, :func:`_follow`); :func:`off_frames` projects that rest off the learned subspaces of
+the next stage's layers (:func:`learned_frames`)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ from ._model import DeepLinearModel, _pack, _unpack, flat_jacobian, flat_velocit
 # Read from S = e^ρ Θ instead, the rest (e^{−ρ} of Θ) carried Θ's error times the growth, and flowed alone from there
 # it lost the blow-up's pull on it, which falls like 1/growth: 1e-6 to 1e-5 in the sleeping modes' log σ
 # (docs/deep-linear.md, *The rest at an escape*). Followed further, the rounding of the chain's frames (eps × its
-# growth) shows: 1e8 is where the rest read at L = 3, 4 stopped changing (3.6e-9 from 1e8 to 1e9).
+# growth) shows; from 1e8 to 1e9 the rest moves by 1.7e-9, 6.7e-8, 2.7e-9 at L = 3, 4, 5 (tests/deep_linear/
+# test_sleeping.py); stopped at 1e4 it is 4e-7 to 7e-5 off.
 _READ = 1e2
 _FOLLOWED = 1e8
 _NOISE = 1e-10  # a rest this small relative to S where it is read (Θ's error there is about 1e-12 of it) is rounding
