@@ -168,7 +168,7 @@ def align(S, frames, k: int):
 PRODUCT_ITERATIONS = 8
 """The most fixed-point sweeps of :meth:`Reduced.layers`: each shrinks the error of the entries it solves for by at
 most about ``α‖S‖``, at most the escape scale ``e ≤ 1e-2`` (:func:`escape_scale`), so eight leave it below ``eps``
-(measured: one sweep leaves an error of order one at 1e-11 at α = 1e-10, two at ``eps``;
+(measured: one sweep takes an error of order one to 1e-11 at α = 1e-10, two to ``eps``;
 ``tests/deep_linear/test_held.py``)."""
 
 
