@@ -190,28 +190,33 @@ def _follow(G, S, tau: float, *, trajectory: bool):
         R = [np.zeros(shape) for shape in shapes]  # nothing is left but the integration's error
     hidden = tuple(b[1:L])
 
+    i = _FollowState.tau_index(shapes)
+    n_in = shapes[0][1]
+    bounds = np.cumsum([i + 1] + [m * n for m, n in shapes])
+
     def rhs(_, y):
-        state = _FollowState.of(y, shapes, hidden)
-        mean = float(np.mean(state.q))
-        u, v = state.b[-1], state.b[0]
-        rate = np.exp(2 * (mean - state.q))
-        unit = _chain_layers(state.b, state.q - mean)
-        dR = [math.exp(mean) * d for d in velocity_difference(unit, [math.exp(-mean) * r for r in state.R], G)]
-        along = np.array([state.b[l + 1] @ dR[l] @ state.b[l] for l in range(L)])
-        dR = [d - a * np.outer(state.b[l + 1], state.b[l]) for l, (d, a) in enumerate(zip(dR, along))]
+        v, u, q = y[:n_in], y[n_in : i - L], y[i - L : i]
+        v, u = v / math.sqrt(v @ v), u / math.sqrt(u @ u)
+        b = [v, *hidden, u]
+        mean = float(q.mean())
+        rate, scale = np.exp(2 * (mean - q)), math.exp(mean)
+        chain = [np.outer(b[l + 1], b[l]) for l in range(L)]
+        X = [y[lo:hi].reshape(shape) / scale for lo, hi, shape in zip(bounds[:-1], bounds[1:], shapes)]
+        dR = velocity_difference([math.exp(q[l] - mean) * c for l, c in enumerate(chain)], X, G)
+        along = np.array([b[l + 1] @ d @ b[l] for l, d in enumerate(dR)]) * scale
         g = float(u @ G @ v)
-        dq = g * rate + along * np.exp(-state.q)
+        dq = g * rate + along * np.exp(-q)
         dv, du = rate[0] * (G.T @ u - g * v), rate[-1] * (G @ v - g * u)
-        return np.concatenate([dv, du, dq, [math.exp(-(L - 2) * mean)], _pack(dR)])
+        dR = [(scale * d - a * c).ravel() for d, a, c in zip(dR, along, chain)]
+        return np.concatenate([dv, du, dq, [math.exp(-(L - 2) * mean)], *dR])
 
     top = float(np.mean(q)) + math.log(_FOLLOWED)
 
     def grown(_, y):
-        return float(np.mean(_FollowState.of(y, shapes, hidden).q)) - top
+        return float(np.mean(y[i - L : i])) - top
 
     grown.terminal = True
     y = np.concatenate([b[0], b[-1], q, [tau], _pack(R)])
-    i = _FollowState.tau_index(shapes)
     atol = np.full(y.size, 1e-14)
     atol[i + 1 :] *= max(1.0, float(np.abs(y[i + 1 :]).max()))
     y, s, solutions, steps, _ = _in_windows(rhs, y, atol=atol, event=grown, trajectory=trajectory)
