@@ -220,38 +220,25 @@ def test_a_held_plateau_after_every_mode_is_learned():
 
 
 @pytest.mark.slow
-def test_the_split_inside_the_former_gap_at_depth_4():
-    """L = 4, α = 1e-10 (refused before the plateaus were held): the split's ``log σ`` within 2e-6 of the small-α path
-    through the jumps (5.5e-7 measured; 1.6e-4 while the small-α path read the rest of ``S`` from the blow-up's
-    bounded variables) and 5e-8 in the median over the outputs (1.2e-8 measured, was 5.9e-6; docs/deep-linear.md,
-    *Held plateaus*)."""
-    split, gap = gap_to_the_limit(4, 1e-10, np.linspace(0.0, 6.0, 31))
+@pytest.mark.parametrize(
+    "depth, alpha, ts, atol, largest, median",
+    [
+        (4, 1e-10, np.linspace(0.0, 6.0, 31), 1e-8, 2e-6, 5e-8),  # inside the former gap
+        (6, 1e-10, np.linspace(0.0, 12.0, 31), 1e-8, 4e-6, 3e-8),  # where the split met its floor until 2026-12-01
+        (3, 1e-13, np.linspace(0.0, 3.0, 61), 1e-11, 3e-6, 3e-8),  # its floor now (_checks.SPLIT_LOWEST)
+    ],
+)
+def test_the_split_against_the_small_alpha_path_at_its_smallest_scales(depth, alpha, ts, atol, largest, median):
+    """The split's ``log σ`` against the small-α path's through every jump, at every output and in the median
+    (docs/deep-linear.md, *Held plateaus*). Measured: L = 4, α = 1e-10 (refused before the plateaus were held): 5.5e-7
+    and 1.2e-8; L = 6, α = 1e-10 (refused until 2026-12-01: its held plateau after the first jump had not finished in
+    15 minutes): 8.1e-7 (at a dip of the third mode's ``σ``) and 5.9e-9; L = 3, α = 1e-13 at ``atol = 1e-11``, where
+    the small-α path's range begins: 2e-7 and 1.3e-9. While the small-α path read the rest of ``S`` from the
+    blow-up's bounded variables they were 1.6e-4 and 5.9e-6 (L = 4), 9.3e-5 and 4.9e-7 (L = 6)."""
+    split, gap = gap_to_the_limit(depth, alpha, ts, atol=atol)
     assert split.result == "successful"
-    assert gap.max() < 2e-6, gap
-    assert np.median(gap) < 5e-8, gap
-
-
-@pytest.mark.slow
-def test_the_split_at_depth_6_where_it_met_its_floor():
-    """L = 6, α = 1e-10 (refused until 2026-12-01: the held plateau after the first jump had not finished in 15
-    minutes): the split's ``log σ`` within 4e-6 of the small-α path at every output (8.1e-7 measured, at a dip of
-    the third mode's ``σ``; 9.3e-5 while the small-α path read the rest of ``S`` from the blow-up's bounded variables)
-    and 3e-8 in the median (5.9e-9 measured, was 4.9e-7; docs/deep-linear.md, *Held plateaus*)."""
-    split, gap = gap_to_the_limit(6, 1e-10, np.linspace(0.0, 12.0, 31))
-    assert split.result == "successful"
-    assert gap.max() < 4e-6, gap
-    assert np.median(gap) < 3e-8, gap
-
-
-@pytest.mark.slow
-def test_the_split_at_its_floor():
-    """L = 3, α = 1e-13 at ``atol = 1e-11``, where the small-α path's range begins (the split's floor,
-    ``_checks.SPLIT_LOWEST``, 1e-12 until 2026-12-01): ``log σ`` within 3e-8 of the small-α path in the median over the
-    outputs (1.3e-9 measured) and 3e-6 at every output (2e-7, at a dip of the third mode's ``σ``)."""
-    split, gap = gap_to_the_limit(3, 1e-13, np.linspace(0.0, 3.0, 61), atol=1e-11)
-    assert split.result == "successful"
-    assert gap.max() < 3e-6, gap
-    assert np.median(gap) < 3e-8, gap
+    assert gap.max() < largest, gap
+    assert np.median(gap) < median, gap
 
 
 def test_a_held_plateau_stops_at_max_steps_and_at_ctrl_c_keeping_what_it_reached(monkeypatch):
