@@ -28,7 +28,6 @@ import math
 import equinox as eqx
 import jax
 import numpy as np
-from scipy.integrate import solve_ivp
 
 from .._config import check_interrupt
 from .._kit import _checkpoint
@@ -36,16 +35,15 @@ from .._kit._assumptions import warn
 from .._kit._greedy import AbstractGreedyPath, GreedyTolerances
 from .._results import RESULTS
 from ._gauge import min_eig_off_gauge
+from ._jump import carry, jump_from, narrow_shapes, phase_b, start_scale
 from ._model import (
     DeepLinearModel,
     _pack,
-    _unpack,
     check_layers,
     flat_jacobian,
-    flat_velocities,
     product,
 )
-from ._sleeping import carried, escape, learned_frames, off_frames
+from ._sleeping import escape, learned_frames, off_frames
 
 
 class DeepLinearGreedyPath(AbstractGreedyPath):
@@ -122,8 +120,7 @@ def _probe(model):
 def balanced_layers(W: np.ndarray, rank: int, shapes, extra=None):
     """Balanced layers of the given ``shapes`` holding ``W``'s top ``rank`` singular triples plus ``extra = (u, σ, v)``
     in their first ``r`` hidden coordinates: ``W_1 = Σ^{1/L} Vᵀ``, ``W_l = Σ^{1/L}``, ``W_L = U Σ^{1/L}``
-    (``W_{l+1}ᵀW_{l+1} = W_l W_lᵀ``), zero elsewhere (zero rows and columns stay zero under the flow: one
-    compilation serves every stage)."""
+    (``W_{l+1}ᵀW_{l+1} = W_l W_lᵀ``), zero elsewhere (zero rows and columns stay zero under the flow)."""
     U, s, Vt = np.linalg.svd(W)
     U, s, V = U[:, :rank], s[:rank], Vt[:rank].T
     if extra is not None:
@@ -138,45 +135,6 @@ def balanced_layers(W: np.ndarray, rank: int, shapes, extra=None):
     return layers
 
 
-def phase_b(model: DeepLinearModel, layers, scale: float, tol: GreedyTolerances, horizon: float, record=None):
-    """The layers' flow ``dW_l/dt = W_{>l}ᵀ G W_{<l}ᵀ`` from ``layers`` until stationary: its velocities at most
-    ``tol.stationary · scale``. Windows of ``t`` from ``horizon``, doubling, by Radau with the exact Jacobian (the
-    learned modes are stiff once the new one has grown), at most ``tol.max_steps`` steps. Returns ``(layers,
-    stationarity, converged)``; a list ``record`` receives each window's dense output (a scipy ``OdeSolution``)."""
-    shapes = tuple(w.shape for w in layers)
-    y, t, steps = _pack(layers), 0.0, 0
-
-    def rhs(_, y):
-        return np.asarray(flat_velocities(model, y, shapes))
-
-    def jac(_, y):
-        return np.asarray(flat_jacobian(model, y, shapes))
-
-    size = max(1.0, float(np.abs(y).max()))
-    while steps < tol.max_steps:
-        sol = solve_ivp(
-            rhs,
-            (t, t + horizon),
-            y,
-            method="Radau",
-            jac=jac,
-            rtol=tol.ode_rtol,
-            atol=tol.ode_atol * size,
-            dense_output=record is not None,
-        )
-        if record is not None:
-            record.append(sol.sol)
-        y, t, steps = sol.y[:, -1], t + horizon, steps + len(sol.t) - 1
-        stationarity = float(np.abs(rhs(t, y)).max()) / scale
-        if not sol.success or not np.all(np.isfinite(y)):
-            return _unpack(y, shapes), stationarity, False
-        if stationarity <= tol.stationary:
-            return _unpack(y, shapes), stationarity, True
-        horizon *= 2.0
-        check_interrupt()
-    return _unpack(y, shapes), stationarity, False
-
-
 CARRY_RTOL = 1e-8
 """The greedy limit runs phase (B) from its smallest ε at this ``ode_rtol`` (or its own, if tighter) and carries the rest
 through each jump along it (the rest lives in that run's hidden coordinates): along its phase (B) at the
@@ -185,50 +143,36 @@ within 1.1e-7 of the small-α path's, where the rest projected through the jumps
 (docs/deep-linear.md, *Between the two ranges*)."""
 
 
-def _last_jump(model: DeepLinearModel, A, out, G, eps: float, scale: float, tol: GreedyTolerances, stage: int):
-    """Phase (B) into ``stage`` from the smallest ``eps``, at :data:`CARRY_RTOL`, with the sleeping layers carried
-    along it (:func:`carried`): ``(layers, rest, stationarity, converged, None)``. If it does not settle, phase (B)
-    at the greedy limit's own tolerance, the rest projected, and a warning saying so."""
-    carry = dataclasses.replace(tol, ode_rtol=min(tol.ode_rtol, CARRY_RTOL), ode_atol=min(tol.ode_atol, CARRY_RTOL))
-    record = []
-    layers, stationarity, ok = phase_b_from(model, A, out, G, eps, scale, carry, record)
-    if ok:  # its layers, in the hidden coordinates the rest was carried to
-        rest, failure = carried(model, record, out.rest, carry)[1:]
+def _last_jump(model: DeepLinearModel, A, k: int, out, G, eps: float, scale: float, tol: GreedyTolerances):
+    """Phase (B) out of stage ``k`` from the smallest ``eps``, at :data:`CARRY_RTOL`, with the sleeping layers carried
+    along it (:func:`~gradflow._deep_linear._jump.carry`): ``(layers, rest, stationarity, converged, None)``. If it
+    does not settle, phase (B) at the greedy limit's own tolerance, the rest projected, and a warning saying so."""
+    tight = dataclasses.replace(tol, ode_rtol=min(tol.ode_rtol, CARRY_RTOL), ode_atol=min(tol.ode_atol, CARRY_RTOL))
+    layers, stationarity, ok, jump = jump_from(model, A, k, out, G, eps, scale, tight, dense=True)
+    if ok:
+        rest, failure = carry(model, jump, out.rest, tight)[1:]
         if not failure:
             return layers, rest, stationarity, True, None
         why = f"the sleeping layers' linearised flow along it failed ({failure})"
     else:
         why = f"it did not settle within {tol.max_steps} steps (raise max_steps)"
-        layers, stationarity, ok = phase_b_from(model, A, out, G, eps, scale, tol)
+        layers, stationarity, ok, _ = jump_from(model, A, k, out, G, eps, scale, tol)
     warning = (
-        f"stage {stage}: the sleeping layers could not be carried through the jump along phase (B) at ode_rtol = "
-        f"{carry.ode_rtol:g}: {why}. They are projected instead, which is off where the jump turns the learned "
+        f"stage {k + 1}: the sleeping layers could not be carried through the jump along phase (B) at ode_rtol = "
+        f"{tight.ode_rtol:g}: {why}. They are projected instead, which is off where the jump turns the learned "
         "subspaces"
     )
     return layers, out.rest, stationarity, ok, warning
 
 
-def phase_b_from(model: DeepLinearModel, A, out, G, eps: float, scale: float, tol: GreedyTolerances, record=None):
-    """Phase (B) out of a stage: the layers' flow from ``A^k + e b_l b_{l−1}ᵀ`` (the escape ``out``'s direction in the
-    same hidden coordinates, at :func:`_start_scale`). Returns :func:`phase_b`'s ``(layers, stationarity, converged)``."""
-    e, window = _start_scale(model.depth, eps, G, out.u, out.v)
-    start = [a + e * d for a, d in zip(A, out.direction)]
-    return phase_b(model, start, scale, tol, window, record)
-
-
-def _start_scale(L: int, eps: float, G, u, v) -> tuple[float, float]:
-    """Phase (B)'s per-layer scale ``e = ε^{1/(L−2)}`` of the new direction ``u vᵀ`` and its first window of ``t``,
-    ``1/((L−2) ε uᵀGv)``, after which the new mode has escaped."""
-    return eps ** (1.0 / (L - 2)), 1.0 / ((L - 2) * eps * float(u @ G @ v))
-
-
 def _phase_b_start(model: DeepLinearModel, W, k: int, pair, G, eps: float):
-    """Phase (B)'s start from ``W^k`` (rank ``k``) with the pair ``(u, v)`` of ``G`` at ``ε``, in the hidden
-    coordinates of :func:`balanced_layers` (where :func:`perturbed_layers` perturbs): balanced layers holding ``W^k``
-    and ``e^L u vᵀ`` at :func:`_start_scale`, and its first window."""
+    """Phase (B)'s start from ``W^k`` (rank ``k``) with the pair ``(u, v)`` of ``G`` at ``ε``, in hidden width
+    ``k + 1`` (the flow keeps the layers there: gradflow/_deep_linear/_jump.py; :func:`perturbed_layers` perturbs
+    every entry): balanced layers holding ``W^k``
+    and ``e^L u vᵀ`` at :func:`~gradflow._deep_linear._jump.start_scale`, and its first window."""
     u, v = pair
-    e, window = _start_scale(model.depth, eps, G, u, v)
-    return balanced_layers(W, k, model.layer_shapes, (u, e**model.depth, v)), window
+    e, window = start_scale(model.depth, eps, G, u, v)
+    return balanced_layers(W, k, narrow_shapes(model.layer_shapes, k + 1), (u, e**model.depth, v)), window
 
 
 def perturbed_layers(layers, rank: int, size: float, rng: np.random.Generator):
@@ -253,8 +197,9 @@ def stage_hessian(model: DeepLinearModel, W: np.ndarray, k: int) -> float:
     rank-``k`` ``W`` (:func:`balanced_layers`), on the rank-``k`` stratum and off the gauge
     (gradflow/_deep_linear/_gauge.py: positive exactly when ``W`` is a strict local minimum of ``L`` on the rank-``k``
     matrices). The Hessian is minus the Jacobian of the layers' velocities, phase (B)'s compiled program."""
-    layers = balanced_layers(W, k, model.layer_shapes)
-    hessian = -np.asarray(flat_jacobian(model, _pack(layers), tuple(model.layer_shapes)))
+    shapes = narrow_shapes(model.layer_shapes, k)
+    layers = balanced_layers(W, k, shapes)
+    hessian = -np.asarray(flat_jacobian(model, _pack(layers), shapes))
     return min_eig_off_gauge(hessian, layers, k)
 
 
@@ -406,9 +351,9 @@ def greedy(
             ends, smallest = [], len(tol.epsilons[-2:]) - 1
             for i, eps in enumerate(tol.epsilons[-2:]):
                 if i < smallest:
-                    layers, stationarity, ok = phase_b_from(model, A, out, G, eps, scale, tol)
+                    layers, stationarity, ok, _ = jump_from(model, A, k, out, G, eps, scale, tol)
                 else:
-                    layers, rest, stationarity, ok, warning = _last_jump(model, A, out, G, eps, scale, tol, k + 1)
+                    layers, rest, stationarity, ok, warning = _last_jump(model, A, k, out, G, eps, scale, tol)
                 if not ok:
                     result = RESULTS.phase_b_failed.value
                     message = (

@@ -10,14 +10,12 @@ from __future__ import annotations
 import dataclasses
 import math
 
-import equinox as eqx
-import jax
 import numpy as np
 from scipy.integrate import solve_ivp
 from scipy.optimize import brentq
 
 from .._config import check_interrupt
-from ._model import DeepLinearModel, _pack, _unpack, flat_jacobian, flat_velocities, layer_velocities, product
+from ._model import _pack, _unpack, layer_velocities, product
 
 # Where S has grown _READ-fold it is split into the chain P along its top balanced direction and the rest R = S − P,
 # and R is followed beside P with their exact coupling (:func:`_follow`) until the chain has grown _FOLLOWED-fold.
@@ -346,44 +344,3 @@ def off_frames(S, frames) -> tuple:
         w = w - Q_out @ (Q_out.T @ w)
         out.append(w - (w @ Q_in) @ Q_in.T)
     return tuple(out)
-
-
-def layers_at(record, t: float) -> np.ndarray:
-    """Phase (B)'s layers, packed, at ``t`` from its dense outputs ``record`` (its last value beyond its end)."""
-    sol = next(sol for sol in record if sol.t_max >= t or sol is record[-1])
-    return sol(min(t, sol.t_max))
-
-
-@eqx.filter_jit
-def _carried_velocity(model, y, s, shapes):
-    return jax.jvp(lambda z: flat_velocities(model, z, shapes), (y,), (s,))[1]
-
-
-def carried(model: DeepLinearModel, record, rest, tol):
-    """The sleeping layers ``rest`` (in units of α) carried through phase (B): the layers' flow linearised along it,
-    ``dS/dt = J(A(t)) S`` (``J = ∂F/∂W``, phase (B)'s Jacobian; the flow of ``A + αS`` to first order in α), from
-    phase (B)'s dense outputs ``record``, by Radau from phase (B)'s first step and at most its longest (at the start of
-    phase (B) ``J`` is nearly zero, and LSODA or BDF left to choose their steps passed over the whole jump in a few).
-    Returns the dense outputs of ``S`` (a list of scipy ``OdeSolution``s), ``S`` at phase (B)'s end and ``""``, or,
-    if Radau stops short of that end, ``None``, ``None`` and where and why it stopped. While a jump turns the learned
-    subspaces of ``A``, the blocks of ``S`` that meet them turn into the sleeping block: projecting ``rest`` off the
-    new subspaces instead (as until 2026-11-30) put the sleeping modes' ``log σ`` off by up to 2e-3 after a jump
-    (docs/deep-linear.md, *Between the two ranges*)."""
-    shapes = tuple(w.shape for w in rest)
-    y0 = _pack(rest)
-    steps = np.diff(np.unique(np.concatenate([sol.ts for sol in record])))
-    sol = solve_ivp(
-        lambda t, y: np.asarray(_carried_velocity(model, layers_at(record, t), y, shapes)),
-        (0.0, record[-1].t_max),
-        y0,
-        method="Radau",
-        jac=lambda t, _: np.asarray(flat_jacobian(model, layers_at(record, t), shapes)),
-        rtol=tol.ode_rtol,
-        atol=tol.ode_atol * max(1.0, float(np.abs(y0).max())),
-        first_step=float(steps[0]),
-        max_step=float(steps.max()),
-        dense_output=True,
-    )
-    if not sol.success:
-        return None, None, f"Radau stopped at t = {sol.t[-1]:.6g} of {record[-1].t_max:.6g}: {sol.message}"
-    return [sol.sol], _unpack(sol.y[:, -1], shapes), ""

@@ -9,8 +9,8 @@ vanish, so ``W = W^k + α^L S_L ⋯ S_1`` and ``W``'s singular values are those 
 (``g = uᵀ G_k v``). Where ``α a`` reaches ``e = ((atol + rtol) max(1, ‖W^k‖))^{1/L}`` (the new singular value reaches
 the tolerance and starts to move ``G``) the jump begins: phase (B), the layers' flow in ``t`` from
 ``A^k + e b_l b_{l−1}ᵀ``, at ``τ = T_k + Δ_k − (α/e)^{L−2}/((L−2) g) + α^{L−2} t``, until stationary at ``A^{k+1}``;
-what is left of ``S`` is carried through it by the layers' flow linearised along it
-(gradflow._deep_linear._sleeping.carried), then projected off the new learned subspaces. The greedy limit
+what is left of ``S`` is carried through it by the layers' flow linearised along it, then projected off the new
+learned subspaces (both in hidden frames of the rank they hold: gradflow._deep_linear._jump). The greedy limit
 (gradflow._deep_linear._greedy) is this path without the outputs between its stages.
 
 Neglected: the blocks of ``S`` that meet a learned subspace (they relax in ``t`` to ``O(α)``), the learned layers'
@@ -31,25 +31,26 @@ from .._config import check_interrupt
 from .._kit._greedy import GreedyTolerances
 from .._results import RESULTS
 from .._solver._segments import Progress
-from ._greedy import _gradient, phase_b_from
-from ._model import DeepLinearModel, _unpack, losses, product
+from ._greedy import _gradient
+from ._jump import Carry, Jump, carry, jump_from
+from ._model import DeepLinearModel, losses, product
 from ._results import DeepLinearFlowResult
-from ._sleeping import Escape, _log_sv, carried, escape, layers_at, learned_frames, off_frames
+from ._sleeping import Escape, _log_sv, escape, learned_frames, off_frames
 
 
 @dataclasses.dataclass(frozen=True)
 class Stage:
     """Plateau ``k`` from ``start = T_k``: its layers ``A^k``, the escape out of it (with ``S(τ − T_k)``), and the jump
-    that ends it: phase (B)'s dense outputs in ``t`` (empty for the last stage), its per-layer start ``scale`` ``e``,
-    its length ``t_end`` in ``t`` and the dense outputs of the sleeping layers carried through it (``carried``)."""
+    that ends it: phase (B) (None for the last stage), its per-layer start ``scale`` ``e``, its length ``t_end`` in
+    ``t`` (to where it settled) and the sleeping layers carried through it (``carried``)."""
 
     start: float
     layers: tuple
     out: Escape
-    jump: tuple = ()
+    jump: Jump | None = None
     scale: float = 0.0
     t_end: float = 0.0
-    carried: tuple = ()
+    carried: Carry | None = None
 
     @property
     def end(self) -> float:
@@ -88,9 +89,8 @@ def path(model: DeepLinearModel, W0, tau_end: float, *, rtol: float, atol: float
                 break
             size = max(1.0, float(np.linalg.norm(product(A), 2))) if k else 1.0
             e = ((atol + rtol) * size) ** (1.0 / L)
-            record = []
-            A_new, stationarity, ok = phase_b_from(model, A, out, G, e ** (L - 2), scale, tol, record)
-            steps += _steps(record)
+            A_new, stationarity, ok, jump = jump_from(model, A, k, out, G, e ** (L - 2), scale, tol, dense=True)
+            steps += jump.steps
             if not ok:
                 stages.append(Stage(start, tuple(A), out, scale=e))
                 result = RESULTS.max_steps_reached.value
@@ -100,7 +100,7 @@ def path(model: DeepLinearModel, W0, tau_end: float, *, rtol: float, atol: float
                     "+inf. Try a larger max_steps."
                 )
                 break
-            through, rest, failure = carried(model, record, out.rest, tol)
+            through, rest, failure = carry(model, jump, out.rest, tol)
             if failure:
                 stages.append(Stage(start, tuple(A), out, scale=e))
                 result = RESULTS.solver_failed.value
@@ -109,9 +109,8 @@ def path(model: DeepLinearModel, W0, tau_end: float, *, rtol: float, atol: float
                     f"{start + out.delta:.6g}): {failure}; the outputs after it are +inf"
                 )
                 break
-            steps += _steps(through)
-            settled = _settled(record, A_new, atol + rtol)
-            stages.append(Stage(start, tuple(A), out, tuple(record), e, settled, tuple(through)))
+            steps += through.steps
+            stages.append(Stage(start, tuple(A), out, jump, e, jump.settled(atol + rtol), through))
             start += out.delta
             A = [np.asarray(w) for w in A_new]
             S = list(off_frames(rest, learned_frames(A, k + 1)))
@@ -129,21 +128,6 @@ def path(model: DeepLinearModel, W0, tau_end: float, *, rtol: float, atol: float
     return stages, result, message, steps
 
 
-def _settled(record, end, tol: float) -> float:
-    """The first step's end ``t`` of phase (B)'s dense outputs ``record`` from which the layers stay within ``tol``
-    (relative to the largest entry) of their end: where the jump has settled and the next plateau begins."""
-    y_end = np.concatenate([np.ravel(w) for w in end])
-    bound = tol * max(1.0, float(np.abs(y_end).max()))
-    times = np.concatenate([sol.ts for sol in record])
-    far = np.concatenate([np.abs(sol(sol.ts) - y_end[:, None]).max(axis=0) > bound for sol in record])
-    last_far = np.flatnonzero(far)[-1] if far.any() else -1
-    return float(times[min(last_far + 1, times.size - 1)])
-
-
-def _steps(solutions) -> int:
-    return sum(len(sol.ts) - 1 for sol in solutions)
-
-
 def reach(stages, result: str, log_alpha: float) -> float:
     """How far in ``τ`` the path holds the flow at ``α``: everywhere if it finished; up to the last stage's start if
     Ctrl-C stopped it there; up to the failed jump's start if one failed."""
@@ -152,7 +136,7 @@ def reach(stages, result: str, log_alpha: float) -> float:
     if not stages:  # stopped in the first plateau
         return -math.inf
     last = stages[-1]
-    if last.jump:  # stopped after this stage's jump
+    if last.jump is not None:  # stopped after this stage's jump
         return last.end
     return last.jump_start(log_alpha) if last.scale else last.start  # a jump that failed, or Ctrl-C before it
 
@@ -171,10 +155,9 @@ def outputs(model: DeepLinearModel, stages, ts, log_alpha: float, reached: float
         while k + 1 < len(stages) and tau >= stages[k].jump_start(log_alpha) + eps_t * stages[k].t_end:
             k += 1
         stage = stages[k]
-        if stage.jump and tau >= stage.jump_start(log_alpha):  # inside the jump out of stage k
+        if stage.jump is not None and tau >= stage.jump_start(log_alpha):  # inside the jump out of stage k
             t_jump = (tau - stage.jump_start(log_alpha)) / eps_t
-            awake = _unpack(layers_at(stage.jump, t_jump), model.layer_shapes)
-            rest = _unpack(layers_at(stage.carried, t_jump), model.layer_shapes)
+            awake, rest = stage.jump.layers_at(t_jump), stage.carried.rest_at(t_jump)
             learned, asleep = _log_sv(awake)[: k + 1], L * log_alpha + _log_sv(rest)
         else:
             awake = stage.layers

@@ -9,8 +9,9 @@ from deep_linear_common import labels_task
 from scipy.integrate import solve_ivp
 
 from gradflow._deep_linear import _sleeping, _small
+from gradflow._deep_linear._jump import Jump, carry
 from gradflow._deep_linear._model import _pack, _unpack, flat_jacobian, flat_velocities, layer_velocities, product
-from gradflow._deep_linear._sleeping import carried, escape, learned_frames, off_frames
+from gradflow._deep_linear._sleeping import escape, learned_frames, off_frames
 from gradflow._kit._greedy import GreedyTolerances
 
 
@@ -135,17 +136,18 @@ def test_the_rest_is_followed_beside_the_chain_to_where_it_has_settled(depth, mo
 
 @pytest.mark.slow
 def test_the_rest_is_carried_through_a_jump_by_the_linearised_flow():
-    """:func:`carried` is the derivative of the layers' flow along phase (B) in its start: on the cross-entropy task
-    (L = 3, whose jump turns the learned subspaces), the rest carried from a random ``S`` equals the central difference
-    of the flows started at ``A(0) ± εS`` (ε = 1e-5, a 200th of the new mode's start), to 1e-4 relative; the rest
-    merely projected off the new learned subspaces (as before 2026-11-30) is 1e-2 away from it."""
+    """:func:`carry` (in the jump's hidden frames, by the blocks with one index off them) is the derivative of the
+    layers' flow along phase (B) in its start: on the cross-entropy task (L = 3, whose jump turns the learned
+    subspaces), the rest carried from a random ``S`` off the hidden frames (as an escape leaves it) equals the central
+    difference of the flows of the whole layers started at ``A(0) ± εS`` (ε = 1e-5, a 200th of the new mode's start),
+    to 1e-4 relative; the rest merely projected off the new learned subspaces (as before 2026-11-30) is 1e-2 away
+    from it."""
     model = labels_task(3)
     rng = np.random.default_rng(1)
     W0 = tuple(rng.standard_normal(s) / np.sqrt(3) for s in model.layer_shapes)
     shapes, eps = tuple(model.layer_shapes), 1e-5
-    rest = tuple(np.random.default_rng(2).standard_normal(s) for s in shapes)
 
-    def flow(start, t_end):
+    def flow(start, t_end, shapes):
         return solve_ivp(
             lambda _, y: np.asarray(flat_velocities(model, y, shapes)),
             (0.0, t_end),
@@ -159,11 +161,17 @@ def test_the_rest_is_carried_through_a_jump_by_the_linearised_flow():
 
     with jax.enable_x64(True):
         stages = _small.path(model, W0, 4.0, rtol=0.0, atol=1e-8, max_steps=None, progress=False)[0]
-        assert stages[0].jump and len(stages) == 2
-        start, t_end = stages[0].jump[0](0.0), stages[0].jump[-1].t_max
-        jump = [flow(start, t_end).sol]  # phase (B) at the tolerance of the differences
-        end = carried(model, jump, rest, GreedyTolerances(ode_rtol=1e-9, ode_atol=1e-11))[1]
-        difference = flow(start + eps * _pack(rest), t_end).y[:, -1] - flow(start - eps * _pack(rest), t_end).y[:, -1]
+        assert stages[0].jump is not None and len(stages) == 2
+        jump, (m, n) = stages[0].jump, model.shape
+        hidden = (np.zeros((n, 0)), *jump.frames[1:-1], np.zeros((m, 0)))
+        rest = off_frames(tuple(np.random.default_rng(2).standard_normal(s) for s in shapes), hidden)
+        narrow = flow(_pack(jump.narrow_at(0.0)), jump.t_end, jump.shapes)  # at the tolerance of the differences
+        end = carry(model, Jump(jump.frames, (narrow.sol,)), rest, GreedyTolerances(ode_rtol=1e-9, ode_atol=1e-11))[1]
+        start = _pack(jump.layers_at(0.0))
+        difference = (
+            flow(start + eps * _pack(rest), jump.t_end, shapes).y[:, -1]
+            - flow(start - eps * _pack(rest), jump.t_end, shapes).y[:, -1]
+        )
     difference /= 2 * eps
     np.testing.assert_allclose(_pack(end), difference, atol=1e-4 * np.abs(difference).max())
     frames = learned_frames(stages[1].layers, 1)
