@@ -122,3 +122,31 @@ def check_resolved(
         "the layers in units of α, where a sleeping entry (of order 1) sits next to learned ones (of order 1/α) that "
         f"relax at rate α^−(L−2). {where} (docs/deep-linear.md, Supported range)."
     )
+
+
+DENSE_BYTES = 2**31
+"""The direct integration and the split of the layers solve Newton's equations with the dense Jacobian of every entry
+of the layers (the split: of twice as many); a Jacobian above this many bytes is refused before anything runs. The
+small-α path solves its jumps in hidden frames of the rank they learn and takes any size (docs/deep-linear.md, *Jumps
+in hidden frames*): 37 s at 100 × 100 (L = 3, docs/benchmarks.md)."""
+
+
+def check_size(model, log_a, small, split, *, rtol: float, atol: float) -> None:
+    """Refuse, saying what takes the model instead, the scales ``log_a`` off the small-α path (``small``, a mask;
+    ``split`` those on the split) whose dense Jacobian exceeds :data:`DENSE_BYTES`."""
+    entries = sum(a * b for a, b in model.layer_shapes)
+    off = ~np.asarray(small)
+    if not np.any(off):
+        return
+    size = entries * (2 if np.any(np.asarray(split) & off) else 1)
+    if 8 * size**2 <= DENSE_BYTES:
+        return
+    la = float(np.atleast_1d(log_a)[np.atleast_1d(off)][0])
+    raise ValueError(
+        f"log_alpha = {la:.6g} (α = {math.exp(la):.3g}) asks for the exact flow of a deep linear network with "
+        f"{entries:,} layer entries, which gradflow integrates at this scale with the dense Jacobian of "
+        f"{size:,} unknowns ({8 * size**2 / 2**30:.1f} GiB, above the {DENSE_BYTES / 2**30:.0f} GiB it takes). "
+        f"At log α ≤ {small_log_alpha(rtol, atol):.4g} (α ≤ {math.exp(small_log_alpha(rtol, atol)):.3g} at these "
+        "tolerances) simulate_flow computes the flow's α → 0 limit at any size, and simulate_gd runs gradient descent "
+        "at any α (docs/deep-linear.md, Supported range)."
+    )

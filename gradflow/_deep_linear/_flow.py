@@ -25,7 +25,7 @@ from .._kit._checks import EPS
 from .._kit._family import FlowRequest
 from .._solver import Solve, solve_in_segments, solve_runs, solve_status, stiff_solve, vmap_batches
 from . import _small, _split
-from ._checks import check_resolved, lowest_log_alpha, small_log_alpha
+from ._checks import check_resolved, check_size, lowest_log_alpha, small_log_alpha
 from ._model import DeepLinearModel, check_layers, layer_velocities, product
 from ._results import DeepLinearFlowResult
 
@@ -149,6 +149,7 @@ def flow(model: DeepLinearModel, request: FlowRequest) -> DeepLinearFlowResult:
     check_resolved(
         model.depth, log_a, ts, rtol=rtol, atol=atol, linear=not np.any(split) or _split.outputs_are_linear(model)
     )
+    check_size(model, log_a, small, split, rtol=rtol, atol=atol)
     options = dict(rtol=rtol, atol=atol, max_steps=max_steps, progress=request.progress)
     if np.all(small):
         return _small.flow(model, W0, ts, log_a, **options)

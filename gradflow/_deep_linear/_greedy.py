@@ -196,7 +196,8 @@ def stage_hessian(model: DeepLinearModel, W: np.ndarray, k: int) -> float:
     """The smallest eigenvalue of the Hessian of ``L(W_L ⋯ W_1)`` in the layers at the balanced layers of the
     rank-``k`` ``W`` (:func:`balanced_layers`), on the rank-``k`` stratum and off the gauge
     (gradflow/_deep_linear/_gauge.py: positive exactly when ``W`` is a strict local minimum of ``L`` on the rank-``k``
-    matrices). The Hessian is minus the Jacobian of the layers' velocities, phase (B)'s compiled program."""
+    matrices). The Hessian is minus the Jacobian of the layers' velocities, phase (B)'s compiled program, at hidden
+    width ``k``: the stratum's entries (the others carry no curvature there)."""
     shapes = narrow_shapes(model.layer_shapes, k)
     layers = balanced_layers(W, k, shapes)
     hessian = -np.asarray(flat_jacobian(model, _pack(layers), shapes))

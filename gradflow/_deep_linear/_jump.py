@@ -253,18 +253,19 @@ class Carry:
         )
 
 
-_REACH = 3.0
+_REACH = 10.0
 """The carry's steps are at most this many of phase (B)'s where they start. On the cross-entropy task's first jump
 (L = 3, ``atol = 1e-8``, docs/deep-linear.md) one, three, ten and thirty took 310, 107, 36 and 32 steps, within 3e-11,
 1e-10, 1.1e-8 and 4.8e-7 of a Radau solve of the whole layers' linearised flow at 1e-10 (the error estimate does not
-see the kinks of phase (B)'s dense output); unbounded, DOP853 passed over the whole jump in 8 steps."""
+see the kinks of phase (B)'s dense output, which grow with the steps it spans); unbounded, DOP853 passed over the whole
+jump in 8 steps. Ten keeps the carry at the tolerance and the small-α path's steps within the flat-cost goal
+(docs/benchmarks.md: 856 steps at L = 3 from the aligned start, 963 at three)."""
 
 
 def _along(rhs, y0, jump: Jump, rtol: float, atol: float):
     """DOP853 on ``dy/dt = rhs(t, y)`` over the jump, each step at most :data:`_REACH` of phase (B)'s steps where
     it starts (at the start of the jump ``E_l`` is nearly zero, and the error estimate alone lets the steps grow past
-    it).
-    Returns the dense output (a scipy ``OdeSolution``) and ``""``, or ``None`` and where and why it stopped."""
+    it). Returns the dense output (a scipy ``OdeSolution``) and ``""``, or ``None`` and where and why it stopped."""
     knots = np.unique(np.concatenate([sol.ts for sol in jump.record]))
     lengths = np.diff(knots)
     solver = DOP853(rhs, 0.0, y0, jump.t_end, rtol=rtol, atol=atol, first_step=float(lengths[0]))

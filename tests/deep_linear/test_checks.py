@@ -18,6 +18,7 @@ from gradflow._deep_linear._checks import (
     SPLIT_LOWEST,
     STIFFNESS,
     check_resolved,
+    check_size,
     lowest_log_alpha,
     small_log_alpha,
 )
@@ -85,3 +86,15 @@ def test_jumps_bound_at_loose_tolerances():
     for depth, tau_end in ((4, 1.0), (5, 10.0)):
         lowest = lowest_log_alpha(depth, tau_end, 0.0, 1e-3)
         assert tau_end * np.exp(-(depth - 2) * lowest) == pytest.approx(JUMP_STEP / (100 * EPS))
+
+
+def test_layers_too_large_for_a_dense_jacobian_are_refused_off_the_small_alpha_path():
+    """100 × 100 layers (L = 3: 30,000 entries, a 6.7 GiB Jacobian) at α = 1e-3 are refused before anything runs,
+    saying which α and which function take them; on the small-α path, or at 10 × 10, nothing is refused."""
+    model = gradflow.models.deep_matrix_factorization_model(np.eye(100), depth=3)
+    W0 = tuple(np.eye(100) for _ in range(3))
+    with pytest.raises(ValueError, match=r"dense Jacobian of 30,000 unknowns \(6\.7 GiB.*log α ≤ -23\.03.*simulate_gd"):
+        gradflow.simulate_flow(model, u0=W0, ts=[0.0, 1.0], alpha=1e-3)
+    check_size(model, np.array([-30.0]), np.array([True]), np.array([False]), rtol=0.0, atol=1e-8)
+    small = gradflow.models.deep_matrix_factorization_model(np.eye(10), depth=3)
+    check_size(small, np.array([-20.0]), np.array([False]), np.array([True]), rtol=0.0, atol=1e-8)
