@@ -76,3 +76,29 @@ def test_refuses_what_is_not_a_stage():
     is refused."""
     with jax.enable_x64(True), pytest.raises(TypeError, match="implicit stages"):
         optx.root_find(lambda y, args: y - 1.0, StageNewton(rtol=1e-9, atol=1e-9), jnp.zeros(2), args=None)
+
+
+def _coupled(t, y, args):
+    """A stiff nonlinear system: rates 1, 1e3 and 1e6 mixed by a rotation, plus a quadratic coupling."""
+    Q = jnp.array([[0.6, 0.8, 0.0], [-0.8, 0.6, 0.0], [0.0, 0.0, 1.0]])
+    rates = jnp.array([1.0, 1e3, 1e6])
+    return -Q.T @ (rates * (Q @ y)) + 0.5 * jnp.roll(y, 1) ** 2
+
+
+@eqx.filter_jit
+def _coupled_step(y0, h, matrix_free):
+    return _step(StageNewton(rtol=1e-10, atol=1e-10, matrix_free=matrix_free), _coupled, y0, h)
+
+
+@pytest.mark.parametrize("h", [1e-6, 1e-4, 1e-3])
+def test_matrix_free_is_the_dense_newton(h):
+    """Newton's updates solved by GMRES on Jacobian-vector products give the step of the dense Jacobian's LU, to
+    the stop's tolerance, from steps where the stiff rate is resolved (``h λ = 1``) to ``h λ = 1e3``; Kvaerno5's first
+    stage is explicit (``γ = 0``), where the update's scale must not divide by ``γ h``."""
+    with jax.enable_x64(True):
+        y0 = jnp.array([1.0, -0.5, 0.25])
+        dense = _coupled_step(y0, h, False)
+        free = _coupled_step(y0, h, True)
+        assert dense[4] == dfx.RESULTS.successful and free[4] == dfx.RESULTS.successful
+        np.testing.assert_allclose(np.asarray(free[0]), np.asarray(dense[0]), rtol=0, atol=1e-9)
+        np.testing.assert_allclose(np.asarray(free[1]), np.asarray(dense[1]), rtol=0, atol=1e-9)
