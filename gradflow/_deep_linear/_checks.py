@@ -125,28 +125,41 @@ def check_resolved(
 
 
 DENSE_BYTES = 2**31
-"""The direct integration and the split of the layers solve Newton's equations with the dense Jacobian of every entry
-of the layers (the split: of twice as many); a Jacobian above this many bytes is refused before anything runs. The
-small-α path solves its jumps in hidden frames of the rank they learn and takes any size (docs/deep-linear.md, *Jumps
-in hidden frames*): 37 s at 100 × 100 (L = 3, docs/benchmarks.md)."""
+"""The split of the layers (gradflow/_deep_linear/_split.py) holds ``G``'s derivative as coefficients: ``K = ∂G/∂W``,
+``(m n)²`` numbers, or ``M = ∂z/∂W``, ``m n`` per output (for the square loss the smaller), except where
+``G = G0 − W C`` (the square loss of outputs ``W x`` or ``W``: ``n²``); with ``DeepLinearSolver(newton="dense")`` it also solves Newton's equations with the dense
+Jacobian of twice the layers' entries. Above this many bytes for the two together the scales on the split are
+refused before anything runs (docs/deep-linear.md, *Supported range*)."""
 
 
-def check_size(model, log_a, small, split, *, rtol: float, atol: float) -> None:
-    """Refuse, saying what takes the model instead, the scales ``log_a`` off the small-α path (``small``, a mask;
-    ``split`` those on the split) whose dense Jacobian exceeds :data:`DENSE_BYTES`."""
-    entries = sum(a * b for a, b in model.layer_shapes)
-    off = ~np.asarray(small)
-    if not np.any(off):
+def check_size(model, log_a, split, *, free: bool, coefficients: int, rtol: float, atol: float) -> None:
+    """Refuse, saying what takes the model instead, the scales ``log_a`` on the split (``split``, a mask) where its
+    ``coefficients`` (bytes) and, unless ``free`` (matrix-free), its dense Jacobian exceed :data:`DENSE_BYTES`."""
+    if not np.any(split):
         return
-    size = entries * (2 if np.any(np.asarray(split) & off) else 1)
-    if 8 * size**2 <= DENSE_BYTES:
+    unknowns = 2 * sum(a * b for a, b in model.layer_shapes)
+    jacobian = 0 if free else 8 * unknowns**2
+    if coefficients + jacobian <= DENSE_BYTES:
         return
-    la = float(np.atleast_1d(log_a)[np.atleast_1d(off)][0])
+    la = float(np.atleast_1d(log_a)[np.atleast_1d(split)][0])
+    if coefficients + 8 * unknowns <= DENSE_BYTES:  # the dense Jacobian is what does not fit
+        why = (
+            f"with the dense Jacobian of {unknowns:,} unknowns ({jacobian / 2**30:.1f} GiB), as "
+            'solver=DeepLinearSolver(newton="dense") asks. DeepLinearSolver(newton="matrix_free") (or "auto", the '
+            "default) solves Newton's equations matrix-free and takes this model at any size"
+        )
+    else:
+        tau_end = 1.0
+        lowest, small = lowest_log_alpha(model.depth, tau_end, rtol, atol), small_log_alpha(rtol, atol)
+        why = (
+            f"which holds G's derivative as {coefficients / 2**30:.1f} GiB of coefficients (only the square loss of "
+            f"outputs W x or W itself needs none). Here simulate_flow takes log α ≥ {lowest:.4g} (α ≥ "
+            f"{math.exp(lowest):.3g}, to τ = 1) by the direct integration and log α ≤ {small:.4g} (α ≤ "
+            f"{math.exp(small):.3g}) by the small-α path, at any size and these tolerances; simulate_gd runs gradient "
+            "descent at any α"
+        )
     raise ValueError(
         f"log_alpha = {la:.6g} (α = {math.exp(la):.3g}) asks for the exact flow of a deep linear network with "
-        f"{entries:,} layer entries, which gradflow integrates at this scale with the dense Jacobian of "
-        f"{size:,} unknowns ({8 * size**2 / 2**30:.1f} GiB, above the {DENSE_BYTES / 2**30:.0f} GiB it takes). "
-        f"At log α ≤ {small_log_alpha(rtol, atol):.4g} (α ≤ {math.exp(small_log_alpha(rtol, atol)):.3g} at these "
-        "tolerances) simulate_flow computes the flow's α → 0 limit at any size, and simulate_gd runs gradient descent "
-        "at any α (docs/deep-linear.md, Supported range)."
+        f"{unknowns // 2:,} layer entries between the direct integration's range and the small-α path's, by the split "
+        f"of the layers, {why} ({DENSE_BYTES / 2**30:.0f} GiB at most; docs/deep-linear.md, Supported range)."
     )

@@ -98,7 +98,7 @@ class DeepLinearFamily(ModelFamily):
         return check_layers(model, u0), None
 
     def flow(self, model, request, solver):
-        return flow(model, request)
+        return flow(model, request, solver)
 
     def check_resolved(self, log_a, ts, *, rtol: float, atol: float, names=("alpha", "log_alpha")) -> None:
         check_resolved(None, log_a, ts, rtol=rtol, atol=atol, names=names)  # the flow checks its depth's range

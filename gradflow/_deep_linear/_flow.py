@@ -6,15 +6,18 @@ With the layers in units of α, ``Ŵ_l = W_l / α`` (of order 1 while asleep), t
     dŴ_l/dτ = κ Ŵ_{>l}ᵀ G(W) Ŵ_{<l}ᵀ,   κ = 1 in τ = t α^{L−2} (L ≥ 3),   κ = log(1/α) in τ = t / log(1/α) (L = 2),
 
 whose plateaus last a time of order 1 in τ. Learned modes relax at rate ``O(α^{−(L−2)})`` in τ (stiff), so it is
-solved by Kvaerno5 (L-stable) in segments (``gradflow._solver``), stepping onto every output time, in the range of
+solved by Kvaerno5 (L-stable) in segments (``gradflow._solver``), stepping onto every output time, with Newton's
+equations solved matrix-free above :data:`MATRIX_FREE_ABOVE` layer entries (any size), in the range of
 α that ``_checks.lowest_log_alpha`` states. Below ``_checks.small_log_alpha`` (``L ≥ 3``) the flow is its α → 0
 limit to the tolerance, computed by ``gradflow._deep_linear._small``; between the two, by the split of the layers
-into their learned and sleeping parts (``gradflow._deep_linear._split``) down to ``_checks.SPLIT_LOWEST``.
+into their learned and sleeping parts (``gradflow._deep_linear._split``, also matrix-free above
+:data:`MATRIX_FREE_ABOVE` entries) down to ``_checks.SPLIT_LOWEST``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import equinox as eqx
 import jax
@@ -27,7 +30,9 @@ from .._solver import Solve, solve_in_segments, solve_runs, solve_status, stiff_
 from . import _small, _split
 from ._checks import check_resolved, check_size, lowest_log_alpha, small_log_alpha
 from ._model import DeepLinearModel, check_layers, layer_velocities, product
+from ._options import DeepLinearSolver
 from ._results import DeepLinearFlowResult
+from ._split_fields import coefficient_bytes, outputs_are_linear
 
 _ADVICE = "Try a looser atol, or a larger max_steps."
 
@@ -53,24 +58,42 @@ def vector_field(tau, layers, args: Args):
     return tuple(args.kappa * v for v in layer_velocities(layers, G))
 
 
-def _solve_of(model, log_alpha, ts, rtol, atol) -> Solve:
+MATRIX_FREE_ABOVE = 64
+"""``DeepLinearSolver(newton="auto")`` solves Newton's equations matrix-free, by GMRES on Jacobian-vector products
+(``O(N)`` memory and ``O(N)`` work per product), above this many layer entries, and by LU of the dense Jacobian
+(``N²`` memory, ``N³`` work) up to it, on the direct integration and on the split of the layers (by Kvaerno5 instead
+of Radau): the direct integration's two cost the same near 64 entries, the split's are faster matrix-free at 10 × 10
+and slower at 3 × 3 (docs/benchmarks.md, *Deep linear: the direct integration against the layers' size* and *Deep
+linear: the split against the layers' size*)."""
+
+
+def matrix_free(model: DeepLinearModel, solver: DeepLinearSolver) -> bool:
+    """Whether Newton's equations are solved matrix-free (``solver.newton``; ``"auto"``: above
+    :data:`MATRIX_FREE_ABOVE` entries)."""
+    if solver.newton == "auto":
+        return sum(a * b for a, b in model.layer_shapes) > MATRIX_FREE_ABOVE
+    return solver.newton == "matrix_free"
+
+
+def _solve_of(model, log_alpha, ts, rtol, atol, free) -> Solve:
     # Newton at every iterate, not a chord: the Jacobian changes fast along a jump; stopped on the stage's state, since
     # a stop on its velocity failed every step of a settled flow once α^{L−2} ≲ 1e-6 (the old stiffness bound).
-    return stiff_solve(vector_field, Args(model=model, log_alpha=log_alpha), ts, rtol=rtol, atol=atol)
+    args = Args(model=model, log_alpha=log_alpha)
+    return stiff_solve(vector_field, args, ts, rtol=rtol, atol=atol, matrix_free=free)
 
 
 @eqx.filter_jit
-def _start(model, y0, log_alpha, ts, rtol, atol, *, batched):
+def _start(model, y0, log_alpha, ts, rtol, atol, *, batched, free):
     def one(la):
-        return _solve_of(model, la, ts, rtol, atol).start(y0)
+        return _solve_of(model, la, ts, rtol, atol, free).start(y0)
 
     return jax.vmap(one)(log_alpha) if batched else one(log_alpha)
 
 
 @eqx.filter_jit
-def _advance(model, seg, budget, log_alpha, ts, rtol, atol, *, batched):
+def _advance(model, seg, budget, log_alpha, ts, rtol, atol, *, batched, free):
     def one(seg, budget, la):
-        return _solve_of(model, la, ts, rtol, atol).advance(seg, budget)
+        return _solve_of(model, la, ts, rtol, atol, free).advance(seg, budget)
 
     return jax.vmap(one)(seg, budget, log_alpha) if batched else one(seg, budget, log_alpha)
 
@@ -118,11 +141,12 @@ def graded_singular_values(layers, log_alpha):
     return jnp.where(index < count, sv, rest[jnp.clip(index - count, 0, sv.size - 1)])
 
 
-def _run(model, y0, log_alpha, ts, rtol, atol, *, batched, max_steps, progress):
-    """The flow of one run or a ``vmap``-ed batch, solved in segments: the outputs and whether Ctrl-C stopped each."""
+def _run(model, y0, log_alpha, ts, rtol, atol, *, batched, free, max_steps, progress):
+    """The flow of one run or a ``vmap``-ed batch, solved in segments (Newton matrix-free where ``free``): the outputs
+    and whether Ctrl-C stopped each."""
     seg, result, stopped = solve_in_segments(
-        lambda seg, budget: _advance(model, seg, budget, log_alpha, ts, rtol, atol, batched=batched),
-        _start(model, y0, log_alpha, ts, rtol, atol, batched=batched),
+        lambda seg, budget: _advance(model, seg, budget, log_alpha, ts, rtol, atol, batched=batched, free=free),
+        _start(model, y0, log_alpha, ts, rtol, atol, batched=batched, free=free),
         ts[-1],
         max_steps=max_steps,
         progress=progress,
@@ -130,7 +154,7 @@ def _run(model, y0, log_alpha, ts, rtol, atol, *, batched, max_steps, progress):
     return (_outputs(model, seg.ys, log_alpha, batched=batched), result, seg.stats), stopped
 
 
-def flow(model: DeepLinearModel, request: FlowRequest) -> DeepLinearFlowResult:
+def flow(model: DeepLinearModel, request: FlowRequest, solver: DeepLinearSolver) -> DeepLinearFlowResult:
     """``simulate_flow`` for a deep linear network once the checks every family shares are done: the exact flow from
     ``W_l(0) = α u0[l−1]`` (the module's equation), one run or a batch of scales."""
     if request.start is not None:
@@ -146,22 +170,24 @@ def flow(model: DeepLinearModel, request: FlowRequest) -> DeepLinearFlowResult:
     deep = model.depth >= 3
     small = (np.asarray(log_a) <= small_log_alpha(rtol, atol)) & deep
     split = (np.asarray(log_a) < lowest_log_alpha(model.depth, float(np.max(ts)), rtol, atol)) & ~small & deep
-    check_resolved(
-        model.depth, log_a, ts, rtol=rtol, atol=atol, linear=not np.any(split) or _split.outputs_are_linear(model)
-    )
-    check_size(model, log_a, small, split, rtol=rtol, atol=atol)
+    check_resolved(model.depth, log_a, ts, rtol=rtol, atol=atol, linear=not np.any(split) or outputs_are_linear(model))
+    free = matrix_free(model, solver)
+    if np.any(split):
+        coefficients = coefficient_bytes(model, free=free)
+        check_size(model, log_a, split, free=free, coefficients=coefficients, rtol=rtol, atol=atol)
     options = dict(rtol=rtol, atol=atol, max_steps=max_steps, progress=request.progress)
+    split_flow = functools.partial(_split.flow, free=free)
     if np.all(small):
         return _small.flow(model, W0, ts, log_a, **options)
     if np.all(split):
-        return _split.flow(model, W0, ts, log_a, **options)
+        return split_flow(model, W0, ts, log_a, **options)
     if np.any(small | split):  # a batch across the ranges: each part by its own path, merged in the batch's order
         la = np.asarray(log_a)
         direct = ~(small | split)
-        parts = [(small, _small.flow), (split, _split.flow)]
+        parts = [(small, _small.flow), (split, split_flow)]
         results = [(mask, path(model, W0, ts, la[mask], **options)) for mask, path in parts if np.any(mask)]
         if np.any(direct):
-            results.append((direct, flow(model, dataclasses.replace(request, log_a=la[direct]))))
+            results.append((direct, flow(model, dataclasses.replace(request, log_a=la[direct]), solver)))
         return _merged(results)
     y0 = tuple(jnp.asarray(w) for w in W0)
     la, times = jnp.asarray(log_a), jnp.asarray(ts)
@@ -176,6 +202,7 @@ def flow(model: DeepLinearModel, request: FlowRequest) -> DeepLinearFlowResult:
             rtol,
             atol,
             batched=batched,
+            free=free,
             max_steps=max_steps,
             progress=progress,
         )

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import gradflow
-from gradflow._deep_linear import _split
+from gradflow._deep_linear import _split_fields
 from gradflow._deep_linear._checks import (
     JUMP_STEP,
     SPLIT_LOWEST,
@@ -75,10 +75,10 @@ def test_outputs_not_linear_in_W_are_refused_between_the_ranges():
     model = gradflow.DeepLinearModel(lambda x, W: jnp.tanh(W @ x), X, np.eye(3), shape=(3, 3), depth=3)
     with pytest.raises(ValueError, match=r"takes outputs h\(x, W\) linear in W"):
         gradflow.simulate_flow(model, u0=aligned(3), ts=[0.0, 1.0], alpha=1e-8)
-    assert not _split.outputs_are_linear(model)
-    assert _split.outputs_are_linear(whitened(3))
+    assert not _split_fields.outputs_are_linear(model)
+    assert _split_fields.outputs_are_linear(whitened(3))
     labels = gradflow.DeepLinearModel(lambda x, W: W @ x, X, np.arange(3), shape=(3, 3), depth=3, loss="cross_entropy")
-    assert _split.outputs_are_linear(labels)
+    assert _split_fields.outputs_are_linear(labels)
 
 
 def test_jumps_bound_at_loose_tolerances():
@@ -88,13 +88,31 @@ def test_jumps_bound_at_loose_tolerances():
         assert tau_end * np.exp(-(depth - 2) * lowest) == pytest.approx(JUMP_STEP / (100 * EPS))
 
 
-def test_layers_too_large_for_a_dense_jacobian_are_refused_off_the_small_alpha_path():
-    """100 × 100 layers (L = 3: 30,000 entries, a 6.7 GiB Jacobian) at α = 1e-3 are refused before anything runs,
-    saying which α and which function take them; on the small-α path, or at 10 × 10, nothing is refused."""
-    model = gradflow.models.deep_matrix_factorization_model(np.eye(100), depth=3)
-    W0 = tuple(np.eye(100) for _ in range(3))
-    with pytest.raises(ValueError, match=r"dense Jacobian of 30,000 unknowns \(6\.7 GiB.*log α ≤ -23\.03.*simulate_gd"):
-        gradflow.simulate_flow(model, u0=W0, ts=[0.0, 1.0], alpha=1e-3)
-    check_size(model, np.array([-30.0]), np.array([True]), np.array([False]), rtol=0.0, atol=1e-8)
-    small = gradflow.models.deep_matrix_factorization_model(np.eye(10), depth=3)
-    check_size(small, np.array([-20.0]), np.array([False]), np.array([True]), rtol=0.0, atol=1e-8)
+def test_layers_too_large_for_a_dense_split_are_refused():
+    """100 × 100 layers (L = 4: 40,000 entries, a 48 GiB Jacobian for the split's 80,000 unknowns) at α = 1e-6, on the
+    split, with ``newton="dense"``, are refused before anything runs, naming the matrix-free Newton that takes them;
+    so is a cross-entropy model whose coefficients (``M``: 3.3 GiB for 200 samples of 130 logits at 130 × 130) do
+    not fit, naming the scales that take it at any
+    size; matrix-free with ``G = G0 − W C``, off the split, or small, nothing is refused."""
+    model = gradflow.models.deep_matrix_factorization_model(np.eye(100), depth=4)
+    W0 = tuple(np.eye(100) for _ in range(4))
+    dense = gradflow.DeepLinearSolver(newton="dense")
+    with pytest.raises(ValueError, match=r"dense Jacobian of 80,000 unknowns \(47\.7 GiB.*newton=\"matrix_free\"\)"):
+        gradflow.simulate_flow(model, u0=W0, ts=[0.0, 1.0], alpha=1e-6, solver=dense)
+    options = dict(rtol=0.0, atol=1e-8)
+    check_size(model, np.array([-14.0]), np.array([True]), free=True, coefficients=8 * 100 * 200, **options)
+    check_size(model, np.array([-10.0, -30.0]), np.array([False, False]), free=False, coefficients=0, **options)
+    small = gradflow.models.deep_matrix_factorization_model(np.eye(10), depth=4)
+    check_size(small, np.array([-14.0]), np.array([True]), free=False, coefficients=8 * 100**2, **options)
+    n, samples = 130, 200
+    rng = np.random.default_rng(0)
+    logits = gradflow.DeepLinearModel(
+        lambda x, W: W @ x,
+        rng.standard_normal((samples, n)),
+        rng.integers(0, n, samples),
+        shape=(n, n),
+        depth=4,
+        loss="cross_entropy",
+    )
+    with pytest.raises(ValueError, match=r"3\.3 GiB of coefficients.*α ≥ 2\.98e-05.*α ≤ 1e-10.*simulate_gd"):
+        gradflow.simulate_flow(logits, u0=tuple(np.eye(n) for _ in range(4)), ts=[0.0, 1.0], alpha=1e-6)

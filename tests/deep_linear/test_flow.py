@@ -100,15 +100,17 @@ def test_flow_below_the_old_stiffness_bound():
     assert flow.stats["num_steps"] < 1200, flow.stats  # measured: 866
 
 
-def test_settled_stages_converge_at_every_step():
+@pytest.mark.parametrize("free", [False, True])
+def test_settled_stages_converge_at_every_step(free):
     """At the settled flow (L = 4, α = 3e-4: every mode learned, ``‖J‖ = 2.3e8``) Kvaerno5's stages converge from
     ``h = 1e-9`` to ``1e-2`` (optimistix's Newton, stopped on the velocity, failed every one from 1e-8), the step stays
-    on the fixed point and its error estimate far below the tolerance."""
+    on the fixed point and its error estimate far below the tolerance; with Newton's equations solved by LU or
+    matrix-free (``free``)."""
     with jax.enable_x64(True):  # as gradflow solves
         depth, alpha, atol = 4, 3e-4, 1e-8
         model = whitened(depth)
         layers = tuple(jnp.asarray(np.diag(S ** (1 / depth)) / alpha) for _ in range(depth))
-        solve = _flow._solve_of(model, jnp.asarray(np.log(alpha)), jnp.array([0.0, 1.0]), 0.0, atol)
+        solve = _flow._solve_of(model, jnp.asarray(np.log(alpha)), jnp.array([0.0, 1.0]), 0.0, atol, free)
         terms = dfx.ODETerm(_flow.vector_field)
 
         @eqx.filter_jit
@@ -238,3 +240,55 @@ def test_sleeping_singular_values_are_read_beside_learned_ones():
     plain = np.linalg.svd(product(layers), compute_uv=False)
     assert np.abs(np.log(plain[1:] / exact[1:])).max() > 1.0  # what the product's SVD gives: rounding
     np.testing.assert_allclose(np.log(graded), np.log(exact), atol=1e-6)
+
+
+def _factorisation(n, depth=3):
+    """Deep matrix factorisation of an ``n × n`` teacher of rank 5 (5, 4, 3, 2, 1) from a Gaussian start (seed 0)."""
+    return gradflow.models.deep_matrix_factorization(
+        m=n, n=n, depth=depth, singular_values=(5.0, 4.0, 3.0, 2.0, 1.0), aligned=False
+    )
+
+
+def test_matrix_free_is_the_dense_integration():
+    """5×5 layers (75 entries: ``newton="auto"`` solves them matrix-free) at α = 1e-3 through three jumps: Newton's
+    equations solved by GMRES give the flow of the dense Jacobian's LU, the same steps, the learned modes' ``log σ``
+    within 1e-9 and the sleeping ones' within 1e-4 (entries of the size of ``atol``: at 10 × 10 both are 4e-5 from a
+    run at ``atol = 1e-11``)."""
+    task = _factorisation(5)
+    assert _flow.matrix_free(task.model, gradflow.DeepLinearSolver())
+    assert not _flow.matrix_free(whitened(3), gradflow.DeepLinearSolver())
+    ts = np.linspace(0.0, 0.45, 10)
+    runs = {
+        newton: gradflow.simulate_flow(
+            task.model, u0=task.u0, ts=ts, alpha=1e-3, solver=gradflow.DeepLinearSolver(newton=newton)
+        )
+        for newton in ("matrix_free", "dense")
+    }
+    free, dense = runs["matrix_free"], runs["dense"]
+    assert free.result == dense.result == gradflow.RESULTS.successful
+    assert abs(int(free.stats["num_steps"]) - int(dense.stats["num_steps"])) <= 0.05 * dense.stats["num_steps"]
+    learned = dense.log_singular_values > -1.0
+    assert np.sum(learned[-1]) >= 3
+    gap = np.abs(free.log_singular_values - dense.log_singular_values)
+    assert 0.0 < gap.max() < 1e-4  # two solves, not one program run twice
+    assert gap[learned].max() < 1e-9
+
+
+@pytest.mark.slow
+def test_layers_of_a_hundred_at_moderate_alpha():
+    """100 × 100 layers (L = 3: 30,000 entries, whose dense Jacobian, 6.7 GiB, was refused before Newton's equations
+    were solved matrix-free) at α = 1e-3: the five modes learned, each crossing half its value (interpolated between
+    outputs) within 2.5e-3 in τ of the greedy limit's jump (the flow is off by ``O(α)``: at most 1.1e-3 on the
+    output grid, whose jumps are 6.7e-3 to 0.064 apart), and the loss near 0. About 4 minutes on two cores."""
+    task = _factorisation(100)
+    greedy = gradflow.greedy_limit(task.model, u0=task.u0)
+    ts = np.linspace(0.0, 1.3 * greedy.times[-1], 131)
+    flow = gradflow.simulate_flow(task.model, u0=task.u0, ts=ts, alpha=1e-3)
+    assert flow.result == gradflow.RESULTS.successful
+    half = np.log(np.array([5.0, 4.0, 3.0, 2.0, 1.0]) / 2)
+    for r in range(5):
+        k = np.argmax(flow.log_singular_values[:, r] > half[r])
+        before, after = flow.log_singular_values[k - 1 : k + 1, r]
+        crossed = ts[k - 1] + (ts[k] - ts[k - 1]) * (half[r] - before) / (after - before)
+        assert abs(crossed - greedy.times[r + 1]) < 2.5e-3, (r, crossed, greedy.times)
+    assert flow.loss[-1] < 1e-10
