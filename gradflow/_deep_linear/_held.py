@@ -299,7 +299,7 @@ def _grown(t, y, args: HeldArgs, **kwargs):
     return size * jnp.exp(args.reduced.log_alpha) - args.level
 
 
-def _solve_of(args: HeldArgs, out_ts, rtol: float, atol: float) -> Solve:
+def _solve_of(args: HeldArgs, out_ts, rtol: float, atol: float, free: bool) -> Solve:
     return stiff_solve(
         held_velocity,
         args,
@@ -309,6 +309,7 @@ def _solve_of(args: HeldArgs, out_ts, rtol: float, atol: float) -> Solve:
         step_fraction=STEP_TOLERANCE,
         event=dfx.Event(_grown),
         underflow_floor=0.0,
+        matrix_free=free,
     )
 
 
@@ -347,20 +348,23 @@ def slaved(args: HeldArgs, z, *, rtol: float, atol: float) -> np.ndarray:
 
 
 @eqx.filter_jit
-def _start(args, z0, out_ts, rtol, atol):
-    return _solve_of(args, out_ts, rtol, atol).start(z0)
+def _start(args, z0, out_ts, rtol, atol, free):
+    return _solve_of(args, out_ts, rtol, atol, free).start(z0)
 
 
 @eqx.filter_jit
-def _advance(args, seg, budget, out_ts, rtol, atol):
-    return _solve_of(args, out_ts, rtol, atol).advance(seg, budget)
+def _advance(args, seg, budget, out_ts, rtol, atol, free):
+    return _solve_of(args, out_ts, rtol, atol, free).advance(seg, budget)
 
 
-def held_chunk(A, S, frames, k, gradient, log_alpha, out_ts, *, level, unit, rtol, atol, max_steps, progress):
+def held_chunk(
+    A, S, frames, k, gradient, log_alpha, out_ts, *, level, unit, rtol, atol, max_steps, progress, matrix_free=False
+):
     """One held chunk from ``S`` (``A``, ``frames``: the plateau's; ``gradient`` in the frames) to ``out_ts[-1]`` or
     to where ``α‖S_ss‖`` reaches ``level``, whichever comes first (``out_ts``: ``τ`` from the chunk's start, negative
     for earlier outputs). Returns ``(S at each output it reached or None, S at the end, the τ it lasted, whether the
-    level was reached, diffrax's result, whether Ctrl-C stopped it, steps)``.
+    level was reached, diffrax's result, whether Ctrl-C stopped it, steps)``; Newton's equations by GMRES on
+    Jacobian-vector products where ``matrix_free`` (``gradflow._solver.StageNewton``).
 
     Its clock is ``s = τ / unit`` (:func:`chunk_unit`): near a blow-up a chunk lasts far less than ``τ``'s ulp. It
     starts with the fast blocks where the held plateau slaves them (:func:`slaved`; ``G(W_A)``'s residual dropped).
@@ -372,9 +376,9 @@ def held_chunk(A, S, frames, k, gradient, log_alpha, out_ts, *, level, unit, rto
     args = HeldArgs(reduced, SleepingPart(gradient, k), jnp.asarray(level), jnp.asarray(unit))
     z0 = jnp.asarray(slaved(args, coordinates(A, S, k, log_alpha), rtol=rtol, atol=atol))
     out_ts = jnp.asarray(np.asarray(out_ts) / unit)
-    seg = _start(args, z0, out_ts, rtol, atol)
+    seg = _start(args, z0, out_ts, rtol, atol, matrix_free)
     seg, result, stopped = solve_in_segments(
-        lambda s, b: _advance(args, s, b, out_ts, rtol, atol),
+        lambda s, b: _advance(args, s, b, out_ts, rtol, atol, matrix_free),
         seg,
         out_ts[-1],
         max_steps=max_steps,

@@ -10,7 +10,9 @@ F(A))/α``, expanded so that nothing cancels: with ``Δ_{<l} = (W_{<l} − A_{<l
     dS_l/dt = Δ_{>l}ᵀ G_A A_{<l}ᵀ + A_{>l}ᵀ G_A Δ_{<l}ᵀ + α Δ_{>l}ᵀ G_A Δ_{<l}ᵀ + W_{>l}ᵀ ΔG W_{<l}ᵀ.
 
 It is solved in ``t = (τ − τ_0)/α^{L−2}`` from each escape by Radau with the exact Jacobian (with a floor on
-Newton's tolerance: :class:`gradflow._solver.RadauNewtonFloor`), in frames: orthonormal bases
+Newton's tolerance: :class:`gradflow._solver.RadauNewtonFloor`), or, matrix-free, by Kvaerno5 with GMRES on
+Jacobian-vector products for Newton's equations (and ``G = G0 − W C`` where it has that form, with no ``(mn)²``
+coefficients: :class:`RightGradient`), in frames: orthonormal bases
 of the input, hidden and output spaces whose first ``k`` vectors span ``A``'s learned subspaces, so that ``A``
 is its ``k×k`` block and the sleeping blocks of ``S`` carry only their own rounding (computed in the layers' own
 coordinates, the rounding of ``A`` and of the cancelling forces on the blocks that meet a learned subspace lands in
@@ -42,23 +44,14 @@ from scipy.integrate import solve_ivp
 
 from .._config import check_interrupt
 from .._results import RESULTS
+from .._solver import solve_in_segments
 from .._solver._radau import RadauNewtonFloor
 from .._solver._segments import Progress
 from ._held import HELD, align, chunk_unit, escape_scale, growth, held_chunk, sleeping_size, ungauge
 from ._model import DeepLinearModel, _pack, _unpack, layer_velocities, losses, product
 from ._results import DeepLinearFlowResult
-from ._split_fields import AffineGradient, LinearOutputs, jacobian, velocity
-
-ROTATION = 0.1
-"""The frames turn when ``A``'s blocks off its learned ``k×k`` block exceed this fraction of its largest entry."""
-
-SETTLED = 1e-2
-"""After a jump ``A`` has settled (the frames turn once more and stay) where its velocity is at most this fraction
-of ``atol + rtol``."""
-
-ARMED = 10.0
-"""A jump counts as settling only once ``A``'s velocity has exceeded ``ARMED`` times the settled one: a held plateau
-(gradflow/_deep_linear/_held.py) hands ``A`` over at the settled speed, where the escaping mode has not yet moved it."""
+from ._split_chunks import ARMED, ROTATION, SETTLED, ChunkArgs, chunk_advance, chunk_end, chunk_start
+from ._split_fields import jacobian, split_gradient, velocity
 
 
 @eqx.filter_jit
@@ -66,49 +59,6 @@ def _speed_of_A(A, gradient):
     """The largest entry of ``dA/dt = F(A)`` (``A``'s own flow, without ``S``): where it has settled after a jump."""
     G = gradient.at(product(A))
     return jnp.max(jnp.array([jnp.abs(v).max() for v in layer_velocities(A, G)]))
-
-
-def _outputs_of(model: DeepLinearModel, W):
-    return jax.vmap(model.h, in_axes=(0, None))(jnp.asarray(model.X), W)
-
-
-def outputs_are_linear(model: DeepLinearModel) -> bool:
-    """Whether the outputs ``h(X; W)`` are affine in ``W`` (what the split needs, with any loss): their second
-    derivative vanishes, exactly, along random directions at two random points."""
-    rng = np.random.default_rng(0)
-    for _ in range(2):
-        W, D = (jnp.asarray(rng.standard_normal(model.shape)) for _ in range(2))
-        second = _second_derivative(model, W, D)
-        if np.any(np.asarray(second) != 0.0):
-            return False
-    return True
-
-
-@eqx.filter_jit
-def _second_derivative(model: DeepLinearModel, W, D):
-    """``d²/ds² h(X; W + sD)`` at ``s = 0``, compiled once per model (not per call of :func:`outputs_are_linear`)."""
-    return jax.jvp(lambda w: jax.jvp(lambda v: _outputs_of(model, v), (w,), (D,))[1], (W,), (D,))[1]
-
-
-@eqx.filter_jit
-def _affine(model: DeepLinearModel) -> AffineGradient:
-    """``G(0)`` and ``K = ∂G/∂W`` (constant for an affine ``G``), so that ``G(W) = G(0) + K[W]``."""
-    zero = jnp.zeros(model.shape)
-    return AffineGradient(model.G(zero), jax.jacfwd(model.G)(zero))
-
-
-@eqx.filter_jit
-def _linear_outputs(model: DeepLinearModel) -> LinearOutputs:
-    zero = jnp.zeros(model.shape)
-    M = jax.jacfwd(lambda W: _outputs_of(model, W))(zero)
-    return LinearOutputs(_outputs_of(model, zero), M, jnp.asarray(model.Y), model.loss)
-
-
-def split_gradient(model: DeepLinearModel) -> AffineGradient | LinearOutputs:
-    """``G`` in the form the split evaluates in its frames: :class:`AffineGradient` for the square loss (the outputs
-    being linear), else :class:`LinearOutputs`; the model's outputs must be linear in ``W``
-    (:func:`outputs_are_linear`)."""
-    return _affine(model) if model.loss == "square" else _linear_outputs(model)
 
 
 def _rotate(layers, frames):
@@ -192,6 +142,7 @@ class _Run:
     log_alpha: float
     rtol: float
     atol: float
+    free: bool = False  # the chunks by Kvaerno5 with a matrix-free Newton, not Radau with the dense Jacobian
     steps: int = 0
     turns: int = 0
     calls: int = 0
@@ -210,8 +161,7 @@ class _Run:
         frames = [np.eye(shapes[0][1])] + [np.eye(s[0]) for s in shapes]
         A, S = [np.zeros(s) for s in shapes], [np.array(w, dtype=np.float64) for w in W0]
         k, tau0, jumping, holding, armed = 0, 0.0, False, unit < HELD, [False]
-        outputs = self.outputs = [None] * len(ts)
-        tol = self.atol + self.rtol
+        self.outputs = [None] * len(ts)
         while tau0 < ts[-1]:
             if holding:
                 S, frames, tau0, escaped, failure = self._hold(
@@ -227,75 +177,143 @@ class _Run:
                 k, jumping, holding, armed = k + 1, True, False, [False]
                 A, S, frames = _turn(A, S, frames, k)
                 continue
-            args = (gradient.in_frames(frames), jnp.asarray(self.log_alpha), shapes)
-
-            def stopped(t, y):  # once a step (and in the root finding): ends the chunk where the budget or Ctrl-C fell
-                if self.stop is None:
-                    self._count(max_steps, reached, tau0 + t * unit, t)
-                return 1.0 if t < self.stop_at else -1.0
-
-            def escaped(t, y):
-                return sleeping_size(_unpack(y, shapes * 2)[L:], k) * alpha - e
-
-            def turned(t, y):
-                if k == 0:
-                    return -1.0
-                A_ = _unpack(y, shapes * 2)[:L]
-                size = max(np.abs(a).max() for a in A_)
-                off = max(max(np.abs(a[k:]).max(initial=0.0), np.abs(a[:, k:]).max(initial=0.0)) for a in A_)
-                return off - ROTATION * size
-
-            def settled(t, y):  # armed once A moves: a held plateau hands over A at the settling speed
-                if not jumping:
-                    return 1.0
-                speed = float(_speed_of_A(_unpack(y, shapes), args[0]))
-                armed[0] = armed[0] or speed > ARMED * SETTLED * tol
-                return speed - SETTLED * tol if armed[0] else 1.0
-
-            for event in (stopped, escaped, turned, settled):
-                event.terminal = True
-            stopped.direction, escaped.direction, turned.direction, settled.direction = -1, 1, 1, -1
-            self.calls = 0
-            sol = solve_ivp(
-                lambda t, y: np.asarray(velocity(y, *args)),
-                (0.0, (ts[-1] - tau0) / unit),
-                _pack(A + S),
-                method=RadauNewtonFloor,
-                rtol=tol,
-                atol=self.atol,
-                events=[stopped, escaped, turned, settled],
-                jac=lambda t, y: np.asarray(jacobian(y, *args)),
-                dense_output=True,
+            chunk = self._kvaerno_chunk if self.free else self._radau_chunk
+            A, S, t_stop, ended, failure = chunk(
+                A, S, frames, k, tau0, ts, gradient, e, jumping, armed, max_steps, reached
             )
-            t_stop = float(sol.t[-1])
-            self.steps += sol.t.size - 1
-            for i, tau in enumerate(ts):
-                if tau0 <= tau and (tau - tau0) / unit <= t_stop and outputs[i] is None:
-                    parts = _unpack(sol.sol((tau - tau0) / unit), shapes * 2)
-                    outputs[i] = self._output(parts[:L], parts[L:], frames, k)
-            parts = [np.array(x) for x in _unpack(sol.y[:, -1], shapes * 2)]
-            A, S = parts[:L], parts[L:]
             tau0 += t_stop * unit
-            if sol.status == 0:
-                break
-            if sol.status != 1 or not np.all(np.isfinite(sol.y[:, -1])):
+            if failure:
                 return RESULTS.solver_failed.value, (
-                    f"the split flow's solver failed at τ = {tau0:.6g} ({sol.message}); the outputs after it are +inf. "
+                    f"the split flow's solver failed at τ = {tau0:.6g} ({failure}); the outputs after it are +inf. "
                     "Try another atol."
                 )
-            ended = [ev.size and ev[-1] == sol.t[-1] for ev in sol.t_events]
-            if ended[0]:
+            if ended == "end":
+                break
+            if ended == "stopped":
                 return self._stopped(max_steps, tau0)
-            if ended[1]:
+            if ended == "armed":
+                armed[0] = True
+                continue
+            if ended == "escaped":
                 frames = _escape_into_A(A, S, frames, k, alpha)
                 k, jumping, armed = k + 1, True, [False]
                 A, S, frames = _turn(A, S, frames, k)
                 continue
-            if ended[3]:
+            if ended == "settled":
                 jumping, holding = False, unit < HELD
             A, S, frames = _turn(A, S, frames, k)
             self.turns += 1
         return RESULTS.successful.value, ""
+
+    def _radau_chunk(self, A, S, frames, k, tau0, ts, gradient, e, jumping, armed, max_steps, reached):
+        """One chunk by SciPy's Radau with the dense Jacobian, from ``τ0`` to the first of its events or ``ts[-1]``:
+        ``(A, S, t it lasted, why it ended, why its solver failed or "")``, the outputs it passed filled in. It ends
+        ``"end"``, ``"stopped"`` (the step budget or Ctrl-C), ``"escaped"`` (the sleeping blocks' top mode reached
+        ``e``), ``"turned"`` (``A``'s blocks off its learned block exceed :data:`ROTATION`) or ``"settled"`` (after a
+        jump, ``A``'s velocity at most :data:`SETTLED` of the tolerance, once above :data:`ARMED` times it)."""
+        L, shapes = len(A), tuple(a.shape for a in A)
+        alpha, unit = math.exp(self.log_alpha), math.exp((L - 2) * self.log_alpha)
+        tol = self.atol + self.rtol
+        args = (gradient.in_frames(frames), jnp.asarray(self.log_alpha), shapes)
+
+        def stopped(t, y):  # once a step (and in the root finding): ends the chunk where the budget or Ctrl-C fell
+            if self.stop is None:
+                self._count(max_steps, reached, tau0 + t * unit, t)
+            return 1.0 if t < self.stop_at else -1.0
+
+        def escaped(t, y):
+            return sleeping_size(_unpack(y, shapes * 2)[L:], k) * alpha - e
+
+        def turned(t, y):
+            if k == 0:
+                return -1.0
+            A_ = _unpack(y, shapes * 2)[:L]
+            size = max(np.abs(a).max() for a in A_)
+            off = max(max(np.abs(a[k:]).max(initial=0.0), np.abs(a[:, k:]).max(initial=0.0)) for a in A_)
+            return off - ROTATION * size
+
+        def settled(t, y):  # armed once A moves: a held plateau hands over A at the settling speed
+            if not jumping:
+                return 1.0
+            speed = float(_speed_of_A(_unpack(y, shapes), args[0]))
+            armed[0] = armed[0] or speed > ARMED * SETTLED * tol
+            return speed - SETTLED * tol if armed[0] else 1.0
+
+        for event in (stopped, escaped, turned, settled):
+            event.terminal = True
+        stopped.direction, escaped.direction, turned.direction, settled.direction = -1, 1, 1, -1
+        self.calls = 0
+        sol = solve_ivp(
+            lambda t, y: np.asarray(velocity(y, *args)),
+            (0.0, (ts[-1] - tau0) / unit),
+            _pack(A + S),
+            method=RadauNewtonFloor,
+            rtol=tol,
+            atol=self.atol,
+            events=[stopped, escaped, turned, settled],
+            jac=lambda t, y: np.asarray(jacobian(y, *args)),
+            dense_output=True,
+        )
+        t_stop = float(sol.t[-1])
+        self.steps += sol.t.size - 1
+        for i, tau in enumerate(ts):
+            if tau0 <= tau and (tau - tau0) / unit <= t_stop and self.outputs[i] is None:
+                parts = _unpack(sol.sol((tau - tau0) / unit), shapes * 2)
+                self.outputs[i] = self._output(parts[:L], parts[L:], frames, k)
+        parts = [np.array(x) for x in _unpack(sol.y[:, -1], shapes * 2)]
+        A, S = parts[:L], parts[L:]
+        if sol.status == 0:
+            return A, S, t_stop, "end", ""
+        if sol.status != 1 or not np.all(np.isfinite(sol.y[:, -1])):
+            return A, S, t_stop, "failed", sol.message
+        ended = [ev.size and ev[-1] == sol.t[-1] for ev in sol.t_events]
+        why = ("stopped", "escaped", "turned", "settled")[ended.index(True)] if any(ended) else "turned"
+        return A, S, t_stop, why, ""
+
+    def _kvaerno_chunk(self, A, S, frames, k, tau0, ts, gradient, e, jumping, armed, max_steps, reached):
+        """:meth:`_radau_chunk`'s chunk by Kvaerno5 with Newton's equations solved matrix-free
+        (``gradflow._solver.stiff_solve``), its events checked at the end of every step (a step late: where they
+        fall is not exact in the split, whose escape, turn and settling are exact changes of coordinates wherever
+        they are made); it also ends ``"armed"`` where ``A``'s velocity first exceeds :data:`ARMED` times the settled
+        one in a jump."""
+        L, shapes = len(A), tuple(a.shape for a in A)
+        unit = math.exp((L - 2) * self.log_alpha)
+        out_ts = (np.asarray(ts) - tau0) / unit
+        args = ChunkArgs(
+            gradient.in_frames(frames),
+            jnp.asarray(self.log_alpha),
+            shapes,
+            jnp.asarray(k),
+            jnp.asarray(e),
+            jnp.asarray(jumping),
+            jnp.asarray(armed[0]),
+            jnp.asarray(SETTLED * (self.atol + self.rtol)),
+        )
+        out = jnp.asarray(out_ts)
+        budget = None if max_steps is None else max(max_steps - self.steps, 0)
+        seg, result, stopped = solve_in_segments(
+            lambda seg, b: chunk_advance(args, seg, b, out, self.rtol, self.atol),
+            chunk_start(args, jnp.asarray(_pack(A + S)), out, self.rtol, self.atol),
+            out[-1],
+            max_steps=budget,
+            progress=lambda t: reached(tau0 + float(np.max(t)) * unit),
+        )
+        self.steps += int(np.asarray(seg.stats)[1])
+        ys, t_stop = np.asarray(seg.ys), float(seg.t)
+        for i in np.flatnonzero((out_ts >= 0) & np.all(np.isfinite(ys), axis=1)):
+            if self.outputs[i] is None:
+                parts = _unpack(ys[i], shapes * 2)
+                self.outputs[i] = self._output(parts[:L], parts[L:], frames, k)
+        parts = [np.array(x) for x in _unpack(np.asarray(seg.y), shapes * 2)]
+        A, S = parts[:L], parts[L:]
+        if stopped or result == dfx.RESULTS.max_steps_reached:
+            self.stop = RESULTS.interrupted.value if stopped else RESULTS.max_steps_reached.value
+            return A, S, t_stop, "stopped", ""
+        if result == dfx.RESULTS.successful:
+            return A, S, t_stop, "end", ""
+        if result != dfx.RESULTS.event_occurred or not np.all(np.isfinite(np.asarray(seg.y))):
+            return A, S, t_stop, "failed", str(dfx.RESULTS[result])
+        return A, S, t_stop, chunk_end(args, jnp.asarray(seg.y)), ""
 
     def _output(self, A, S, frames, k):
         """``(A, S, log σ)`` for an output: the layers in the original coordinates, ``log σ`` read in the frames,
@@ -326,6 +344,7 @@ class _Run:
                 unit=chunk_unit(float(ts[-1] - tau0), previous),
                 rtol=self.rtol,
                 atol=self.atol,
+                matrix_free=self.free,
                 max_steps=budget,
                 progress=lambda t, start=tau0: reached(start + float(np.max(t))),
             )
@@ -367,17 +386,18 @@ class _Run:
         )
 
 
-def flow(model: DeepLinearModel, W0, ts, log_a, *, rtol: float, atol: float, max_steps, progress: bool):
-    """``simulate_flow`` for scales between the two ranges (every ``log α`` there): one split flow per α."""
+def flow(model: DeepLinearModel, W0, ts, log_a, *, rtol: float, atol: float, max_steps, progress: bool, free: bool):
+    """``simulate_flow`` for scales between the two ranges (every ``log α`` there): one split flow per α, by Kvaerno5
+    with a matrix-free Newton where ``free``, else by Radau with the dense Jacobian."""
     ts = np.asarray(ts)
     log_alphas = np.atleast_1d(np.asarray(log_a, dtype=np.float64))
-    gradient = jax.tree_util.tree_map(np.asarray, split_gradient(model))
+    gradient = split_gradient(model, free=free)
     bar = Progress(float(ts[-1]), log_alphas.size, desc="simulate_flow", enabled=progress)
     runs, results, messages, steps, turns = [], [], [], [], []
     interrupted = False
     try:
         for j, la in enumerate(log_alphas):
-            run = _Run(model, float(la), rtol, atol)
+            run = _Run(model, float(la), rtol, atol, free)
             if interrupted:
                 result, message = RESULTS.interrupted.value, "simulate_flow was interrupted (Ctrl-C) before this run"
             else:

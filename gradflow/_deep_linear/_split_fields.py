@@ -1,9 +1,12 @@
 """The split's equations (docs/deep-linear.md, *Between the two ranges*): the fields of ``A`` and ``S`` for the
 layers ``W_l = A_l + α S_l``, and ``G`` in the frames, from :class:`AffineGradient` (the square loss of outputs linear
-in ``W``) or :class:`LinearOutputs` (any other loss of such outputs); :class:`SleepingPart` keeps ``G(W_A)`` to its
+in ``W``) or :class:`LinearOutputs` (any other loss of such outputs), or :class:`RightGradient` (``G0 − W C``, with no
+``(mn)²`` coefficients: the matrix-free split's, for regression and factorisation); :class:`SleepingPart` keeps ``G(W_A)`` to its
 sleeping block for a held plateau (gradflow/_deep_linear/_held.py)."""
 
 from __future__ import annotations
+
+import math
 
 import equinox as eqx
 import jax
@@ -11,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._data import sample_loss
-from ._model import _unpack
+from ._model import DeepLinearModel, _unpack
 
 
 def fields(y, gradient, log_alpha, shapes):
@@ -128,6 +131,29 @@ class LinearOutputs(eqx.Module):
         return LinearOutputs(self.z0, jnp.asarray(M), self.Y, self.loss)
 
 
+class RightGradient(eqx.Module):
+    """``G(W) = G0 − W C`` (``C`` symmetric ``n × n``): the square loss of outputs ``W x`` (deep linear regression,
+    ``C`` the inputs' second moment) or ``W`` itself (matrix factorisation, ``C = I``), whose ``K[W] = −W C`` needs
+    ``n²`` numbers, not :class:`AffineGradient`'s ``(mn)²`` (800 MB at 100 × 100), and ``m n²`` work, not ``(mn)²``.
+    In the frames ``G̃0 = Q_Lᵀ G0 Q_0`` and ``C̃ = Q_0ᵀ C Q_0`` (rotated once per frame, as ``K`` is); ``ΔG = −D C``
+    exactly."""
+
+    G0: jax.Array
+    C: jax.Array
+
+    def at(self, W):
+        return self.G0 - W @ self.C
+
+    def change(self, W_A, D, alpha):
+        """``(G(W_A + αD) − G(W_A)) / α = −D C``."""
+        return -D @ self.C
+
+    def in_frames(self, frames):
+        Q_in, Q_out = np.asarray(frames[0]), np.asarray(frames[-1])
+        G0 = Q_out.T @ np.asarray(self.G0) @ Q_in
+        return RightGradient(jnp.asarray(G0), jnp.asarray(Q_in.T @ np.asarray(self.C) @ Q_in))
+
+
 class SleepingPart(eqx.Module):
     """``gradient`` with ``G(W_A)`` kept to its sleeping block (rows and columns from ``k`` on): on a held plateau
     ``A`` is at rest, and what is left of ``G(W_A)`` on its learned blocks is the rounding of ``A``'s residual velocity,
@@ -143,3 +169,100 @@ class SleepingPart(eqx.Module):
 
     def change(self, W_A, D, alpha):
         return self.gradient.change(W_A, D, alpha)
+
+
+def _outputs_of(model: DeepLinearModel, W):
+    return jax.vmap(model.h, in_axes=(0, None))(jnp.asarray(model.X), W)
+
+
+def outputs_are_linear(model: DeepLinearModel) -> bool:
+    """Whether the outputs ``h(X; W)`` are affine in ``W`` (what the split needs, with any loss): their second
+    derivative vanishes, exactly, along random directions at two random points."""
+    rng = np.random.default_rng(0)
+    for _ in range(2):
+        W, D = (jnp.asarray(rng.standard_normal(model.shape)) for _ in range(2))
+        second = _second_derivative(model, W, D)
+        if np.any(np.asarray(second) != 0.0):
+            return False
+    return True
+
+
+@eqx.filter_jit
+def _second_derivative(model: DeepLinearModel, W, D):
+    """``d²/ds² h(X; W + sD)`` at ``s = 0``, compiled once per model (not per call of :func:`outputs_are_linear`)."""
+    return jax.jvp(lambda w: jax.jvp(lambda v: _outputs_of(model, v), (w,), (D,))[1], (W,), (D,))[1]
+
+
+@eqx.filter_jit
+def _affine(model: DeepLinearModel) -> AffineGradient:
+    """``G(0)`` and ``K = ∂G/∂W`` (constant for an affine ``G``), so that ``G(W) = G(0) + K[W]``."""
+    zero = jnp.zeros(model.shape)
+    return AffineGradient(model.G(zero), jax.jacfwd(model.G)(zero))
+
+
+@eqx.filter_jit
+def _linear_outputs(model: DeepLinearModel) -> LinearOutputs:
+    zero = jnp.zeros(model.shape)
+    M = jax.jacfwd(lambda W: _outputs_of(model, W))(zero)
+    return LinearOutputs(_outputs_of(model, zero), M, jnp.asarray(model.Y), model.loss)
+
+
+def right_gradient(model: DeepLinearModel) -> RightGradient | None:
+    """``G(W) = G0 − W C`` if the model's square loss has that form (:class:`RightGradient`), else None: ``C`` read
+    from ``K[E_{1j}] = −e_1 C_jᵀ`` (one Jacobian-vector product per column), then checked on two random ``W``."""
+    if model.loss != "square":
+        return None
+    m, n = model.shape
+    G0, C, checks = _right_parts(model, jnp.asarray(np.random.default_rng(0).standard_normal((2, m, n))))
+    C = np.asarray(C)
+    ok = all(
+        np.allclose(np.asarray(kw), -np.asarray(w) @ C, rtol=0.0, atol=1e-12 * max(np.abs(kw).max(), 1e-300))
+        for w, kw in checks
+    )
+    return RightGradient(G0, jnp.asarray(0.5 * (C + C.T))) if ok and np.allclose(C, C.T, atol=1e-12) else None
+
+
+@eqx.filter_jit
+def _right_parts(model: DeepLinearModel, probes):
+    m, n = model.shape
+    zero = jnp.zeros((m, n))
+
+    def K(W):
+        return jax.jvp(model.G, (zero,), (W,))[1]
+
+    C = -jax.vmap(lambda j: K(zero.at[0, j].set(1.0))[0])(jnp.arange(n))  # C[j] = −K[E_1j]'s first row
+    return model.G(zero), C, [(w, K(w)) for w in probes]
+
+
+def split_gradient(model: DeepLinearModel, *, free: bool = False):
+    """``G`` in the form the split evaluates in its frames, from coefficients rotated once per frame (evaluated at the
+    rotated-back ``W`` and rotated, its rounding stalled the steps: docs/deep-linear.md, *Between the two ranges*):
+    :class:`RightGradient` where ``free`` and the model's ``G`` has its form (:func:`right_gradient`), else
+    :class:`AffineGradient` for the square loss where ``K`` is no larger than ``M`` (the outputs being linear), else
+    :class:`LinearOutputs`, with NumPy arrays. The model's outputs must be linear in ``W``
+    (:func:`outputs_are_linear`)."""
+    right = right_gradient(model) if free else None
+    if right is not None:
+        coefficients = right
+    elif model.loss == "square" and _sizes(model)[0] <= _sizes(model)[1]:
+        coefficients = _affine(model)
+    else:
+        coefficients = _linear_outputs(model)
+    return jax.tree_util.tree_map(np.asarray, coefficients)
+
+
+def _sizes(model: DeepLinearModel) -> tuple[int, int]:
+    """The numbers in ``K`` (``(mn)²``) and in ``M`` (``mn`` per output)."""
+    m, n = model.shape
+    outputs = jax.eval_shape(lambda: _outputs_of(model, jnp.zeros((m, n))))
+    return (m * n) ** 2, m * n * math.prod(outputs.shape)
+
+
+def coefficient_bytes(model: DeepLinearModel, *, free: bool) -> int:
+    """The bytes of the coefficients :func:`split_gradient` holds: ``C`` of :class:`RightGradient`, else the smaller of
+    ``K`` and ``M`` for the square loss, or ``M``."""
+    m, n = model.shape
+    if free and right_gradient(model) is not None:
+        return 8 * (n * n + m * n)
+    K, M = _sizes(model)
+    return 8 * (min(K, M) if model.loss == "square" else M)

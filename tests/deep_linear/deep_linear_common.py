@@ -62,14 +62,15 @@ def learned_chain(rng, k, width, depth):
 
 
 def split_flow(model, W0, ts, alpha, **options):
-    """The split flow (gradflow/_deep_linear/_split.py) at one α, called directly, at atol = 1e-8 unless given."""
+    """The split flow (gradflow/_deep_linear/_split.py) at one α, called directly, at atol = 1e-8 unless given, by Radau
+    with the dense Jacobian unless ``free=True``."""
     with jax.enable_x64(True):  # as simulate_flow runs it
         return _split.flow(
             model,
             W0,
             np.asarray(ts),
             math.log(alpha),
-            **dict(dict(rtol=0.0, atol=1e-8, max_steps=None), **options),
+            **dict(dict(rtol=0.0, atol=1e-8, max_steps=None, free=False), **options),
             progress=False,
         )
 

@@ -12,7 +12,7 @@ import pytest
 from deep_linear_common import S, aligned, gap_to_the_limit, gaussian, learned_chain, rotated, split_flow, whitened
 
 import gradflow
-from gradflow._deep_linear import _held, _split
+from gradflow._deep_linear import _held, _split, _split_fields
 from gradflow._deep_linear._split_fields import SleepingPart
 from gradflow._solver import _segments
 
@@ -167,7 +167,9 @@ def test_slaved_stops_the_fast_blocks_and_keeps_the_rest():
     A = learned_chain(rng, k, 3, depth)
     S = [0.5 * rng.standard_normal((3, 3)) for _ in range(depth)]
     with jax.enable_x64(True):
-        gradient = jax.tree_util.tree_map(np.asarray, _split.split_gradient(model)).in_frames([np.eye(3)] * (depth + 1))
+        gradient = jax.tree_util.tree_map(np.asarray, _split_fields.split_gradient(model)).in_frames(
+            [np.eye(3)] * (depth + 1)
+        )
         log_alpha = math.log(alpha)
         reduced = _held.Reduced(tuple(map(jnp.asarray, S)), tuple(map(jnp.asarray, A)), jnp.asarray(log_alpha), k)
         args = _held.HeldArgs(reduced, SleepingPart(gradient, k), jnp.asarray(1.0), jnp.asarray(1.0))

@@ -11,7 +11,7 @@ import pytest
 from deep_linear_common import labels_task
 
 import gradflow
-from gradflow._deep_linear import _split, _split_fields
+from gradflow._deep_linear import _split_fields
 
 
 def test_linear_outputs_give_the_gradient_and_its_change_in_frames():
@@ -24,7 +24,7 @@ def test_linear_outputs_give_the_gradient_and_its_change_in_frames():
     W, D, W_frames = (rng.standard_normal((3, 3)) for _ in range(3))
     Q_in, Q_out = (np.linalg.qr(rng.standard_normal((3, 3)))[0] for _ in range(2))
     with jax.enable_x64(True):
-        gradient = jax.tree_util.tree_map(np.asarray, _split.split_gradient(model))
+        gradient = jax.tree_util.tree_map(np.asarray, _split_fields.split_gradient(model))
         rotated_G = Q_out.T @ np.asarray(model.G(Q_out @ W_frames @ Q_in.T)) @ Q_in
         np.testing.assert_allclose(gradient.in_frames([Q_in, None, Q_out]).at(W_frames), rotated_G, atol=1e-15)
         changes = {alpha: np.asarray(gradient.change(W, D, alpha)) for alpha in (1e-9, 1e-2, 1.0)}
@@ -64,7 +64,7 @@ def test_linear_outputs_give_the_affine_fields_for_the_square_loss():
     shapes = tuple(models[0].layer_shapes)
     y = rng.standard_normal(2 * sum(a * b for a, b in shapes))
     with jax.enable_x64(True):
-        forms = [jax.tree_util.tree_map(np.asarray, _split.split_gradient(m)).in_frames(frames) for m in models]
+        forms = [jax.tree_util.tree_map(np.asarray, _split_fields.split_gradient(m)).in_frames(frames) for m in models]
         assert [type(f).__name__ for f in forms] == ["AffineGradient", "LinearOutputs"]
         for alpha in (1e-8, 0.3):
             affine, linear = (
@@ -81,9 +81,47 @@ def test_the_sleeping_part_keeps_the_sleeping_block_of_G_and_the_change():
     rng = np.random.default_rng(8)
     W, D = rng.standard_normal((2, 3, 3))
     with jax.enable_x64(True):
-        gradient = _split.split_gradient(model)
+        gradient = _split_fields.split_gradient(model)
         part = _split_fields.SleepingPart(gradient, 1)
         G, kept = np.asarray(gradient.at(W)), np.asarray(part.at(W))
         np.testing.assert_array_equal(kept[1:, 1:], G[1:, 1:])
         assert not kept[0].any() and not kept[:, 0].any()
         np.testing.assert_array_equal(np.asarray(part.change(W, D, 1e-3)), np.asarray(gradient.change(W, D, 1e-3)))
+
+
+@pytest.mark.parametrize("task", ["regression", "factorisation"])
+def test_the_right_gradient_is_the_affine_gradient(task):
+    """:class:`RightGradient` (``G0 − W C``, with ``n²`` coefficients: the matrix-free split's) against
+    :class:`AffineGradient` (``(mn)²``) in random frames, for deep linear regression (``C`` the inputs' second moment)
+    and matrix factorisation (``C = I``): ``G̃`` and its change at α = 1e-9 and 1."""
+    rng = np.random.default_rng(8)
+    if task == "regression":
+        X, Y = rng.standard_normal((2, 9, 3))
+        model = gradflow.DeepLinearModel(lambda x, W: W @ x, X, Y, shape=(3, 3), depth=3)
+    else:
+        model = gradflow.models.deep_matrix_factorization_model(rng.standard_normal((3, 3)), depth=3)
+    frames = [np.linalg.qr(rng.standard_normal((3, 3)))[0] for _ in range(4)]
+    W, D = rng.standard_normal((2, 3, 3))
+    with jax.enable_x64(True):
+        affine = _split_fields.split_gradient(model).in_frames(frames)
+        right = _split_fields.split_gradient(model, free=True).in_frames(frames)
+        assert type(right).__name__ == "RightGradient"
+        scale = np.abs(np.asarray(affine.at(W))).max()
+        np.testing.assert_allclose(np.asarray(right.at(W)), np.asarray(affine.at(W)), atol=1e-14 * scale)
+        for alpha in (1e-9, 1.0):
+            change = np.asarray(affine.change(W, D, alpha))
+            np.testing.assert_allclose(np.asarray(right.change(W, D, alpha)), change, atol=1e-14 * np.abs(change).max())
+
+
+def test_only_a_right_acting_square_loss_has_a_right_gradient():
+    """Matrix sensing (``K`` mixes rows and columns) and the cross-entropy have no :class:`RightGradient`: the split
+    holds their coefficients."""
+    rng = np.random.default_rng(9)
+    sensors = rng.standard_normal((12, 3, 3))
+    sensing = gradflow.DeepLinearModel(
+        lambda x, W: jnp.sum(x * W), sensors, rng.standard_normal(12), shape=(3, 3), depth=3
+    )
+    with jax.enable_x64(True):
+        assert _split_fields.right_gradient(sensing) is None
+        assert _split_fields.right_gradient(labels_task(n=8)) is None
+        assert type(_split_fields.split_gradient(sensing, free=True)).__name__ == "AffineGradient"
