@@ -38,14 +38,19 @@ TEACHER = (5.0, 4.0, 3.0, 2.0, 1.0)
 TAU_END = 1.3
 
 
-def measure(n: int, depth: int, alpha: float, matrix_free: bool) -> dict:
-    task = deep_matrix_factorization(
+def task_of(n: int, depth: int):
+    """Deep matrix factorisation of an ``n × n`` rank-``min(n, 5)`` teacher from a Gaussian start (hidden width ``n``)."""
+    return deep_matrix_factorization(
         m=n, n=n, depth=depth, singular_values=TEACHER[: min(n, 5)], aligned=False, width=n
     )
-    ts = np.linspace(0.0, TAU_END, 31)
-    solver = DeepLinearSolver(newton="matrix_free" if matrix_free else "dense")
+
+
+def measure(task, ts, alpha: float, newton: str) -> dict:
+    """``simulate_flow``'s seconds (first call), steps, ``log σ`` and result with ``DeepLinearSolver(newton=newton)``."""
     begin = time.perf_counter()
-    flow = simulate_flow(task.model, u0=task.u0, ts=ts, alpha=alpha, solver=solver, progress=False)
+    flow = simulate_flow(
+        task.model, u0=task.u0, ts=ts, alpha=alpha, solver=DeepLinearSolver(newton=newton), progress=False
+    )
     seconds = time.perf_counter() - begin
     return dict(
         seconds=seconds,
@@ -53,6 +58,20 @@ def measure(n: int, depth: int, alpha: float, matrix_free: bool) -> dict:
         log_sv=np.asarray(flow.log_singular_values),
         result=str(flow.result),
     )
+
+
+def gap_cells(free: dict, dense: dict) -> list[str]:
+    """The dense solve's seconds and steps, the ratio of the seconds, and the largest ``|Δ log σ|`` of the learned
+    modes (``log σ > −1``) and of all."""
+    gap = np.abs(free["log_sv"] - dense["log_sv"])
+    learned = np.isfinite(dense["log_sv"]) & (dense["log_sv"] > -1.0)
+    return [
+        f"{dense['seconds']:.1f}",
+        f"{dense['steps']:,}",
+        f"{dense['seconds'] / free['seconds']:.2f}",
+        f"{np.max(gap[learned], initial=0.0):.1e}",
+        f"{np.max(gap[np.isfinite(gap)]):.1e}",
+    ]
 
 
 def main(argv=None) -> None:
@@ -66,22 +85,12 @@ def main(argv=None) -> None:
     rows = []
     for depth in args.depths:
         for n in args.sizes:
-            free = measure(n, depth, args.alpha, matrix_free=True)
+            task, ts = task_of(n, depth), np.linspace(0.0, TAU_END, 31)
+            free = measure(task, ts, args.alpha, "matrix_free")
             entries = depth * n * n
             cells = [depth, n, f"{entries:,}", f"{free['seconds']:.1f}", f"{free['steps']:,}", free["result"]]
-            if n <= args.dense_up_to:
-                dense = measure(n, depth, args.alpha, matrix_free=False)
-                gap = np.abs(free["log_sv"] - dense["log_sv"])
-                learned = np.isfinite(dense["log_sv"]) & (dense["log_sv"] > -1.0)
-                cells += [
-                    f"{dense['seconds']:.1f}",
-                    f"{dense['steps']:,}",
-                    f"{dense['seconds'] / free['seconds']:.2f}",
-                    f"{np.max(gap[learned], initial=0.0):.1e}",
-                    f"{np.max(gap[np.isfinite(gap)]):.1e}",
-                ]
-            else:
-                cells += ["–"] * 5
+            dense = measure(task, ts, args.alpha, "dense") if n <= args.dense_up_to else None
+            cells += gap_cells(free, dense) if dense else ["–"] * 5
             rows.append(cells)
             print(cells, flush=True)  # a long run: each row as it is measured
     header = [

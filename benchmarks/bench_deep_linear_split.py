@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import pathlib
 import sys
-import time
 
 import numpy as np
 
@@ -31,25 +30,10 @@ if str(ROOT) not in sys.path:  # run from a checkout without installing gradflow
     sys.path.insert(0, str(ROOT))
 
 from benchmarks import _common  # noqa: E402
-from gradflow import DeepLinearSolver, greedy_limit, simulate_flow  # noqa: E402
-from gradflow.models import deep_matrix_factorization  # noqa: E402
+from benchmarks.bench_deep_linear_direct import gap_cells, measure, task_of  # noqa: E402
+from gradflow import greedy_limit  # noqa: E402
 
 SECTION = "Deep linear: the split against the layers' size"
-TEACHER = (5.0, 4.0, 3.0, 2.0, 1.0)
-
-
-def measure(task, ts, alpha: float, newton: str) -> dict:
-    begin = time.perf_counter()
-    flow = simulate_flow(
-        task.model, u0=task.u0, ts=ts, alpha=alpha, solver=DeepLinearSolver(newton=newton), progress=False
-    )
-    seconds = time.perf_counter() - begin
-    return dict(
-        seconds=seconds,
-        steps=int(flow.stats["num_steps"]),
-        log_sv=np.asarray(flow.log_singular_values),
-        result=str(flow.result),
-    )
 
 
 def main(argv=None) -> None:
@@ -62,23 +46,15 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     rows = []
     for n in args.sizes:
-        task = deep_matrix_factorization(
-            m=n, n=n, depth=args.depth, singular_values=TEACHER[: min(n, 5)], aligned=False, width=n
-        )
+        task = task_of(n, args.depth)
         limit = greedy_limit(task.model, u0=task.u0, check_assumptions=False)
         ts = np.linspace(0.0, 1.3 * float(limit.times[-1]), 16)
         for alpha in args.alphas:
             free = measure(task, ts, alpha, "matrix_free")
             cells = [args.depth, n, f"{alpha:g}", f"{free['seconds']:.1f}", f"{free['steps']:,}", free["result"]]
             if n <= args.dense_up_to:
-                dense = measure(task, ts, alpha, "dense")
-                gap = np.abs(free["log_sv"] - dense["log_sv"])
-                cells += [
-                    f"{dense['seconds']:.1f}",
-                    f"{dense['steps']:,}",
-                    f"{dense['seconds'] / free['seconds']:.2f}",
-                    f"{np.max(gap[np.isfinite(gap)]):.1e}",
-                ]
+                seconds, steps, ratio, _, everything = gap_cells(free, measure(task, ts, alpha, "dense"))
+                cells += [seconds, steps, ratio, everything]
             else:
                 cells += ["–"] * 4
             rows.append(cells)
