@@ -109,7 +109,7 @@ def main(argv=None) -> None:
     details = (
         f"α = {args.alpha:g}, `atol = 1e-8`. Seconds of the first call (compilation included), "
         '`OPENBLAS_NUM_THREADS=1`. `DeepLinearSolver(newton="auto")` solves '
-        "matrix-free above 64 entries; the script asks for one or the other at every size."
+        "matrix-free above 256 entries; the script asks for one or the other at every size."
     )
     _common.cpu_table_section("bench_deep_linear_direct.py", SECTION, header, rows, details, args.record)
 

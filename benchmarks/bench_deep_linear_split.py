@@ -73,7 +73,7 @@ def main(argv=None) -> None:
     ]
     details = (
         "`atol = 1e-8`. Seconds of the first call (compilation included), `OPENBLAS_NUM_THREADS=1`. "
-        '`DeepLinearSolver(newton=\\"auto\\")` is matrix-free above 64 layer entries; the script asks for one or the '
+        '`DeepLinearSolver(newton="auto")` is matrix-free above 256 layer entries; the script asks for one or the '
         "other at every size."
     )
     _common.cpu_table_section("bench_deep_linear_split.py", SECTION, header, rows, details, args.record)

@@ -58,12 +58,12 @@ def vector_field(tau, layers, args: Args):
     return tuple(args.kappa * v for v in layer_velocities(layers, G))
 
 
-MATRIX_FREE_ABOVE = 64
+MATRIX_FREE_ABOVE = 256
 """``DeepLinearSolver(newton="auto")`` solves Newton's equations matrix-free, by GMRES on Jacobian-vector products
 (``O(N)`` memory and ``O(N)`` work per product), above this many layer entries, and by LU of the dense Jacobian
 (``N²`` memory, ``N³`` work) up to it, on the direct integration and on the split of the layers (by Kvaerno5 instead
-of Radau): the direct integration's two cost the same near 64 entries, the split's are faster matrix-free at 10 × 10
-and slower at 3 × 3 (docs/benchmarks.md, *Deep linear: the direct integration against the layers' size* and *Deep
+of Radau): the two cost the same from 27 to 100 entries (matrix-free compiles longer), and matrix-free is 5 to 7 times
+faster on the direct integration and 1.5 times on the split from 300 (10 × 10) (docs/benchmarks.md, *Deep linear: the direct integration against the layers' size* and *Deep
 linear: the split against the layers' size*)."""
 
 

@@ -20,7 +20,7 @@ class DeepLinearSolver:
             between the direct integration's range and the small-α path's, by SciPy's Radau with twice as many);
             ``"matrix_free"``: GMRES on Jacobian-vector products (``O(N)`` memory, each iteration about one
             evaluation of the field; the split by Kvaerno5 instead of Radau; docs/deep-linear.md,
-            *Newton's equations at size*); ``"auto"`` (the default): matrix-free above 64 entries, where it is the
+            *Newton's equations at size*); ``"auto"`` (the default): matrix-free above 256 entries, where it is the
             faster. The small-α path does not read it.
     """
 
