@@ -48,17 +48,12 @@ from .._solver import solve_in_segments
 from .._solver._radau import RadauNewtonFloor
 from .._solver._segments import Progress
 from ._held import HELD, align, chunk_unit, escape_scale, growth, held_chunk, sleeping_size, ungauge
-from ._model import DeepLinearModel, _pack, _unpack, layer_velocities, losses, product
+from ._model import DeepLinearModel, _pack, _unpack, losses, product
 from ._results import DeepLinearFlowResult
-from ._split_chunks import ARMED, ROTATION, SETTLED, ChunkArgs, chunk_advance, chunk_end, chunk_start
+from ._split_chunks import ARMED, ROTATION, SETTLED, ChunkArgs, chunk_advance, chunk_end, chunk_start, speed_of_A
 from ._split_fields import jacobian, split_gradient, velocity
 
-
-@eqx.filter_jit
-def _speed_of_A(A, gradient):
-    """The largest entry of ``dA/dt = F(A)`` (``A``'s own flow, without ``S``): where it has settled after a jump."""
-    G = gradient.at(product(A))
-    return jnp.max(jnp.array([jnp.abs(v).max() for v in layer_velocities(A, G)]))
+_speed_of_A = eqx.filter_jit(speed_of_A)
 
 
 def _rotate(layers, frames):

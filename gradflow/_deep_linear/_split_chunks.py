@@ -27,6 +27,12 @@ ARMED = 10.0
 (gradflow/_deep_linear/_held.py) hands ``A`` over at the settled speed, where the escaping mode has not yet moved it."""
 
 
+def speed_of_A(A, gradient):
+    """The largest entry of ``dA/dt = F(A)`` (``A``'s own flow, without ``S``): where it has settled after a jump."""
+    G = gradient.at(product(A))
+    return jnp.max(jnp.stack([jnp.abs(v).max() for v in layer_velocities(A, G)]))
+
+
 class ChunkArgs(eqx.Module):
     """What a matrix-free chunk (``_Run._kvaerno_chunk`` of gradflow/_deep_linear/_split.py) needs: ``G`` in the frames, ``log α``, the layers'
     shapes, the learned rank ``k``, the escape level ``e``, whether a jump is settling and has armed, and the
@@ -67,7 +73,7 @@ def _chunk_conditions(y, args: ChunkArgs):
     size = jnp.max(jnp.stack([jnp.abs(a).max() for a in A]))
     outside = jnp.max(jnp.stack([jnp.abs(jnp.where(learned(a), 0.0, a)).max() for a in A]))
     turned = (k > 0) & (outside > ROTATION * size)
-    speed = jnp.max(jnp.stack([jnp.abs(v).max() for v in layer_velocities(A, args.gradient.at(product(A)))]))
+    speed = speed_of_A(A, args.gradient)
     settled = args.jumping & args.armed & (speed <= args.settled_speed)
     armed = args.jumping & ~args.armed & (speed > ARMED * args.settled_speed)
     return jnp.stack([escaped, turned, settled, armed])
