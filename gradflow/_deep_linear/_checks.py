@@ -127,7 +127,8 @@ def check_resolved(
 DENSE_BYTES = 2**31
 """The split of the layers (gradflow/_deep_linear/_split.py) holds ``G``'s derivative as coefficients: ``K = ∂G/∂W``,
 ``(m n)²`` numbers, or ``M = ∂z/∂W``, ``m n`` per output (for the square loss the smaller), except where
-``G = G0 − W C`` (the square loss of outputs ``W x`` or ``W``: ``n²``); with ``DeepLinearSolver(newton="dense")`` it also solves Newton's equations with the dense
+``G = G0 − W C`` (the square loss of outputs ``W x`` or ``W``: ``n²``) or the outputs are ``W x_j`` (any loss: the
+``N`` inputs, ``N n``); with ``DeepLinearSolver(newton="dense")`` it also solves Newton's equations with the dense
 Jacobian of twice the layers' entries. Above this many bytes for the two together the scales on the split are
 refused before anything runs (docs/deep-linear.md, *Supported range*)."""
 
@@ -152,8 +153,8 @@ def check_size(model, log_a, split, *, free: bool, coefficients: int, rtol: floa
         tau_end = 1.0
         lowest, small = lowest_log_alpha(model.depth, tau_end, rtol, atol), small_log_alpha(rtol, atol)
         why = (
-            f"which holds G's derivative as {coefficients / 2**30:.1f} GiB of coefficients (only the square loss of "
-            f"outputs W x or W itself needs none). Here simulate_flow takes log α ≥ {lowest:.4g} (α ≥ "
+            f"which holds G's derivative as {coefficients / 2**30:.1f} GiB of coefficients (outputs W x_j, or W itself "
+            f"with the square loss, need almost none). Here simulate_flow takes log α ≥ {lowest:.4g} (α ≥ "
             f"{math.exp(lowest):.3g}, to τ = 1) by the direct integration and log α ≤ {small:.4g} (α ≤ "
             f"{math.exp(small):.3g}) by the small-α path, at any size and these tolerances; simulate_gd runs gradient "
             "descent at any α"

@@ -1,12 +1,14 @@
 """The split's equations (docs/deep-linear.md, *Between the two ranges*): the fields of ``A`` and ``S`` for the
 layers ``W_l = A_l + α S_l``, and ``G`` in the frames, from :class:`AffineGradient` (the square loss of outputs linear
-in ``W``) or :class:`LinearOutputs` (any other loss of such outputs), or :class:`RightGradient` (``G0 − W C``, with no
-``(mn)²`` coefficients: the matrix-free split's, for regression and factorisation); :class:`SleepingPart` keeps ``G(W_A)`` to its
-sleeping block for a held plateau (gradflow/_deep_linear/_held.py)."""
+in ``W``) or :class:`LinearOutputs` (any other loss of such outputs: their Jacobian, or :class:`TimesInputs` for outputs
+``W x_j``), or :class:`RightGradient` (``G0 − W C``, with no ``(mn)²`` coefficients: the matrix-free split's, for
+regression and factorisation); :class:`SleepingPart` keeps ``G(W_A)`` to its sleeping block for a held plateau
+(gradflow/_deep_linear/_held.py)."""
 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import equinox as eqx
 import jax
@@ -86,12 +88,52 @@ DIRECT_CHANGE = 0.5
 takes the difference itself, whose rounding (``eps / max |α δ|`` relative) is then below 1e-15."""
 
 
+class DenseJacobian(eqx.Module):
+    """``z = M[W]`` for any outputs affine in ``W``, from their Jacobian ``M`` (the outputs' axes, then ``W``'s two):
+    ``mn`` numbers per output."""
+
+    M: jax.Array
+
+    def push(self, W):
+        """``M[W]``, in the outputs' shape."""
+        return jnp.tensordot(self.M, W, axes=2)
+
+    def pull(self, dz):
+        """``Mᵀ[dz]``, an ``(m, n)`` matrix."""
+        return jnp.tensordot(dz, self.M, axes=dz.ndim)
+
+    def in_frames(self, Q_in, Q_out):
+        """The same map of ``W̃``, ``W = Q_out W̃ Q_inᵀ``: ``M`` rotated once."""
+        return DenseJacobian(
+            jnp.asarray(np.einsum("...cd,ca,db->...ab", np.asarray(self.M), Q_out, Q_in, optimize=True))
+        )
+
+
+class TimesInputs(eqx.Module):
+    """``z_j = Q W x_j``: the outputs of the map ``W`` on the inputs ``x_j`` (linear regression's, with any loss), with
+    ``Q = I`` until the frames turn. ``N n + m²`` numbers where :class:`DenseJacobian` holds ``N m · mn`` (3.3 GiB for
+    the cross-entropy of 200 samples of 130 logits at 130 × 130), and ``N mn`` work per map instead of ``N m · mn``."""
+
+    X: jax.Array  # (N, n): the inputs, one per row
+    Q: jax.Array  # (m, m)
+
+    def push(self, W):
+        return self.X @ W.T @ self.Q.T
+
+    def pull(self, dz):
+        return self.Q.T @ dz.T @ self.X
+
+    def in_frames(self, Q_in, Q_out):
+        """``z_j = (Q Q_out) W̃ (Q_inᵀ x_j)`` for ``W = Q_out W̃ Q_inᵀ``."""
+        return TimesInputs(jnp.asarray(np.asarray(self.X) @ Q_in), jnp.asarray(np.asarray(self.Q) @ Q_out))
+
+
 class LinearOutputs(eqx.Module):
-    """``G(W) = −Mᵀ ∇ℓ̄(z0 + M[W])`` for outputs ``z = h(X; W) = z0 + M[W]`` affine in ``W`` and any loss
-    ``ℓ̄(z) = (1/n) Σ_j ℓ(y_j, z_j)``."""
+    """``G(W) = −Mᵀ ∇ℓ̄(z0 + M[W])`` for outputs ``z = h(X; W) = z0 + M[W]`` affine in ``W`` (``M`` a
+    :class:`DenseJacobian` or :class:`TimesInputs`) and any loss ``ℓ̄(z) = (1/n) Σ_j ℓ(y_j, z_j)``."""
 
     z0: jax.Array
-    M: jax.Array  # ∂z/∂W: the outputs' axes, then W's two
+    M: DenseJacobian | TimesInputs
     Y: jax.Array
     loss: object = eqx.field(static=True)
 
@@ -99,22 +141,14 @@ class LinearOutputs(eqx.Module):
         ell = sample_loss(self.loss)
         return jax.grad(lambda z: jnp.mean(jax.vmap(ell)(self.Y, z)))(z)
 
-    def _pull(self, dz):
-        """``Mᵀ[dz]``, an ``(m, n)`` matrix."""
-        return jnp.tensordot(dz, self.M, axes=dz.ndim)
-
-    def _push(self, W):
-        """``M[W]``, in the outputs' shape."""
-        return jnp.tensordot(self.M, W, axes=2)
-
     def at(self, W):
-        return -self._pull(self._loss_gradient(self.z0 + self._push(W)))
+        return -self.M.pull(self._loss_gradient(self.z0 + self.M.push(W)))
 
     def change(self, W_A, D, alpha):
         """``(G(W_A + αD) − G(W_A)) / α = −Mᵀ ∫₀¹ ∇²ℓ̄(z_A + s α δ)[δ] ds`` with ``δ = M[D]``, by Gauss–Legendre
         quadrature on :data:`GAUSS_NODES` nodes: each node's term is a Hessian–vector product, so nothing cancels (the
         difference itself where the outputs move by more than :data:`DIRECT_CHANGE`)."""
-        z_A, delta = self.z0 + self._push(W_A), self._push(D)
+        z_A, delta = self.z0 + self.M.push(W_A), self.M.push(D)
         nodes, weights = np.polynomial.legendre.leggauss(GAUSS_NODES)
         quadrature = sum(
             0.5 * w * jax.jvp(self._loss_gradient, (z_A + 0.5 * (x + 1.0) * alpha * delta,), (delta,))[1]
@@ -122,13 +156,12 @@ class LinearOutputs(eqx.Module):
         )
         difference = (self._loss_gradient(z_A + alpha * delta) - self._loss_gradient(z_A)) / alpha
         far = alpha * jnp.max(jnp.abs(delta)) > DIRECT_CHANGE
-        return -self._pull(jnp.where(far, difference, quadrature))
+        return -self.M.pull(jnp.where(far, difference, quadrature))
 
     def in_frames(self, frames):
-        """The same outputs of ``W̃`` in the frames, ``W = Q_L W̃ Q_0ᵀ``: ``M`` rotated once."""
-        Q_in, Q_out = frames[0], frames[-1]
-        M = np.einsum("...cd,ca,db->...ab", np.asarray(self.M), Q_out, Q_in, optimize=True)
-        return LinearOutputs(self.z0, jnp.asarray(M), self.Y, self.loss)
+        """The same outputs of ``W̃`` in the frames, ``W = Q_L W̃ Q_0ᵀ``: the map rotated once."""
+        M = self.M.in_frames(np.asarray(frames[0]), np.asarray(frames[-1]))
+        return LinearOutputs(self.z0, M, self.Y, self.loss)
 
 
 class RightGradient(eqx.Module):
@@ -201,10 +234,37 @@ def _affine(model: DeepLinearModel) -> AffineGradient:
 
 
 @eqx.filter_jit
-def _linear_outputs(model: DeepLinearModel) -> LinearOutputs:
-    zero = jnp.zeros(model.shape)
-    M = jax.jacfwd(lambda W: _outputs_of(model, W))(zero)
-    return LinearOutputs(_outputs_of(model, zero), M, jnp.asarray(model.Y), model.loss)
+def _jacobian(model: DeepLinearModel) -> DenseJacobian:
+    return DenseJacobian(jax.jacfwd(lambda W: _outputs_of(model, W))(jnp.zeros(model.shape)))
+
+
+def times_inputs(model: DeepLinearModel) -> np.ndarray | None:
+    """The inputs ``x_j`` (one per row) if the outputs are ``z0 + W x_j`` (:class:`TimesInputs`), else None: read from
+    the outputs' change along ``E_{1b}`` (one Jacobian-vector product per column of ``W``: ``x_jb`` on the first
+    output, nothing on the others), then checked on two random ``W``."""
+    m, n = model.shape
+    outputs = jax.eval_shape(lambda: _outputs_of(model, jnp.zeros((m, n))))
+    if outputs.shape[1:] != (m,):
+        return None
+    X, checks = _inputs_parts(model, jnp.asarray(np.random.default_rng(0).standard_normal((2, m, n))))
+    X = np.asarray(X)
+    ok = all(
+        np.allclose(np.asarray(dz), X @ np.asarray(w).T, rtol=0.0, atol=1e-12 * max(np.abs(dz).max(), 1e-300))
+        for w, dz in checks
+    )
+    return X if ok else None
+
+
+@eqx.filter_jit
+def _inputs_parts(model: DeepLinearModel, probes):
+    m, n = model.shape
+    zero = jnp.zeros((m, n))
+
+    def change(W):
+        return jax.jvp(lambda v: _outputs_of(model, v), (zero,), (W,))[1]
+
+    X = jax.vmap(lambda b: change(zero.at[0, b].set(1.0))[:, 0])(jnp.arange(n)).T  # x_jb = the first output's change
+    return X, [(w, change(w)) for w in probes]
 
 
 def right_gradient(model: DeepLinearModel) -> RightGradient | None:
@@ -234,35 +294,61 @@ def _right_parts(model: DeepLinearModel, probes):
     return model.G(zero), C, [(w, K(w)) for w in probes]
 
 
+class _Form(NamedTuple):
+    """What :func:`split_gradient` holds for a model: ``kind`` (``"right"``, ``"affine"``, ``"inputs"`` or
+    ``"jacobian"``), its ``bytes``, and the parts already read (the :class:`RightGradient`, or the inputs of
+    :class:`TimesInputs`)."""
+
+    kind: str
+    bytes: int
+    right: RightGradient | None = None
+    inputs: np.ndarray | None = None
+
+
+def _form(model: DeepLinearModel, *, free: bool) -> _Form:
+    m, n = model.shape
+    right = right_gradient(model) if free else None
+    if right is not None:
+        return _Form("right", 8 * (n * n + m * n), right=right)
+    K, M = _sizes(model)
+    if model.loss == "square" and K <= M:
+        return _Form("affine", 8 * K)
+    inputs = times_inputs(model)
+    if inputs is not None:
+        return _Form("inputs", 8 * (inputs.size + m * m), inputs=inputs)
+    return _Form("jacobian", 8 * M)
+
+
 def split_gradient(model: DeepLinearModel, *, free: bool = False):
     """``G`` in the form the split evaluates in its frames, from coefficients rotated once per frame (evaluated at the
     rotated-back ``W`` and rotated, its rounding stalled the steps: docs/deep-linear.md, *Between the two ranges*):
     :class:`RightGradient` where ``free`` and the model's ``G`` has its form (:func:`right_gradient`), else
-    :class:`AffineGradient` for the square loss where ``K`` is no larger than ``M`` (the outputs being linear), else
-    :class:`LinearOutputs`, with NumPy arrays. The model's outputs must be linear in ``W``
-    (:func:`outputs_are_linear`)."""
-    right = right_gradient(model) if free else None
-    if right is not None:
-        coefficients = right
-    elif model.loss == "square" and _sizes(model)[0] <= _sizes(model)[1]:
+    :class:`AffineGradient` for the square loss where ``K`` is no larger than the outputs' Jacobian ``M``, else
+    :class:`LinearOutputs` (with :class:`TimesInputs` where the outputs are ``W x_j``, else ``M``), with NumPy arrays.
+    The model's outputs must be linear in ``W`` (:func:`outputs_are_linear`)."""
+    form = _form(model, free=free)
+    if form.kind == "right":
+        coefficients = form.right
+    elif form.kind == "affine":
         coefficients = _affine(model)
     else:
-        coefficients = _linear_outputs(model)
+        z0 = _outputs_of(model, jnp.zeros(model.shape))
+        if form.kind == "inputs":
+            M = TimesInputs(jnp.asarray(form.inputs), jnp.eye(model.shape[0]))
+        else:
+            M = _jacobian(model)
+        coefficients = LinearOutputs(z0, M, jnp.asarray(model.Y), model.loss)
     return jax.tree_util.tree_map(np.asarray, coefficients)
 
 
 def _sizes(model: DeepLinearModel) -> tuple[int, int]:
-    """The numbers in ``K`` (``(mn)²``) and in ``M`` (``mn`` per output)."""
+    """The numbers in ``K`` (``(mn)²``) and in the outputs' Jacobian ``M`` (``mn`` per output)."""
     m, n = model.shape
     outputs = jax.eval_shape(lambda: _outputs_of(model, jnp.zeros((m, n))))
     return (m * n) ** 2, m * n * math.prod(outputs.shape)
 
 
 def coefficient_bytes(model: DeepLinearModel, *, free: bool) -> int:
-    """The bytes of the coefficients :func:`split_gradient` holds: ``C`` of :class:`RightGradient`, else the smaller of
-    ``K`` and ``M`` for the square loss, or ``M``."""
-    m, n = model.shape
-    if free and right_gradient(model) is not None:
-        return 8 * (n * n + m * n)
-    K, M = _sizes(model)
-    return 8 * (min(K, M) if model.loss == "square" else M)
+    """The bytes of the coefficients :func:`split_gradient` holds: ``C`` of :class:`RightGradient`, ``K``, the inputs
+    of :class:`TimesInputs` or ``M``."""
+    return _form(model, free=free).bytes

@@ -3,6 +3,7 @@ stated one."""
 
 import math
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -91,9 +92,9 @@ def test_jumps_bound_at_loose_tolerances():
 def test_layers_too_large_for_a_dense_split_are_refused():
     """100 × 100 layers (L = 4: 40,000 entries, a 48 GiB Jacobian for the split's 80,000 unknowns) at α = 1e-6, on the
     split, with ``newton="dense"``, are refused before anything runs, naming the matrix-free Newton that takes them;
-    so is a cross-entropy model whose coefficients (``M``: 3.3 GiB for 200 samples of 130 logits at 130 × 130) do
-    not fit, naming the scales that take it at any
-    size; matrix-free with ``G = G0 − W C``, off the split, or small, nothing is refused."""
+    so is a cross-entropy model whose coefficients (``M``: 3.3 GiB for 200 samples of 130 logits ``Wᵀ x`` at
+    130 × 130) do not fit, naming the scales that take it at any size; matrix-free with ``G = G0 − W C``, off the
+    split, small, or with the logits ``W x`` (the 200 inputs and ``Q``: 340 kB), nothing is refused."""
     model = gradflow.models.deep_matrix_factorization_model(np.eye(100), depth=4)
     W0 = tuple(np.eye(100) for _ in range(4))
     dense = gradflow.DeepLinearSolver(newton="dense")
@@ -106,13 +107,10 @@ def test_layers_too_large_for_a_dense_split_are_refused():
     check_size(small, np.array([-14.0]), np.array([True]), free=False, coefficients=8 * 100**2, **options)
     n, samples = 130, 200
     rng = np.random.default_rng(0)
-    logits = gradflow.DeepLinearModel(
-        lambda x, W: W @ x,
-        rng.standard_normal((samples, n)),
-        rng.integers(0, n, samples),
-        shape=(n, n),
-        depth=4,
-        loss="cross_entropy",
-    )
+    data = (rng.standard_normal((samples, n)), rng.integers(0, n, samples))
+    transposed = gradflow.DeepLinearModel(lambda x, W: W.T @ x, *data, shape=(n, n), depth=4, loss="cross_entropy")
     with pytest.raises(ValueError, match=r"3\.3 GiB of coefficients.*α ≥ 2\.98e-05.*α ≤ 1e-10.*simulate_gd"):
-        gradflow.simulate_flow(logits, u0=tuple(np.eye(n) for _ in range(4)), ts=[0.0, 1.0], alpha=1e-6)
+        gradflow.simulate_flow(transposed, u0=tuple(np.eye(n) for _ in range(4)), ts=[0.0, 1.0], alpha=1e-6)
+    logits = gradflow.DeepLinearModel(lambda x, W: W @ x, *data, shape=(n, n), depth=4, loss="cross_entropy")
+    with jax.enable_x64(True):  # as simulate_flow runs it
+        assert _split_fields.coefficient_bytes(logits, free=True) == 8 * (samples * n + n * n)

@@ -125,3 +125,39 @@ def test_only_a_right_acting_square_loss_has_a_right_gradient():
         assert _split_fields.right_gradient(sensing) is None
         assert _split_fields.right_gradient(labels_task(n=8)) is None
         assert type(_split_fields.split_gradient(sensing, free=True)).__name__ == "AffineGradient"
+
+
+def test_outputs_of_the_inputs_are_held_as_the_inputs():
+    """The logits ``W x_j`` of the cross-entropy: :class:`TimesInputs` (the inputs and ``Q``, no ``M``) against the
+    outputs' Jacobian ``M`` (:class:`DenseJacobian`) in random frames: ``G̃`` and its change at α = 1e-9 and 1. The
+    inputs are read from ``h`` (``2 W x`` gives ``2x``); outputs ``Wᵀ x`` and sensing's ``⟨x, W⟩`` are not of that
+    form."""
+    model = labels_task(n=8)
+    rng = np.random.default_rng(10)
+    frames = [np.linalg.qr(rng.standard_normal((3, 3)))[0] for _ in range(4)]
+    W, D = rng.standard_normal((2, 3, 3))
+    with jax.enable_x64(True):
+        held = _split_fields.split_gradient(model, free=True)
+        assert type(held.M).__name__ == "TimesInputs"
+        np.testing.assert_array_equal(held.M.X, model.X)
+        dense = _split_fields.LinearOutputs(held.z0, _split_fields._jacobian(model), held.Y, held.loss)
+        held, dense = (jax.tree_util.tree_map(np.asarray, g).in_frames(frames) for g in (held, dense))
+        scale = np.abs(np.asarray(dense.at(W))).max()
+        np.testing.assert_allclose(np.asarray(held.at(W)), np.asarray(dense.at(W)), atol=1e-14 * scale)
+        for alpha in (1e-9, 1.0):
+            change = np.asarray(dense.change(W, D, alpha))
+            np.testing.assert_allclose(np.asarray(held.change(W, D, alpha)), change, atol=1e-14 * np.abs(change).max())
+        doubled = gradflow.DeepLinearModel(
+            lambda x, W: 2.0 * W @ x, model.X, model.Y, shape=(3, 3), depth=3, loss="cross_entropy"
+        )
+        np.testing.assert_array_equal(_split_fields.times_inputs(doubled), 2.0 * np.asarray(model.X))
+        transposed = gradflow.DeepLinearModel(
+            lambda x, W: W.T @ x, model.X, model.Y, shape=(3, 3), depth=3, loss="cross_entropy"
+        )
+        assert _split_fields.times_inputs(transposed) is None
+        assert type(_split_fields.split_gradient(transposed).M).__name__ == "DenseJacobian"
+        sensors = rng.standard_normal((12, 3, 3))
+        sensing = gradflow.DeepLinearModel(
+            lambda x, W: jnp.sum(x * W), sensors, rng.standard_normal(12), shape=(3, 3), depth=3
+        )
+        assert _split_fields.times_inputs(sensing) is None
