@@ -112,7 +112,8 @@ class DenseJacobian(eqx.Module):
 class TimesInputs(eqx.Module):
     """``z_j = Q W x_j``: the outputs of the map ``W`` on the inputs ``x_j`` (linear regression's, with any loss), with
     ``Q = I`` until the frames turn. ``N n + m²`` numbers where :class:`DenseJacobian` holds ``N m · mn`` (3.3 GiB for
-    the cross-entropy of 200 samples of 130 logits at 130 × 130), and ``N mn`` work per map instead of ``N m · mn``."""
+    the cross-entropy of 200 samples of 130 logits at 130 × 130), and ``N m (n + m)`` work per product instead of
+    ``N m · mn``."""
 
     X: jax.Array  # (N, n): the inputs, one per row
     Q: jax.Array  # (m, m)
