@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import pathlib
 import sys
-import time
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -31,15 +31,17 @@ if str(ROOT) not in sys.path:  # run from a checkout without installing gradflow
     sys.path.insert(0, str(ROOT))
 
 from benchmarks import _common  # noqa: E402
-from gradflow import DeepLinearModel, DeepLinearSolver, greedy_limit, simulate_flow  # noqa: E402
+from benchmarks.bench_deep_linear_direct import measure  # noqa: E402
+from gradflow import DeepLinearModel, greedy_limit  # noqa: E402
 from gradflow._deep_linear import _split_fields  # noqa: E402
 
 SECTION = "Deep linear: the split of the cross-entropy against the layers' size"
 TEACHER = (5.0, 4.0, 3.0, 2.0, 1.0)
 
 
-def logits_task(n: int, samples: int, depth: int):
-    """The labelled inputs and logits ``W x`` of the module docstring, and the layers' directions."""
+def logits_task(n: int, samples: int, depth: int) -> SimpleNamespace:
+    """The labelled inputs and logits ``W x`` of the module docstring (``.model``), and the layers' directions
+    (``.u0``)."""
     rng = np.random.default_rng(0)
     X = rng.standard_normal((samples, n))
     U, V = (np.linalg.qr(rng.standard_normal((n, n)))[0] for _ in range(2))
@@ -47,28 +49,18 @@ def logits_task(n: int, samples: int, depth: int):
     teacher = 0.6 * U[:, :r] @ np.diag(TEACHER[:r]) @ V[:, :r].T
     y = np.argmax(X @ teacher.T + rng.standard_normal((samples, n)), axis=1)
     model = DeepLinearModel(lambda x, W: W @ x, X, y, shape=(n, n), depth=depth, loss="cross_entropy")
-    return model, tuple(rng.standard_normal((n, n)) / np.sqrt(n) for _ in range(depth))
+    return SimpleNamespace(model=model, u0=tuple(rng.standard_normal((n, n)) / np.sqrt(n) for _ in range(depth)))
 
 
-def measure(model, W0, ts, alpha: float, *, inputs: bool) -> dict:
-    """``simulate_flow``'s seconds (first call), steps, ``log σ`` and result, ``G`` from the inputs or from ``M``."""
+def measure_logits(task, ts, alpha: float, *, inputs: bool) -> dict:
+    """:func:`~benchmarks.bench_deep_linear_direct.measure`, matrix-free, ``G`` from the inputs or from ``M``."""
     detect = _split_fields.times_inputs
     if not inputs:  # the form before 2026-12-02: the logits' Jacobian
         _split_fields.times_inputs = lambda model: None
     try:
-        begin = time.perf_counter()
-        flow = simulate_flow(
-            model, u0=W0, ts=ts, alpha=alpha, solver=DeepLinearSolver(newton="matrix_free"), progress=False
-        )
-        seconds = time.perf_counter() - begin
+        return measure(task, ts, alpha, "matrix_free")
     finally:
         _split_fields.times_inputs = detect
-    return dict(
-        seconds=seconds,
-        steps=int(flow.stats["num_steps"]),
-        log_sv=np.asarray(flow.log_singular_values),
-        result=str(flow.result),
-    )
 
 
 def main(argv=None) -> None:
@@ -82,14 +74,14 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     rows = []
     for n in args.sizes:
-        model, W0 = logits_task(n, args.samples, args.depth)
-        limit = greedy_limit(model, u0=W0, max_stages=2, check_assumptions=False)
+        task = logits_task(n, args.samples, args.depth)
+        limit = greedy_limit(task.model, u0=task.u0, max_stages=2, check_assumptions=False)
         ts = np.linspace(0.0, 1.15 * float(limit.times[2]), 16)
-        held = measure(model, W0, ts, args.alpha, inputs=True)
+        held = measure_logits(task, ts, args.alpha, inputs=True)
         cells = [args.depth, n, args.samples, f"{args.alpha:g}", f"{held['seconds']:.1f}", f"{held['steps']:,}"]
         cells.append(held["result"])
         if n <= args.jacobian_up_to:
-            dense = measure(model, W0, ts, args.alpha, inputs=False)
+            dense = measure_logits(task, ts, args.alpha, inputs=False)
             gap = np.abs(dense["log_sv"] - held["log_sv"]).max()
             cells += [
                 f"{8 * args.samples * n**3 / 2**20:.1f} MiB",
