@@ -32,7 +32,7 @@ from ._checks import check_resolved, check_size, lowest_log_alpha, small_log_alp
 from ._model import DeepLinearModel, check_layers, layer_velocities, product
 from ._options import DeepLinearSolver
 from ._results import DeepLinearFlowResult
-from ._split_fields import coefficient_bytes, outputs_are_linear
+from ._split_fields import outputs_are_linear, split_form
 
 _ADVICE = "Try a looser atol, or a larger max_steps."
 
@@ -63,8 +63,8 @@ MATRIX_FREE_ABOVE = 256
 (``O(N)`` memory and ``O(N)`` work per product), above this many layer entries, and by LU of the dense Jacobian
 (``N²`` memory, ``N³`` work) up to it, on the direct integration and on the split of the layers (by Kvaerno5 instead
 of Radau): the two cost the same from 27 to 100 entries (matrix-free compiles longer), and matrix-free is 5 to 7 times
-faster on the direct integration and 1.5 times on the split from 300 (10 × 10) (docs/benchmarks.md, *Deep linear: the direct integration against the layers' size* and *Deep
-linear: the split against the layers' size*)."""
+faster on the direct integration and 1.5 times on the split from 300 (10 × 10) (docs/benchmarks.md, *Deep linear:
+the direct integration against the layers' size* and *Deep linear: the split against the layers' size*)."""
 
 
 def matrix_free(model: DeepLinearModel, solver: DeepLinearSolver) -> bool:
@@ -172,11 +172,11 @@ def flow(model: DeepLinearModel, request: FlowRequest, solver: DeepLinearSolver)
     split = (np.asarray(log_a) < lowest_log_alpha(model.depth, float(np.max(ts)), rtol, atol)) & ~small & deep
     check_resolved(model.depth, log_a, ts, rtol=rtol, atol=atol, linear=not np.any(split) or outputs_are_linear(model))
     free = matrix_free(model, solver)
-    if np.any(split):
-        coefficients = coefficient_bytes(model, free=free)
-        check_size(model, log_a, split, free=free, coefficients=coefficients, rtol=rtol, atol=atol)
+    form = split_form(model, free=free) if np.any(split) else None
+    if form is not None:
+        check_size(model, log_a, split, free=free, coefficients=form.bytes, rtol=rtol, atol=atol)
     options = dict(rtol=rtol, atol=atol, max_steps=max_steps, progress=request.progress)
-    split_flow = functools.partial(_split.flow, free=free)
+    split_flow = functools.partial(_split.flow, free=free, form=form)
     if np.all(small):
         return _small.flow(model, W0, ts, log_a, **options)
     if np.all(split):

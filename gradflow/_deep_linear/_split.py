@@ -381,12 +381,15 @@ class _Run:
         )
 
 
-def flow(model: DeepLinearModel, W0, ts, log_a, *, rtol: float, atol: float, max_steps, progress: bool, free: bool):
+def flow(
+    model: DeepLinearModel, W0, ts, log_a, *, rtol: float, atol: float, max_steps, progress: bool, free: bool, form=None
+):
     """``simulate_flow`` for scales between the two ranges (every ``log α`` there): one split flow per α, by Kvaerno5
-    with a matrix-free Newton where ``free``, else by Radau with the dense Jacobian."""
+    with a matrix-free Newton where ``free``, else by Radau with the dense Jacobian; ``G`` in ``form``
+    (:func:`~gradflow._deep_linear._split_fields.split_form`'s, read from the model here if None)."""
     ts = np.asarray(ts)
     log_alphas = np.atleast_1d(np.asarray(log_a, dtype=np.float64))
-    gradient = split_gradient(model, free=free)
+    gradient = split_gradient(model, free=free, form=form)
     bar = Progress(float(ts[-1]), log_alphas.size, desc="simulate_flow", enabled=progress)
     runs, results, messages, steps, turns = [], [], [], [], []
     interrupted = False

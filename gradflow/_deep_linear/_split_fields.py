@@ -295,8 +295,8 @@ def _right_parts(model: DeepLinearModel, probes):
     return model.G(zero), C, [(w, K(w)) for w in probes]
 
 
-class _Form(NamedTuple):
-    """What :func:`split_gradient` holds for a model: ``kind`` (``"right"``, ``"affine"``, ``"inputs"`` or
+class SplitForm(NamedTuple):
+    """What :func:`split_gradient` holds for a model (:func:`split_form`): ``kind`` (``"right"``, ``"affine"``, ``"inputs"`` or
     ``"jacobian"``), its ``bytes``, and the parts already read (the :class:`RightGradient`, or the inputs of
     :class:`TimesInputs`)."""
 
@@ -306,28 +306,31 @@ class _Form(NamedTuple):
     inputs: np.ndarray | None = None
 
 
-def _form(model: DeepLinearModel, *, free: bool) -> _Form:
+def split_form(model: DeepLinearModel, *, free: bool) -> SplitForm:
+    """The form of ``G`` :func:`split_gradient` takes (module docstring) and the bytes of its coefficients, read from the
+    model once: ``simulate_flow`` checks the bytes before the split runs, then hands the form to it."""
     m, n = model.shape
     right = right_gradient(model) if free else None
     if right is not None:
-        return _Form("right", 8 * (n * n + m * n), right=right)
+        return SplitForm("right", 8 * (n * n + m * n), right=right)
     K, M = _sizes(model)
     if model.loss == "square" and K <= M:
-        return _Form("affine", 8 * K)
+        return SplitForm("affine", 8 * K)
     inputs = times_inputs(model)
     if inputs is not None:
-        return _Form("inputs", 8 * (inputs.size + m * m), inputs=inputs)
-    return _Form("jacobian", 8 * M)
+        return SplitForm("inputs", 8 * (inputs.size + m * m), inputs=inputs)
+    return SplitForm("jacobian", 8 * M)
 
 
-def split_gradient(model: DeepLinearModel, *, free: bool = False):
+def split_gradient(model: DeepLinearModel, *, free: bool = False, form: SplitForm | None = None):
     """``G`` in the form the split evaluates in its frames, from coefficients rotated once per frame (evaluated at the
     rotated-back ``W`` and rotated, its rounding stalled the steps: docs/deep-linear.md, *Between the two ranges*):
     :class:`RightGradient` where ``free`` and the model's ``G`` has its form (:func:`right_gradient`), else
     :class:`AffineGradient` for the square loss where ``K`` is no larger than the outputs' Jacobian ``M``, else
     :class:`LinearOutputs` (with :class:`TimesInputs` where the outputs are ``W x_j``, else ``M``), with NumPy arrays.
-    The model's outputs must be linear in ``W`` (:func:`outputs_are_linear`)."""
-    form = _form(model, free=free)
+    The model's outputs must be linear in ``W`` (:func:`outputs_are_linear`); ``form``, :func:`split_form`'s for the
+    same ``free``, if it was read already."""
+    form = split_form(model, free=free) if form is None else form
     if form.kind == "right":
         coefficients = form.right
     elif form.kind == "affine":
@@ -347,9 +350,3 @@ def _sizes(model: DeepLinearModel) -> tuple[int, int]:
     m, n = model.shape
     outputs = jax.eval_shape(lambda: _outputs_of(model, jnp.zeros((m, n))))
     return (m * n) ** 2, m * n * math.prod(outputs.shape)
-
-
-def coefficient_bytes(model: DeepLinearModel, *, free: bool) -> int:
-    """The bytes of the coefficients :func:`split_gradient` holds: ``C`` of :class:`RightGradient`, ``K``, the inputs
-    of :class:`TimesInputs` or ``M``."""
-    return _form(model, free=free).bytes

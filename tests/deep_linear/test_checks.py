@@ -113,4 +113,4 @@ def test_layers_too_large_for_a_dense_split_are_refused():
         gradflow.simulate_flow(transposed, u0=tuple(np.eye(n) for _ in range(4)), ts=[0.0, 1.0], alpha=1e-6)
     logits = gradflow.DeepLinearModel(lambda x, W: W @ x, *data, shape=(n, n), depth=4, loss="cross_entropy")
     with jax.enable_x64(True):  # as simulate_flow runs it
-        assert _split_fields.coefficient_bytes(logits, free=True) == 8 * (samples * n + n * n)
+        assert _split_fields.split_form(logits, free=True).bytes == 8 * (samples * n + n * n)

@@ -251,10 +251,9 @@ def _factorisation(n, depth=3):
 
 def test_matrix_free_is_the_dense_integration():
     """5×5 layers (75 entries; ``newton="auto"`` solves 10 × 10 matrix-free, 5 × 5 dense) at α = 1e-3 through three
-    jumps: Newton's
-    equations solved by GMRES give the flow of the dense Jacobian's LU, the same steps, the learned modes' ``log σ``
-    within 1e-9 and the sleeping ones' within 1e-4 (entries of the size of ``atol``: at 10 × 10 both are 4e-5 from a
-    run at ``atol = 1e-11``)."""
+    jumps: Newton's equations solved by GMRES give the flow of the dense Jacobian's LU, the same steps, the learned
+    modes' ``log σ`` within 1e-9 and the sleeping ones' within 1e-4 (entries of the size of ``atol``: at 10 × 10 both
+    are 4e-5 from a run at ``atol = 1e-11``)."""
     task = _factorisation(5)
     assert _flow.matrix_free(_factorisation(10).model, gradflow.DeepLinearSolver())
     assert not _flow.matrix_free(task.model, gradflow.DeepLinearSolver())
